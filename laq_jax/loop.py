@@ -1,0 +1,304 @@
+"""Training: one jitted `lax.scan` over iterations, workers vmapped inside.
+
+    state, trace = run_chunk(spec, state, data, hyper, num_steps=T)
+
+`spec` (shapes and the model) is static; `state`, `data` and `hyper` are
+arrays, so a new hyperparameter value, a new seed or a later chunk of the same
+length reuses the compiled program. Give `hyper` a leading grid axis G (see
+`hyper.stack_hypers`) and the same call runs a whole sweep as one program: the
+scan is vmapped over G, the data is shared, not copied.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.flatten_util import ravel_pytree
+
+from laq_jax import rules
+from laq_jax.hyper import Hyper
+from laq_jax.problems import Problem
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSpec:
+  """The static part of a run: what changes the compiled program.
+
+  Attributes:
+    problem: the model.
+    num_workers: M, over all devices.
+    memory: D, how many past parameter steps the trigger remembers.
+    stochastic: minibatch gradients (sgd/qsgd/slag/slaq) instead of full ones.
+    batch_size: samples per worker per iteration when stochastic.
+  """
+  problem: Problem
+  num_workers: int
+  memory: int = 10
+  stochastic: bool = False
+  batch_size: int = 500
+
+  def __post_init__(self):
+    if self.num_workers < 1:
+      raise ValueError(f'num_workers={self.num_workers} is not allowed: it '
+                       'must be an integer >= 1')
+    if self.memory < 1:
+      raise ValueError(f'memory={self.memory} is not allowed: D must be an '
+                       'integer >= 1')
+    if self.stochastic and self.batch_size < 1:
+      raise ValueError(f'batch_size={self.batch_size} is not allowed: it must '
+                       'be an integer >= 1')
+
+
+class Data(NamedTuple):
+  """Worker shards: x_MxNxD features, y_MxN integer labels."""
+  x_MxNxD: jax.Array
+  y_MxN: jax.Array
+
+
+class LoopState(NamedTuple):
+  """Everything a run needs to continue: resume from it bit-identically.
+
+  Attributes:
+    step: k, iterations done (int32).
+    theta_P: the parameters theta^k, flat.
+    rule: the communication rule's state.
+  """
+  step: jax.Array
+  theta_P: jax.Array
+  rule: rules.RuleState
+
+
+class Trace(NamedTuple):
+  """Per-step outputs of a chunk, leading axis T (then M for per-worker).
+
+  `loss` is the full objective f(theta^k) = sum_m f_m(theta^k) at the
+  parameters the step started from.
+  """
+  loss: jax.Array
+  sent_M: jax.Array
+  bits_M: jax.Array
+  innovation_M: jax.Array
+  threshold_M: jax.Array
+  error_M: jax.Array
+
+
+def flat_params(problem: Problem, seed, dtype):
+  """(theta_P, unravel) of the problem's initialization under `seed`."""
+  params = problem.init(_init_key(seed))
+  params = jax.tree.map(lambda p: jnp.asarray(p, dtype), params)
+  return ravel_pytree(params)
+
+
+def _init_key(seed):
+  return jax.random.fold_in(jax.random.key(seed), 0)
+
+
+def _batch_key(seed, step, worker):
+  key = jax.random.fold_in(jax.random.key(seed), 1)
+  return jax.random.fold_in(jax.random.fold_in(key, step), worker)
+
+
+def _unravel(problem: Problem, dtype) -> Callable:
+  template = jax.eval_shape(problem.init, jax.random.key(0))
+  zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, dtype), template)
+  return ravel_pytree(zeros)[1]
+
+
+def worker_objective(problem: Problem, unravel: Callable, theta_P, x_NxD, y_N,
+                     l2) -> jax.Array:
+  """f_m(theta) = mean loss on the shard + (lam / 2) ||theta||^2."""
+  return (problem.loss(unravel(theta_P), x_NxD, y_N)
+          + 0.5 * l2 * jnp.sum(jnp.square(theta_P)))
+
+
+def init_state(spec: RunSpec, hyper: Hyper, dtype=jnp.float32,
+               num_local_workers: int | None = None) -> LoopState:
+  """Iteration 0: theta^0 from the problem's init under hyper.seed, zero memory.
+
+  Works for a single Hyper or a grid (leading G axis on every field).
+  """
+  if jnp.ndim(hyper.seed) == 1:
+    return jax.vmap(lambda h: init_state(spec, h, dtype, num_local_workers))(
+        hyper)
+  theta_P, _ = flat_params(spec.problem, hyper.seed, dtype)
+  rule_state = rules.init(theta_P.size, num_local_workers or spec.num_workers,
+                          spec.memory, dtype)
+  return LoopState(jnp.int32(0), theta_P, rule_state)
+
+
+def _cast_hyper(hyper: Hyper, dtype) -> Hyper:
+  floats = ('step_size', 'xi', 'err_weight', 'threshold_offset', 'l2')
+  return hyper._replace(**{f: jnp.asarray(getattr(hyper, f), dtype)
+                           for f in floats})
+
+
+def make_step(spec: RunSpec, data: Data, hyper: Hyper, *,
+              worker_ids_M: jax.Array | None = None,
+              axis_name: str | None = None) -> Callable:
+  """The scan body: LoopState -> (LoopState, Trace row).
+
+  Args:
+    spec: static run description.
+    data: the (local) worker shards.
+    hyper: scalar hyperparameters.
+    worker_ids_M: global indices of the local workers (seeds their minibatch
+      draws, so any device layout draws the same batches).
+    axis_name: the mesh axis the workers are split over, under shard_map.
+  """
+  dtype = data.x_MxNxD.dtype
+  hyper = _cast_hyper(hyper, dtype)
+  problem = spec.problem
+  unravel = _unravel(problem, dtype)
+  num_local = data.x_MxNxD.shape[0]
+  shard_size = data.x_MxNxD.shape[1]
+  if worker_ids_M is None:
+    worker_ids_M = jnp.arange(num_local)
+
+  objective = lambda th, x, y: worker_objective(problem, unravel, th, x, y,
+                                                hyper.l2)
+  value_and_grad = jax.vmap(jax.value_and_grad(objective),
+                            in_axes=(None, 0, 0))
+  values = jax.vmap(objective, in_axes=(None, 0, 0))
+
+  def minibatch(step, worker, x_NxD, y_N):
+    key = _batch_key(hyper.seed, step, worker)
+    idx = jax.random.choice(key, shard_size, (spec.batch_size,), replace=False)
+    return x_NxD[idx], y_N[idx]
+
+  def total(local_sum):
+    return local_sum if axis_name is None else jax.lax.psum(local_sum,
+                                                            axis_name)
+
+  def body(state: LoopState, _):
+    if spec.stochastic:
+      xb, yb = jax.vmap(minibatch, in_axes=(None, 0, 0, 0))(
+          state.step, worker_ids_M, data.x_MxNxD, data.y_MxN)
+      _, grads_MxP = value_and_grad(state.theta_P, xb, yb)
+      loss = total(jnp.sum(values(state.theta_P, data.x_MxNxD, data.y_MxN)))
+    else:
+      losses_M, grads_MxP = value_and_grad(state.theta_P, data.x_MxNxD,
+                                           data.y_MxN)
+      loss = total(jnp.sum(losses_M))
+    theta_P, rule_state, stats = rules.step(
+        grads_MxP, state.rule, state.theta_P, hyper,
+        num_workers=spec.num_workers, axis_name=axis_name)
+    row = Trace(loss, stats.sent_M, stats.bits_M, stats.innovation_M,
+                stats.threshold_M, stats.error_M)
+    return LoopState(state.step + 1, theta_P, rule_state), row
+
+  return body
+
+
+def _chunk(spec: RunSpec, state: LoopState, data: Data, hyper: Hyper,
+           num_steps: int):
+  body = make_step(spec, data, hyper)
+  return jax.lax.scan(body, state, None, length=num_steps)
+
+
+def _run_chunk(spec, state, data, hyper, num_steps):
+  if jnp.ndim(hyper.step_size) == 1:  # a grid: vmap the scan, share the data
+    return jax.vmap(_chunk, in_axes=(None, 0, None, 0, None))(
+        spec, state, data, hyper, num_steps)
+  return _chunk(spec, state, data, hyper, num_steps)
+
+
+run_chunk = jax.jit(_run_chunk, static_argnums=(0, 4))
+run_chunk.__doc__ = """Runs `num_steps` iterations from `state` as one compiled program.
+
+Args:
+  spec: static RunSpec.
+  state: LoopState (leading G axis for a grid).
+  data: Data shards, shared by every grid point.
+  hyper: Hyper of scalars, or of [G] arrays for a sweep.
+  num_steps: T, the chunk length (static).
+
+Returns:
+  (state after the chunk, Trace with leading [T] (or [G, T]) axes).
+"""
+
+
+def run(spec: RunSpec, data: Data, hyper: Hyper, num_steps: int, *,
+        chunk_size: int | None = None, state: LoopState | None = None,
+        callback: Callable[[LoopState, Trace], None] | None = None,
+        run_chunk_fn: Callable | None = None
+        ) -> tuple[LoopState, Trace]:
+  """Runs `num_steps` iterations in chunks of one compiled program.
+
+  Args:
+    spec, data, hyper: as for `run_chunk`.
+    num_steps: total iterations to run from `state`.
+    chunk_size: iterations per compiled call (default: all at once). A
+      shorter last chunk compiles once more.
+    state: where to start (default: `init_state`).
+    callback: called after each chunk with (state, that chunk's Trace) as
+      NumPy, for progress lines, evaluation and checkpoints.
+    run_chunk_fn: replaces `run_chunk` (e.g. the sharded version).
+
+  Returns:
+    (final LoopState, Trace of all steps as NumPy arrays, time on axis -1 for
+    scalars / -2 for per-worker arrays, after any grid axis).
+  """
+  run_chunk_fn = run_chunk_fn or run_chunk
+  if state is None:
+    state = init_state(spec, hyper, data.x_MxNxD.dtype)
+  chunk_size = chunk_size or num_steps
+  grid = jnp.ndim(hyper.step_size) == 1
+  time_axis = 1 if grid else 0
+  parts = []
+  done = 0
+  while done < num_steps:
+    length = min(chunk_size, num_steps - done)
+    state, trace = run_chunk_fn(spec, state, data, hyper, length)
+    trace = jax.tree.map(np.asarray, trace)
+    parts.append(trace)
+    done += length
+    if callback is not None:
+      callback(state, trace)
+  if not parts:
+    empty = run_chunk_fn(spec, state, data, hyper, 1)[1]
+    trace = jax.tree.map(lambda a: np.asarray(a)[(slice(None),) * time_axis
+                                                 + (slice(0, 0),)], empty)
+    return state, trace
+  trace = jax.tree.map(lambda *xs: np.concatenate(xs, axis=time_axis), *parts)
+  return state, trace
+
+
+def accuracy(problem: Problem, theta_P, x_NxD, y_N, *,
+             batch: int = 10_000) -> float:
+  """Classification accuracy of the flat parameters on (x, y)."""
+  return float(np.mean(np.asarray(predict(problem, theta_P, x_NxD, batch)) ==
+                       np.asarray(y_N)))
+
+
+def predict(problem: Problem, theta_P, x_NxD, batch: int = 10_000):
+  """Predicted labels, evaluated in batches (vmapped over a grid of theta)."""
+  theta_P = jnp.asarray(theta_P)
+  out = []
+  for start in range(0, x_NxD.shape[0], batch):
+    out.append(_predict(problem, theta_P,
+                        jnp.asarray(x_NxD[start:start + batch], theta_P.dtype)))
+  return jnp.concatenate(out, axis=-1)
+
+
+@jax.jit(static_argnums=0)
+def _predict(problem, theta_P, x_NxD):
+  def one(theta):
+    unravel = _unravel(problem, theta.dtype)
+    return jnp.argmax(problem.apply(unravel(theta), x_NxD), -1)
+  if theta_P.ndim == 2:
+    return jax.vmap(one)(theta_P)
+  return one(theta_P)
+
+
+@jax.jit(static_argnums=0)
+def objective(problem: Problem, theta_P, data: Data, l2) -> jax.Array:
+  """f(theta) = sum_m f_m(theta) on the full shards (the convex target)."""
+  unravel = _unravel(problem, theta_P.dtype)
+  values = jax.vmap(lambda x, y: worker_objective(problem, unravel, theta_P, x,
+                                                  y, l2))(data.x_MxNxD,
+                                                          data.y_MxN)
+  return jnp.sum(values)
