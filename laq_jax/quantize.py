@@ -45,13 +45,20 @@ def quantize_innovation(grad_P: jax.Array, ref_P: jax.Array,
   dtype = grad_P.dtype
   innovation = grad_P - ref_P
   radius = jnp.max(jnp.abs(innovation))
-  levels = jnp.exp2(bits.astype(dtype)) - 1  # 2^b - 1 = 1 / tau
-  # Grid spacing 2 tau R; guard R == 0 (then every code is 0 and Q = Qhat).
+  levels = jnp.ldexp(jnp.ones((), dtype), bits) - 1  # 2^b - 1, exactly
+  tau = 1 / levels
+  # Guard R == 0 (then every code is 0 and Q = Qhat).
   safe_radius = jnp.where(radius > 0, radius, jnp.ones_like(radius))
-  spacing = 2 * safe_radius / levels
-  codes = jnp.floor((innovation + safe_radius) / spacing + 0.5)
+  codes = jnp.floor((innovation + safe_radius) / (2 * tau * safe_radius) + 0.5)
+  # An innovation of exactly 0 (a coordinate no sample touches, e.g. a blank
+  # MNIST pixel at theta = 0) is a tie: 2^b - 1 is odd, so 0 lies halfway
+  # between two grid points. In exact arithmetic the formula gives (levels +
+  # 1) / 2 (round half up); in floats the last bit of R decides, and so the
+  # code would depend on how XLA ordered a matmul (vmap, devices, sweep).
+  # Pin it to the exact value.
+  codes = jnp.where(innovation == 0, (levels + 1) / 2, codes)
   codes = jnp.clip(codes, 0, levels)
-  value = ref_P + spacing * codes - safe_radius
+  value = ref_P + 2 * tau * safe_radius * codes - safe_radius
   value = jnp.where(radius > 0, value, ref_P)
   codes = jnp.where(radius > 0, codes, jnp.zeros_like(codes))
   error_sq = jnp.sum(jnp.square(value - grad_P))

@@ -1,0 +1,192 @@
+"""The LAQ family end to end against the slow NumPy transcription of the spec.
+
+Also the equivalences the spec implies: lag/laq with xi = c_e = c_0 = 0 are
+gd/qgd, qgd with many bits tracks gd, and the staleness clock.
+"""
+
+from absl.testing import absltest
+from absl.testing import parameterized
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import laq_jax as lj
+from laq_jax import loop
+from tests import common
+from tests import reference
+
+# 4 workers x 37 real MNIST images: fast, still real. Not 40: with exactly 4
+# of each digit per shard the bias gradient at theta = 0 is 0.1 - 0.1, zero in
+# exact arithmetic but float noise in practice, a quantizer rounding tie that
+# NumPy and XLA break differently.
+M, N = 4, 37
+
+
+def small_run(algo, steps=60, dtype=jnp.float64, problem='logreg', **hyper):
+  x, y = common.mnist_shards(M, N, dtype=np.float64)
+  data = lj.Data(jnp.asarray(x, dtype), jnp.asarray(y))
+  spec = lj.RunSpec(lj.get_problem(problem, hidden=16), M,
+                    stochastic=lj.ALGORITHMS[algo].stochastic, batch_size=10)
+  h = lj.make_hyper(algo, dtype=dtype, **hyper)
+  state, trace = lj.run(spec, data, h, steps)
+  return state, trace, (x, y)
+
+
+class ReferenceTest(parameterized.TestCase):
+  """Every algorithm against the spec's NumPy loop, step by step, float64."""
+
+  @parameterized.parameters('gd', 'qgd', 'lag', 'laq')
+  def test_full_batch_matches_numpy(self, algo):
+    a = lj.ALGORITHMS[algo]
+    kwargs = dict(step_size=0.05, bits=3, xi=0.8, err_weight=3.0,
+                  threshold_offset=0.0, max_staleness=20)
+    state, trace, (x, y) = small_run(algo, steps=80, **kwargs)
+    ref = reference.run(x, y, steps=80, alpha=0.05, bits=3,
+                        quantize_on=a.quantize, lazy_on=a.lazy, tbar=20)
+    np.testing.assert_array_equal(trace.sent_M, ref['sent'])
+    np.testing.assert_array_equal(trace.bits_M.astype(np.int64), ref['bits'])
+    np.testing.assert_allclose(trace.loss, ref['loss'], rtol=1e-11)
+    np.testing.assert_allclose(np.asarray(state.theta_P), ref['theta'],
+                               atol=1e-11)
+    if a.lazy:  # the rule really skipped, so the test exercises the trigger
+      self.assertLess(trace.sent_M.sum(), trace.sent_M.size)
+
+  @parameterized.parameters('sgd', 'qsgd', 'slag', 'slaq')
+  def test_stochastic_matches_numpy(self, algo):
+    a = lj.ALGORITHMS[algo]
+    steps = 40
+    state, trace, (x, y) = small_run(algo, steps=steps, step_size=0.03,
+                                     bits=3, threshold_offset=0.01,
+                                     err_weight=1.5, seed=5)
+    # The minibatches are the loop's documented draws: fold_in(seed, step, m).
+    batches = [[np.asarray(jax.random.choice(loop._batch_key(5, k, m), N,
+                                             (10,), replace=False))
+                for m in range(M)] for k in range(steps)]
+    ref = reference.run(x, y, steps=steps, alpha=0.03, bits=3,
+                        quantize_on=a.quantize, lazy_on=a.lazy, c_e=1.5,
+                        c_0=0.01, batches=batches)
+    np.testing.assert_array_equal(trace.sent_M, ref['sent'])
+    np.testing.assert_allclose(trace.loss, ref['loss'], rtol=1e-11)
+    np.testing.assert_allclose(np.asarray(state.theta_P), ref['theta'],
+                               atol=1e-11)
+
+
+class EquivalenceTest(parameterized.TestCase):
+
+  @parameterized.parameters(('lag', 'gd', 'logreg'), ('laq', 'qgd', 'logreg'),
+                            ('lag', 'gd', 'mlp'), ('laq', 'qgd', 'mlp'),
+                            ('slaq', 'qsgd', 'mlp'))
+  def test_lazy_with_zero_threshold_is_eager(self, lazy, eager, problem):
+    zero = dict(xi=0.0, err_weight=0.0, threshold_offset=0.0, step_size=0.02)
+    s1, t1, _ = small_run(lazy, steps=30, problem=problem, **zero)
+    s2, t2, _ = small_run(eager, steps=30, problem=problem, **zero)
+    self.assertTrue(np.all(t1.sent_M))
+    np.testing.assert_array_equal(t1.loss, t2.loss)
+    np.testing.assert_array_equal(np.asarray(s1.theta_P),
+                                  np.asarray(s2.theta_P))
+
+  def test_qgd_with_many_bits_tracks_gd(self):
+    _, t_q, _ = small_run('qgd', steps=50, bits=24)
+    _, t_g, _ = small_run('gd', steps=50)
+    np.testing.assert_allclose(t_q.loss, t_g.loss, rtol=1e-6)
+    _, t_coarse, _ = small_run('qgd', steps=50, bits=2)
+    # ... and fewer bits really do change the trajectory.
+    self.assertGreater(np.max(np.abs(t_coarse.loss - t_g.loss)), 1e-4)
+
+  def test_staleness_clock_forces_uploads(self):
+    # c_0 so large that the trigger never fires: only the clock uploads, after
+    # exactly tbar skips, i.e. at k = tbar, 2 tbar + 1, ...
+    tbar = 4
+    _, trace, _ = small_run('lag', steps=20, threshold_offset=1e12,
+                            max_staleness=tbar)
+    expected = np.zeros(20, bool)
+    expected[tbar::tbar + 1] = True
+    for m in range(M):
+      np.testing.assert_array_equal(trace.sent_M[:, m], expected)
+
+  def test_bits_add_up(self):
+    _, trace, _ = small_run('laq', steps=40, bits=5)
+    p = 7850
+    sent = trace.sent_M
+    self.assertEqual(int(trace.bits_M.astype(np.int64).sum()),
+                     int(sent.sum()) * (5 * p + 32))
+    _, trace, _ = small_run('lag', steps=40)
+    self.assertEqual(int(trace.bits_M.astype(np.int64).sum()),
+                     int(trace.sent_M.sum()) * 32 * p)
+
+
+class LoopTest(parameterized.TestCase):
+
+  def test_model_sizes(self):
+    self.assertEqual(lj.get_problem('logreg').num_params(), 7850)
+    self.assertEqual(lj.get_problem('mlp').num_params(), 159010)
+
+  def test_compiles_once_across_hyperparameters(self):
+    x, y = common.mnist_shards(M, N)
+    data = lj.Data(jnp.asarray(x), jnp.asarray(y))
+    spec = lj.RunSpec(lj.get_problem('logreg'), M, memory=7)
+    before = lj.run_chunk._cache_size()
+    for algo, bits, alpha, seed in [('laq', 3, 0.01, 0), ('gd', 8, 0.05, 1),
+                                    ('lag', 2, 0.03, 2), ('qgd', 4, 0.02, 3)]:
+      h = lj.make_hyper(algo, dtype=jnp.float64, bits=bits, step_size=alpha,
+                        seed=seed)
+      lj.run_chunk(spec, lj.init_state(spec, h, jnp.float64), data, h, 5)
+    self.assertEqual(lj.run_chunk._cache_size() - before, 1)
+
+  def test_chunks_equal_one_scan(self):
+    x, y = common.mnist_shards(M, N)
+    data = lj.Data(jnp.asarray(x), jnp.asarray(y))
+    spec = lj.RunSpec(lj.get_problem('logreg'), M)
+    h = lj.make_hyper('laq', dtype=jnp.float64, step_size=0.05)
+    s1, t1 = lj.run(spec, data, h, 30)
+    s2, t2 = lj.run(spec, data, h, 30, chunk_size=7)
+    np.testing.assert_array_equal(t1.sent_M, t2.sent_M)
+    np.testing.assert_allclose(t1.loss, t2.loss, rtol=1e-13)
+    np.testing.assert_allclose(np.asarray(s1.theta_P), np.asarray(s2.theta_P),
+                               rtol=1e-13)
+
+  def test_grid_equals_separate_runs(self):
+    x, y = common.mnist_shards(M, N)
+    data = lj.Data(jnp.asarray(x), jnp.asarray(y))
+    spec = lj.RunSpec(lj.get_problem('logreg'), M)
+    points = [lj.make_hyper(a, dtype=jnp.float64, bits=b, xi=xi)
+              for a, b, xi in [('laq', 2, 0.4), ('laq', 4, 1.6), ('gd', 4, 0.8),
+                               ('lag', 3, 0.8)]]
+    _, grid_trace = lj.run(spec, data, lj.stack_hypers(points), 25)
+    for g, h in enumerate(points):
+      _, t = lj.run(spec, data, h, 25)
+      np.testing.assert_array_equal(grid_trace.sent_M[g], t.sent_M)
+      np.testing.assert_allclose(grid_trace.loss[g], t.loss, rtol=1e-12)
+
+  def test_seed_changes_minibatches_only_when_stochastic(self):
+    _, a, _ = small_run('slaq', steps=15, seed=1, problem='mlp')
+    _, b, _ = small_run('slaq', steps=15, seed=1, problem='mlp')
+    _, c, _ = small_run('slaq', steps=15, seed=2, problem='mlp')
+    np.testing.assert_array_equal(a.loss, b.loss)
+    self.assertFalse(np.array_equal(a.loss, c.loss))
+
+
+class RealDataTest(absltest.TestCase):
+
+  def test_lazy_skips_and_converges_on_mnist(self):
+    # 10 workers x 600 real images, float32, the spec's LAQ defaults.
+    x, y = common.mnist_shards(10, 600, dtype=np.float32)
+    data = lj.Data(jnp.asarray(x), jnp.asarray(y))
+    spec = lj.RunSpec(lj.get_problem('logreg'), 10)
+    steps = 300
+    _, gd = lj.run(spec, data, lj.make_hyper('gd'), steps)
+    state, laq = lj.run(spec, data, lj.make_hyper('laq'), steps)
+    # far fewer uploads than gd (which sends 10 per step)
+    self.assertLess(laq.sent_M.sum(), 0.3 * gd.sent_M.sum())
+    # and converges like gd: the loss falls by the same margin
+    drop_gd = gd.loss[0] - gd.loss[-1]
+    drop_laq = laq.loss[0] - laq.loss[-1]
+    self.assertGreater(drop_laq, 0.95 * drop_gd)
+    self.assertLess(laq.loss[-1] - gd.loss[-1], 0.02 * gd.loss[-1])
+    acc = lj.accuracy(spec.problem, state.theta_P, common.mnist()['x_test'],
+                      common.mnist()['y_test'])
+    self.assertGreater(acc, 0.85)
+
+
+if __name__ == '__main__':
+  absltest.main()
