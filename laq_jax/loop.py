@@ -174,13 +174,19 @@ def make_step(spec: RunSpec, data: Data, hyper: Hyper, *,
                                                             axis_name)
 
   def body(state: LoopState, _):
+    theta_P = state.theta_P
+    if axis_name is not None:
+      # Under shard_map theta is replicated; differentiating at it directly
+      # would psum the gradients over devices (the transpose of the implicit
+      # broadcast). Each worker needs its own gradient: mark theta varying.
+      theta_P = jax.lax.pcast(theta_P, axis_name, to='varying')
     if spec.stochastic:
       xb, yb = jax.vmap(minibatch, in_axes=(None, 0, 0, 0))(
           state.step, worker_ids_M, data.x_MxNxD, data.y_MxN)
-      _, grads_MxP = value_and_grad(state.theta_P, xb, yb)
-      loss = total(jnp.sum(values(state.theta_P, data.x_MxNxD, data.y_MxN)))
+      _, grads_MxP = value_and_grad(theta_P, xb, yb)
+      loss = total(jnp.sum(values(theta_P, data.x_MxNxD, data.y_MxN)))
     else:
-      losses_M, grads_MxP = value_and_grad(state.theta_P, data.x_MxNxD,
+      losses_M, grads_MxP = value_and_grad(theta_P, data.x_MxNxD,
                                            data.y_MxN)
       loss = total(jnp.sum(losses_M))
     theta_P, rule_state, stats = rules.step(

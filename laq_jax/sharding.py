@@ -1,0 +1,283 @@
+"""Workers on devices: the worker axis split over a mesh under `jax.shard_map`.
+
+    mesh = make_mesh()                       # every device, one axis 'workers'
+    data = shard_data(data, mesh)            # place the shards once
+    state, trace = laq_jax.run(spec, data, hyper, T,
+                               run_chunk_fn=make_run_chunk(mesh))
+
+The M workers are split into equal blocks, one block per device; inside a
+device the block is vmapped, exactly as the single-device path vmaps all M.
+The step is the same `loop.make_step` / `rules.step` code: given
+`axis_name='workers'` the server aggregate and the loss become a `psum` over
+the mesh axis. Worker ids are global, so minibatch draws do not depend on the
+layout, and a run on any number of devices matches `laq_jax.run_chunk`: the
+same uploads, losses equal to rounding (XLA may sum a worker's gradient in a
+different order when it batches a different number of workers). The one
+exception is a gradient coordinate that is zero in exact arithmetic, computed
+as +-1e-17: its zero innovation sits on a rounding tie of the quantizer (the
+2^b-level grid has no zero level), and each layout may round it to a
+different neighbouring level. Both are valid LAQ runs.
+
+What lives where:
+  * split over 'workers': the data, each worker's rule state (last upload,
+    last error, staleness clock) and the per-worker fields of the Trace;
+  * replicated: theta, the aggregate, the parameter history, the step count,
+    the hyperparameters and the loss.
+
+Collectives are dense: the `psum` moves P numbers per device every step
+whether or not its workers uploaded. A skipped upload is *accounted* (its
+bits are 0 in the Trace), not removed from the wire.
+
+The same functions work with several processes (`laq_jax.distributed`): a
+mesh over `jax.devices()` then spans every host, and arrays are placed with
+`jax.make_array_from_callback`, each process filling its own devices.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from laq_jax import loop
+from laq_jax.hyper import Hyper
+from laq_jax.loop import Data, LoopState, RunSpec, Trace
+from laq_jax.rules import RuleState
+
+AXIS = 'workers'
+WORKERS_ON = ('vmap', 'devices')
+
+
+def make_mesh(num_devices: int | None = None) -> Mesh:
+  """A 1-D mesh named 'workers' over the first `num_devices` devices.
+
+  Args:
+    num_devices: how many of `jax.devices()` (all processes' devices in a
+      multi-process run) to use; None uses all of them.
+
+  Returns:
+    A `jax.sharding.Mesh` with the single axis 'workers'.
+  """
+  devices = jax.devices()
+  if num_devices is None:
+    num_devices = len(devices)
+  if not 1 <= num_devices <= len(devices):
+    raise ValueError(f'num_devices={num_devices} is not allowed: it must be '
+                     f'in 1..{len(devices)} (the devices JAX sees: '
+                     f'{len(devices)} x {devices[0].platform})')
+  return jax.make_mesh((num_devices,), (AXIS,), devices=devices[:num_devices])
+
+
+def num_mesh_devices(mesh: Mesh) -> int:
+  """The size of the mesh's 'workers' axis."""
+  if AXIS not in mesh.shape:
+    raise ValueError(f'mesh axes {tuple(mesh.shape)} have no {AXIS!r} axis; '
+                     'build the mesh with laq_jax.sharding.make_mesh')
+  return mesh.shape[AXIS]
+
+
+def check_layout(num_workers: int, num_devices: int) -> None:
+  """Raises ValueError unless the M workers split evenly over the devices.
+
+  Args:
+    num_workers: M.
+    num_devices: the size of the 'workers' mesh axis.
+  """
+  if num_devices >= 1 and num_workers >= 1 and num_workers % num_devices == 0:
+    return
+  divisors = [d for d in range(1, num_workers + 1) if num_workers % d == 0]
+  raise ValueError(
+      f'num_workers={num_workers} cannot be split over num_devices='
+      f'{num_devices}: with workers_on=devices every device holds the same '
+      f'number of workers, so the device count must divide num_workers. '
+      f'Device counts that work for {num_workers} workers: '
+      f'{", ".join(map(str, divisors))} (or change num_workers to a multiple '
+      f'of {num_devices}).')
+
+
+# ----------------------------------------------------------------------------
+# Placement.
+
+def _data_specs() -> Data:
+  return Data(P(AXIS), P(AXIS))
+
+
+def _state_specs(grid: bool) -> LoopState:
+  lead = (None,) if grid else ()
+  rep, split = P(), P(*lead, AXIS)
+  return LoopState(step=rep, theta_P=rep,
+                   rule=RuleState(last_upload_MxP=split, last_error_M=split,
+                                  clock_M=split, aggregate_P=rep,
+                                  history_D=rep))
+
+
+def _trace_specs(grid: bool) -> Trace:
+  lead = (None, None) if grid else (None,)  # (G,) T
+  per_worker = P(*lead, AXIS)
+  return Trace(loss=P(), sent_M=per_worker, bits_M=per_worker,
+               innovation_M=per_worker, threshold_M=per_worker,
+               error_M=per_worker)
+
+
+def _hyper_specs() -> Hyper:
+  return Hyper(*([P()] * len(Hyper._fields)))
+
+
+def _place(x, sharding: NamedSharding) -> jax.Array:
+  """x as a global array with `sharding` (a no-op when it already is one).
+
+  Built with `jax.make_array_from_callback`, so each process fills only its
+  own devices; every process must hold the same full value of `x`.
+  """
+  if isinstance(x, jax.Array) and x.sharding.is_equivalent_to(sharding,
+                                                              x.ndim):
+    return x
+  if isinstance(x, jax.Array) and not x.is_fully_addressable:
+    return jax.device_put(x, sharding)  # a global array: reshard in place
+  value = np.asarray(x)
+  return jax.make_array_from_callback(value.shape, sharding,
+                                      lambda index: value[index])
+
+
+def _place_tree(tree, specs, mesh: Mesh):
+  def place(x, spec):
+    # Spelled to full rank, as jit's outputs are, so that a placed input and
+    # a chunk's output share one compiled program.
+    spec = P(*spec, *([None] * (np.ndim(x) - len(spec))))
+    return _place(x, NamedSharding(mesh, spec))
+  return jax.tree.map(place, tree, specs)
+
+
+def shard_data(data: Data, mesh: Mesh) -> Data:
+  """Places the worker shards: worker axis split over 'workers'.
+
+  Args:
+    data: Data with leading worker axis M (NumPy or JAX arrays; in a
+      multi-process run every process passes the same full data).
+    mesh: from `make_mesh`.
+
+  Returns:
+    Data of global arrays; device d holds workers d*M/n .. (d+1)*M/n - 1.
+  """
+  check_layout(data.x_MxNxD.shape[0], num_mesh_devices(mesh))
+  return _place_tree(data, _data_specs(), mesh)
+
+
+def shard_state(state: LoopState, mesh: Mesh) -> LoopState:
+  """Places a LoopState from `laq_jax.init_state` (full M; grid-aware).
+
+  Per-worker rule state is split over 'workers'; theta, the aggregate, the
+  history and the step count are replicated.
+  """
+  grid = jnp.ndim(state.step) == 1
+  check_layout(state.rule.clock_M.shape[-1], num_mesh_devices(mesh))
+  return _place_tree(state, _state_specs(grid), mesh)
+
+
+def shard_hyper(hyper: Hyper, mesh: Mesh) -> Hyper:
+  """Replicates the hyperparameters (scalars or a grid) over the mesh."""
+  return _place_tree(hyper, _hyper_specs(), mesh)
+
+
+def init_state(spec: RunSpec, hyper: Hyper, mesh: Mesh,
+               dtype=jnp.float32) -> LoopState:
+  """`laq_jax.init_state`, placed on the mesh."""
+  return shard_state(loop.init_state(spec, hyper, dtype), mesh)
+
+
+# ----------------------------------------------------------------------------
+# The sharded chunk.
+
+def _local_chunk(spec: RunSpec, num_steps: int, grid: bool,
+                 state: LoopState, data: Data, hyper: Hyper):
+  """One device's part: its block of workers, the same scan body as vmap."""
+  num_local = data.x_MxNxD.shape[0]
+  worker_ids_M = (jax.lax.axis_index(AXIS) * num_local
+                  + jnp.arange(num_local, dtype=jnp.int32))
+
+  def chunk(state, hyper):
+    body = loop.make_step(spec, data, hyper, worker_ids_M=worker_ids_M,
+                          axis_name=AXIS)
+    return jax.lax.scan(body, state, None, length=num_steps)
+
+  if grid:  # the grid inside: one program, the data shared by every point
+    state, trace = jax.vmap(chunk)(state, hyper)
+  else:
+    state, trace = chunk(state, hyper)
+  return state, trace
+
+
+@functools.cache
+def make_run_chunk(mesh: Mesh, *, gather_trace: bool | None = None
+                   ) -> Callable[..., tuple[LoopState, Trace]]:
+  """`laq_jax.run_chunk` with the workers split over the mesh axis 'workers'.
+
+  Args:
+    mesh: from `make_mesh`; its 'workers' size must divide M.
+    gather_trace: return the per-worker Trace fields replicated (all-gathered)
+      instead of split over 'workers'. None: only when the mesh spans several
+      processes, where a split array cannot be read by one process (and
+      `laq_jax.run` turns each chunk's Trace into NumPy).
+
+  Returns:
+    fn(spec, state, data, hyper, num_steps) -> (state, Trace), the contract
+    and output shapes of `laq_jax.run_chunk` (a grid Hyper with a leading G
+    axis runs the whole sweep in one program). Inputs not yet on the mesh are
+    placed first (place the data once with `shard_data` to avoid copying it
+    every chunk). Compiled once per (spec, num_steps, shapes, dtypes).
+  """
+  num_devices = num_mesh_devices(mesh)
+  if gather_trace is None:
+    gather_trace = len({d.process_index for d in mesh.devices.flat}) > 1
+
+  @functools.partial(jax.jit, static_argnums=(0, 4, 5))
+  def compiled(spec, state, data, hyper, num_steps, grid):
+    local = functools.partial(_local_chunk, spec, num_steps, grid)
+    state, trace = jax.shard_map(
+        local, mesh=mesh,
+        in_specs=(_state_specs(grid), _data_specs(), _hyper_specs()),
+        out_specs=(_state_specs(grid), _trace_specs(grid)),
+    )(state, data, hyper)
+    if gather_trace:  # every device (and process) gets the whole trace
+      trace = jax.tree.map(
+          lambda a: jax.sharding.reshard(
+              a, NamedSharding(mesh, P(*([None] * a.ndim)))), trace)
+    return state, trace
+
+  def run_chunk(spec: RunSpec, state: LoopState, data: Data, hyper: Hyper,
+                num_steps: int) -> tuple[LoopState, Trace]:
+    check_layout(spec.num_workers, num_devices)
+    if data.x_MxNxD.shape[0] != spec.num_workers:
+      raise ValueError(f'data has {data.x_MxNxD.shape[0]} worker shards but '
+                       f'spec.num_workers={spec.num_workers}; they must match')
+    grid = jnp.ndim(hyper.step_size) == 1
+    return compiled(spec, shard_state(state, mesh), shard_data(data, mesh),
+                    shard_hyper(hyper, mesh), num_steps, grid)
+
+  run_chunk.compiled = compiled  # for tests: compiled._cache_size()
+  return run_chunk
+
+
+def run_chunk_fn(workers_on: str = 'vmap', num_devices: int | None = None,
+                 ) -> Callable[..., tuple[LoopState, Trace]]:
+  """The chunk runner for the execution option `workers_on`.
+
+  Args:
+    workers_on: 'vmap' (all workers vmapped on one device: `laq_jax.run_chunk`)
+      or 'devices' (split over a 'workers' mesh of `num_devices` devices).
+    num_devices: for 'devices': how many devices (None: all of them).
+
+  Returns:
+    A function to pass as `laq_jax.run(..., run_chunk_fn=...)`.
+  """
+  if workers_on == 'vmap':
+    return loop.run_chunk
+  if workers_on == 'devices':
+    return make_run_chunk(make_mesh(num_devices))
+  raise ValueError(f'workers_on={workers_on!r} is not allowed: use one of '
+                   f'{", ".join(map(repr, WORKERS_ON))}')

@@ -1,0 +1,192 @@
+"""Subprocess for sharding_test: workers on N forced CPU devices vs vmap.
+
+    python tests/_sharded_checks.py NUM_DEVICES
+
+Sets XLA_FLAGS before importing jax, runs each case twice (the vmap path,
+`laq_jax.run_chunk`, on one device; the devices path, `sharding.make_run_chunk`
+on a mesh of NUM_DEVICES) in float64 on real MNIST, and prints one JSON line
+per case: {"case", "ok", "problems": [...], ...}. Exit status 0 when every
+case is ok.
+
+Shards hold 64 images and minibatches 25: neither is a multiple of the 10
+classes, so no gradient coordinate is zero in exact arithmetic but a rounding
+residue (+-1e-17) in floats. Such a coordinate sits exactly on a rounding tie
+of the spec's quantizer (its grid has no zero level), and the two layouts
+(different reduction orders in XLA) may round it to different levels; see
+the README section on devices.
+"""
+
+import json
+import os
+import sys
+import time
+
+NUM_DEVICES = int(sys.argv[1])
+os.environ['XLA_FLAGS'] = (os.environ.get('XLA_FLAGS', '') +
+                           f' --xla_force_host_platform_device_count='
+                           f'{NUM_DEVICES}')
+os.environ.setdefault('JAX_PLATFORMS', 'cpu')
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+import jax  # pylint: disable=g-import-not-at-top
+import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+import numpy as np  # pylint: disable=g-import-not-at-top
+
+import laq_jax as lj  # pylint: disable=g-import-not-at-top
+from laq_jax import sharding  # pylint: disable=g-import-not-at-top
+from tests import common  # pylint: disable=g-import-not-at-top
+
+lj.set_precision('float64')
+
+PER_WORKER = 64
+BATCH = 25
+TOL = 1e-10
+# Settings where the lazy rule both uploads and skips within a few steps:
+# the spec's defaults for laq, the authors' SLAQ settings for slaq.
+BASE = {'laq': dict(step_size=0.02, bits=4),
+        'slaq': dict(step_size=0.008, bits=3, err_weight=1.5,
+                     threshold_offset=0.2)}
+
+
+def compare(ref, got, steps):
+  """Problems (strings) where the devices path's Trace differs from vmap's."""
+  problems = []
+  sent_ref, sent_got = np.asarray(ref.sent_M), np.asarray(got.sent_M)
+  if sent_ref.shape != sent_got.shape:
+    return [f'sent_M shapes differ: vmap {sent_ref.shape}, devices '
+            f'{sent_got.shape}']
+  if not np.array_equal(sent_ref, sent_got):
+    where = np.argwhere(sent_ref != sent_got)
+    problems.append(f'uploads differ at {len(where)} (.., step, worker) '
+                    f'entries, first {where[:5].tolist()}')
+  if not np.array_equal(ref.bits_M, got.bits_M):
+    problems.append('bits_M differ')
+  for field in ('loss', 'innovation_M', 'threshold_M', 'error_M'):
+    a, b = np.asarray(getattr(ref, field)), np.asarray(getattr(got, field))
+    if a.shape != b.shape:
+      problems.append(f'{field}: shapes differ, vmap {a.shape} devices '
+                      f'{b.shape}')
+      continue
+    # Losses to 1e-10 absolute; trigger statistics relative to their size.
+    scale = 1 if field == 'loss' else np.maximum(1, np.abs(a))
+    bad = ~(np.abs(a - b) <= TOL * scale)
+    if bad.any():
+      first = tuple(int(i) for i in np.argwhere(bad)[0])
+      axes = '(.., step)' if field == 'loss' else '(.., step, worker)'
+      problems.append(f'{field}: {int(bad.sum())} entries differ by more '
+                      f'than {TOL}, max |diff| {np.abs(a - b).max():.3e}; '
+                      f'first at {axes} {first}: vmap {float(a[first])!r} '
+                      f'devices {float(b[first])!r}')
+  if sent_ref.shape[-2] != steps:
+    problems.append(f'expected {steps} steps, got {sent_ref.shape[-2]}')
+  return problems
+
+
+def case(name, algo, model, num_workers, steps, hidden=16, grid=None,
+         chunk_size=None, overrides=None):
+  """Runs one case on both paths and returns its JSON record."""
+  start = time.time()
+  x, y = common.mnist_shards(num_workers, PER_WORKER)
+  data = lj.Data(jnp.asarray(x), jnp.asarray(y))
+  spec = lj.RunSpec(lj.get_problem(model, hidden=hidden), num_workers,
+                    stochastic=lj.ALGORITHMS[algo].stochastic,
+                    batch_size=BATCH)
+  base = dict(BASE[algo], seed=3, **(overrides or {}))
+  if grid:
+    hyper = lj.stack_hypers([lj.make_hyper(algo, dtype=jnp.float64,
+                                           **{**base, **point})
+                             for point in grid])
+  else:
+    hyper = lj.make_hyper(algo, dtype=jnp.float64, **base)
+  _, ref = lj.run(spec, data, hyper, steps)
+  mesh = sharding.make_mesh(NUM_DEVICES)
+  run_chunk = sharding.make_run_chunk(mesh)
+  state, got = lj.run(spec, sharding.shard_data(data, mesh), hyper, steps,
+                      chunk_size=chunk_size, run_chunk_fn=run_chunk)
+  problems = compare(ref, got, steps)
+  split = state.rule.last_upload_MxP.sharding
+  if len(split.device_set) != NUM_DEVICES or split.spec[-2] != 'workers':
+    problems.append(f'worker state not split over the mesh: {split}')
+  sent = np.asarray(ref.sent_M)
+  if sent.all() or sent.sum() <= num_workers * (grid and len(grid) or 1):
+    problems.append(f'{int(sent.sum())} uploads of {sent.size}: the rule '
+                    'must both upload after step 0 and skip, or the '
+                    'comparison is too easy')
+  return dict(case=name, ok=not problems, problems=problems,
+              uploads=int(sent.sum()), entries=int(sent.size),
+              loss_last=np.asarray(ref.loss)[..., -1].tolist(),
+              seconds=round(time.time() - start, 2))
+
+
+def layout_case():
+  """Placement, per-device shapes and compile-once of the devices path."""
+  problems = []
+  num_workers = 2 * NUM_DEVICES
+  x, y = common.mnist_shards(num_workers, PER_WORKER)
+  mesh = sharding.make_mesh(NUM_DEVICES)
+  data = sharding.shard_data(lj.Data(x, y), mesh)
+  shard_shapes = {s.data.shape for s in data.x_MxNxD.addressable_shards}
+  if shard_shapes != {(2, PER_WORKER, 784)}:
+    problems.append(f'per-device data shapes {shard_shapes}, expected '
+                    f'{{(2, {PER_WORKER}, 784)}}')
+  spec = lj.RunSpec(lj.get_problem('logreg'), num_workers)
+  run_chunk = sharding.make_run_chunk(mesh)
+  state = sharding.init_state(spec, lj.make_hyper('laq', dtype=jnp.float64),
+                              mesh, jnp.float64)
+  for step_size in (0.01, 0.02, 0.03):  # new values, same shapes: no retrace
+    hyper = lj.make_hyper('laq', dtype=jnp.float64, step_size=step_size)
+    state, trace = run_chunk(spec, state, data, hyper, 3)
+  sizes = run_chunk.compiled._cache_size()  # pylint: disable=protected-access
+  if sizes != 1:
+    problems.append(f'compiled {sizes} times for one (spec, T, shapes)')
+  if len(trace.sent_M.sharding.device_set) != NUM_DEVICES:
+    problems.append(f'trace not on the mesh: {trace.sent_M.sharding}')
+  if int(state.step) != 9:
+    problems.append(f'step counter {int(state.step)} after 3 x 3 steps')
+  if sharding.make_run_chunk(mesh) is not run_chunk:
+    problems.append('make_run_chunk(mesh) is not cached per mesh')
+  return dict(case='layout', ok=not problems, problems=problems)
+
+
+# (name, algo, model, M, steps[, hidden, grid points, chunk size, overrides])
+CASES = {
+    8: [
+        ('laq-logreg-M8', 'laq', 'logreg', 8, 30),
+        ('slaq-logreg-M8', 'slaq', 'logreg', 8, 30),
+        ('laq-mlp16-M8', 'laq', 'mlp', 8, 20),
+        ('slaq-mlp16-M8', 'slaq', 'mlp', 8, 20),
+        ('laq-logreg-M16-grid', 'laq', 'logreg', 16, 20, 16,
+         [dict(bits=3), dict(bits=4, step_size=0.01), dict(xi=0.2, seed=1)]),
+    ],
+    5: [
+        ('laq-logreg-M10', 'laq', 'logreg', 10, 30),
+        ('laq-mlp16-M10', 'laq', 'mlp', 10, 20),
+        ('slaq-mlp16-M10', 'slaq', 'mlp', 10, 20),
+    ],
+    2: [
+        ('slaq-logreg-M10', 'slaq', 'logreg', 10, 30),
+        # hidden=200 (159,010 parameters): 8 bits, or the quantization error
+        # term of the trigger keeps every worker silent in the first steps.
+        ('laq-mlp200-M10-chunked', 'laq', 'mlp', 10, 12, 200, None, 4,
+         dict(bits=8)),
+        ('slaq-logreg-M10-grid', 'slaq', 'logreg', 10, 20, 16,
+         [dict(seed=0), dict(seed=2, bits=4)]),
+    ],
+}
+
+
+def main():
+  if jax.device_count() != NUM_DEVICES:
+    print(json.dumps(dict(case='devices', ok=False, problems=[
+        f'{jax.device_count()} devices, expected {NUM_DEVICES}'])))
+    return 1
+  records = [layout_case()] + [case(*args) for args in CASES[NUM_DEVICES]]
+  for record in records:
+    print(json.dumps(record), flush=True)
+  return 0 if all(r['ok'] for r in records) else 1
+
+
+if __name__ == '__main__':
+  sys.exit(main())

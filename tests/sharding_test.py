@@ -1,0 +1,105 @@
+"""Workers on devices (`laq_jax.sharding`) against the vmap path.
+
+The equality checks run in subprocesses (tests/_sharded_checks.py), because
+the number of CPU devices is fixed by XLA_FLAGS before jax is imported: 8
+devices (M = 8 and 16), and 5 and 2 devices for M = 10. In float64 on real
+MNIST, for laq and slaq, logistic regression and the MLP (hidden 16 and 200),
+single runs, chunked runs and grids, the devices path must upload exactly
+when the vmap path (`laq_jax.run_chunk`) does and give the same losses and
+trigger statistics to 1e-10.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+from absl.testing import absltest
+from absl.testing import parameterized
+import jax
+
+import laq_jax as lj
+from laq_jax import sharding
+from tests import common
+
+SCRIPT = os.path.join(common.ROOT, 'tests', '_sharded_checks.py')
+TIMEOUT_S = 420
+
+
+def run_checks(num_devices):
+  """Runs the checks script; returns (records, returncode, output)."""
+  env = dict(os.environ)
+  env.pop('XLA_FLAGS', None)
+  env['JAX_PLATFORMS'] = 'cpu'
+  env['PYTHONPATH'] = common.ROOT + os.pathsep + env.get('PYTHONPATH', '')
+  if common.mnist_dir():
+    env['LAQ_JAX_DATA'] = common.mnist_dir()
+  try:
+    proc = subprocess.run([sys.executable, SCRIPT, str(num_devices)],
+                          env=env, capture_output=True, text=True,
+                          timeout=TIMEOUT_S, check=False)
+  except subprocess.TimeoutExpired as e:  # run() kills the child on timeout
+    raise AssertionError(f'{num_devices}-device checks took over '
+                         f'{TIMEOUT_S} s; output so far:\n{e.stdout}\n'
+                         f'{e.stderr}') from None
+  records = []
+  for line in proc.stdout.splitlines():
+    if line.startswith('{'):
+      records.append(json.loads(line))
+  return records, proc.returncode, proc.stdout + proc.stderr
+
+
+class DevicesMatchVmapTest(parameterized.TestCase):
+
+  @parameterized.named_parameters(('8_devices', 8), ('5_devices', 5),
+                                  ('2_devices', 2))
+  def test_devices_path_equals_vmap_path(self, num_devices):
+    records, returncode, output = run_checks(num_devices)
+    failed = [r for r in records if not r['ok']]
+    self.assertTrue(records, f'no results; output:\n{output[-4000:]}')
+    self.assertEqual(failed, [], '\n'.join(
+        f"{r['case']}: {'; '.join(r['problems'])}" for r in failed))
+    self.assertEqual(returncode, 0, output[-4000:])
+    cases = {r['case'] for r in records}
+    self.assertIn('layout', cases)
+    self.assertGreaterEqual(len(cases), 4)  # layout + at least three runs
+
+
+class LayoutTest(absltest.TestCase):
+
+  def test_workers_must_divide_evenly(self):
+    with self.assertRaises(ValueError) as cm:
+      sharding.check_layout(10, 3)
+    message = str(cm.exception)
+    self.assertIn('num_workers=10', message)
+    self.assertIn('num_devices=3', message)
+    self.assertIn('1, 2, 5, 10', message)  # the device counts that work
+
+  def test_even_splits_pass(self):
+    for num_workers, num_devices in ((10, 5), (10, 2), (8, 8), (16, 8),
+                                     (10, 10), (3, 1)):
+      sharding.check_layout(num_workers, num_devices)
+
+  def test_more_devices_than_workers_is_an_error(self):
+    with self.assertRaisesRegex(ValueError, r'num_workers=4.*num_devices=8'):
+      sharding.check_layout(4, 8)
+
+  def test_workers_on_option(self):
+    self.assertIs(sharding.run_chunk_fn('vmap'), lj.run_chunk)
+    self.assertIs(sharding.run_chunk_fn('devices'),
+                  sharding.make_run_chunk(sharding.make_mesh()))
+    with self.assertRaisesRegex(ValueError, "workers_on='gpus'.*'devices'"):
+      sharding.run_chunk_fn('gpus')
+
+  def test_mesh_has_one_workers_axis(self):
+    mesh = sharding.make_mesh()
+    self.assertEqual(mesh.axis_names, ('workers',))
+    self.assertEqual(mesh.shape['workers'], jax.device_count())
+
+  def test_mesh_larger_than_device_count_is_an_error(self):
+    with self.assertRaisesRegex(ValueError, 'num_devices=.*not allowed'):
+      sharding.make_mesh(jax.device_count() + 1)
+
+
+if __name__ == '__main__':
+  absltest.main()
