@@ -99,7 +99,8 @@ def validate(**values) -> None:
       'err_weight': (lambda v: np.all(arr(v) >= 0), 'a number >= 0'),
       'threshold_offset': (lambda v: np.all(arr(v) >= 0), 'a number >= 0'),
       'max_staleness': (lambda v: np.all(arr(v) == np.round(arr(v)))
-                        and np.all(arr(v) >= 0), 'an integer >= 0'),
+                        and np.all((arr(v) >= 0) & (arr(v) < 2**31)),
+                        'an integer in 0..2**31-1'),
       'l2': (lambda v: np.all(arr(v) >= 0), 'a number >= 0'),
       'seed': (lambda v: np.all(arr(v) == np.round(arr(v)))
                and np.all((arr(v) >= 0) & (arr(v) < 2**31)),

@@ -29,7 +29,8 @@ class RuleState(NamedTuple):
   Attributes:
     last_upload_MxP: Qhat_m, each worker's last upload (0 at start).
     last_error_M: ehat_m, ||eps||^2 of that upload (0 at start).
-    clock_M: t_m, consecutive skips so far (int32).
+    clock_M: t_m, consecutive skips so far (int32); NEVER_UPLOADED before a
+      worker's first upload.
     aggregate_P: sum_m Qhat_m, what the server steps with (all workers).
     history_D: h_d = ||theta^{k+1-d} - theta^{k-d}||^2, d = 1..D ([0] newest).
   """
@@ -59,6 +60,16 @@ class StepStats(NamedTuple):
   radius_M: jax.Array
 
 
+# A worker that has never uploaded counts as infinitely stale, so every worker
+# uploads at k = 0 whatever the trigger says: the paper's Algorithm 1 (and
+# LAG's) starts the server from every worker's initial upload, "Initialize
+# theta^1, {Q_m(theta_hat_m^0)}". Reading shared/laq-spec.md's "t_m = 0 at
+# start" literally instead lets a worker skip at k = 0 when c_e * e exceeds
+# ||Q||^2, which silences the whole MLP for tbar steps. Any int32 tbar is
+# <= this, and the forced upload resets the clock before it could overflow.
+NEVER_UPLOADED = 2**31 - 1
+
+
 class Rule(NamedTuple):
   """An optax-style pair of pure functions."""
   init: Callable[..., RuleState]
@@ -71,7 +82,7 @@ def init(num_params: int, num_workers: int, memory: int,
   return RuleState(
       last_upload_MxP=jnp.zeros((num_workers, num_params), dtype),
       last_error_M=jnp.zeros((num_workers,), dtype),
-      clock_M=jnp.zeros((num_workers,), jnp.int32),
+      clock_M=jnp.full((num_workers,), NEVER_UPLOADED, jnp.int32),
       aggregate_P=jnp.zeros((num_params,), dtype),
       history_D=jnp.zeros((memory,), dtype),
   )

@@ -48,7 +48,9 @@ def run(x_mnd, y_mn, *, steps, alpha, bits, quantize_on, lazy_on, lam=0.01,
   theta = np.zeros(p)
   qhat = np.zeros((m_workers, p))
   ehat = np.zeros(m_workers)
-  clock = np.zeros(m_workers, dtype=int)
+  # Algorithm 1 of the paper starts from every worker's upload at theta^0: a
+  # worker that never uploaded is infinitely stale.
+  clock = np.full(m_workers, np.inf)
   agg = np.zeros(p)
   hist = np.zeros(memory)  # hist[d-1] = h_d
   losses, sent_all, bits_all = [], [], []
