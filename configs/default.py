@@ -1,0 +1,115 @@
+"""Default configuration: every field a run reads, with the LAQ paper's values.
+
+The other configs import this one and change a few fields. Any field can be
+overridden on the command line (`--config.bits=3`) or through the config
+argument (`--config=configs/mnist_logreg.py:algo=lag,bits=3,quick`).
+
+    python -m experiments.main --config=configs/default.py --workdir=runs/default
+"""
+
+from __future__ import annotations
+
+import ml_collections
+
+# Shrunken settings for `:quick` (a few minutes on a 2-core CPU) and `:tiny`
+# (seconds; what the tests use).
+VARIANTS = {
+    'quick': dict(num_iters=300, eval_every=50),
+    'tiny': dict(train_subset=600, num_iters=30, eval_every=10),
+}
+
+
+def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
+  """The defaults: LAQ on full MNIST logistic regression (Sun et al. 2019)."""
+  config = ml_collections.ConfigDict()
+  # Algorithm: gd, qgd, lag, laq, sgd, qsgd, slag, slaq.
+  config.algo = 'laq'
+  config.num_workers = 10  # M
+  config.num_iters = 4000  # iterations T
+  config.step_size = 0.02  # alpha, on the *sum* of the M worker gradients
+  config.bits = 4  # b, bits per coordinate of a quantized upload
+  config.memory = 10  # D, parameter steps the trigger remembers
+  config.xi = 0.8  # sum of the xi_d = xi / D
+  config.err_weight = 3.0  # c_e
+  config.threshold_offset = 0.0  # c_0
+  config.max_staleness = 100  # tbar
+  config.l2 = 0.01  # lam, per worker
+  config.batch_size = 500  # samples per worker per step (stochastic algos)
+  config.seed = 0  # model init and minibatch draws
+  # Data.
+  config.dataset = 'mnist'  # 'mnist', 'builtin:heart_scale', 'libsvm:/path'
+  config.data_dir = ''  # MNIST folder; '' looks in $LAQ_JAX_DATA, the cache
+  config.split = 'contiguous'  # contiguous (paper), iid, label_sorted, dirichlet
+  config.dirichlet_alpha = 0.5
+  config.data_seed = 0  # shuffles the iid and dirichlet splits
+  config.train_subset = 0  # 0: all training samples; N: the first N
+  # Model and numerics.
+  config.model = 'logreg'  # 'logreg' or 'mlp'
+  config.hidden = 200  # hidden units of the mlp
+  config.precision = 'float64'  # 'float32' or 'float64'
+  # Evaluation and outputs.
+  config.eval_every = 100  # chunk length: progress line + test accuracy
+  config.target_residual = 1e-6  # report iterations/uploads/bits to reach it
+  config.fstar = 'auto'  # 'auto' (solve, convex models), 'none', or a number
+  # Execution.
+  config.workers_on = 'vmap'  # 'vmap' (one device) or 'devices' (shard_map)
+  config.checkpoint_every = 0  # reserved: 0 = off
+  return apply_arg(config, arg)
+
+
+def _parse_value(name: str, text: str, current):
+  """`text` as the type of the field's current value."""
+  if isinstance(current, bool):
+    if text.lower() in ('1', 'true', 'yes'):
+      return True
+    if text.lower() in ('0', 'false', 'no'):
+      return False
+    raise ValueError(f'config argument {name}={text!r}: expected true/false')
+  kinds = ((int, 'an integer'), (float, 'a number'))
+  for kind, description in kinds:
+    if isinstance(current, kind):
+      try:
+        return kind(float(text)) if kind is int and float(text).is_integer() \
+            else kind(text)
+      except ValueError:
+        raise ValueError(f'config argument {name}={text!r}: expected '
+                         f'{description}') from None
+  return text
+
+
+def apply_arg(config: ml_collections.ConfigDict, arg: str | None,
+              variants: dict[str, dict] | None = None
+              ) -> ml_collections.ConfigDict:
+  """Applies a big_vision style argument: 'algo=lag,bits=3,quick'.
+
+  Items are comma-separated; `name=value` sets a field (parsed as the field's
+  type), a bare word picks a variant from VARIANTS. Items apply left to right.
+
+  Args:
+    config: the config to change (in place).
+    arg: the text after ':' in `--config=path.py:arg`, or None.
+    variants: named sets of overrides (default VARIANTS).
+
+  Returns:
+    `config`.
+
+  Raises:
+    ValueError: an unknown field or variant, or a value of the wrong type.
+  """
+  variants = VARIANTS if variants is None else variants
+  for item in (arg or '').split(','):
+    item = item.strip()
+    if not item:
+      continue
+    if '=' in item:
+      name, text = (s.strip() for s in item.split('=', 1))
+      if name not in config:
+        raise ValueError(f'config argument {item!r}: no field {name!r}; '
+                         f'fields: {", ".join(sorted(config.keys()))}')
+      config[name] = _parse_value(name, text, config[name])
+    elif item in variants:
+      config.update(variants[item])
+    else:
+      raise ValueError(f'config argument {item!r}: unknown variant; allowed: '
+                       f'{", ".join(variants)} or name=value')
+  return config

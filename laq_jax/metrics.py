@@ -1,0 +1,146 @@
+"""Run statistics from a Trace, in plain NumPy: uploads, bits, target hits.
+
+Conventions (the same as `laq_jax.run`'s Trace): row k of a trace is
+iteration k; `loss[k]` is f(theta^k), the objective *before* step k, and
+`sent[k]`, `bits[k]` are the uploads of step k, which produce theta^{k+1}.
+So reaching theta^k costs the uploads of steps 0..k-1: `spent(x)[k]`.
+
+Counts are int64: a long MLP run exceeds 2^31 bits.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, NamedTuple
+
+import numpy as np
+
+
+def per_step(sent_TxM, bits_TxM) -> tuple[np.ndarray, np.ndarray]:
+  """(uploads_T, bits_T): uploads and bits of each step, summed over workers."""
+  sent_TxM = np.asarray(sent_TxM)
+  bits_TxM = np.asarray(bits_TxM)
+  return (sent_TxM.sum(axis=-1, dtype=np.int64),
+          bits_TxM.sum(axis=-1, dtype=np.int64))
+
+
+def cumulative(x_T) -> np.ndarray:
+  """Running totals including step k (int64): cum[k] = x[0] + ... + x[k]."""
+  return np.cumsum(np.asarray(x_T, np.int64), axis=-1, dtype=np.int64)
+
+
+def spent(x_T) -> np.ndarray:
+  """[T+1] totals *before* step k: what reaching theta^k cost (spent[0] = 0)."""
+  x = np.asarray(x_T, np.int64)
+  zero = np.zeros(x.shape[:-1] + (1,), np.int64)
+  return np.concatenate([zero, cumulative(x)], axis=-1)
+
+
+def first_at_or_below(values, target: float) -> int | None:
+  """The first index k with values[k] <= target (NaN never counts), or None."""
+  hits = np.flatnonzero(np.asarray(values, np.float64) <= target)
+  return int(hits[0]) if hits.size else None
+
+
+def at_target(residual_K, uploads_T, bits_T, target: float
+              ) -> dict[str, int | None]:
+  """Iteration, uploads and bits at which the residual first reaches `target`.
+
+  Args:
+    residual_K: f(theta^k) - f* for k = 0..K-1; K may be T + 1 (the last
+      entry is the final parameters after all T steps) or T.
+    uploads_T: uploads of each step (summed over workers).
+    bits_T: bits of each step.
+    target: e.g. 1e-6.
+
+  Returns:
+    {'iteration': k, 'uploads': uploads of steps 0..k-1, 'bits': their bits}
+    for the first k with residual <= target; every value None if none.
+  """
+  k = first_at_or_below(residual_K, target)
+  if k is None:
+    return {'iteration': None, 'uploads': None, 'bits': None}
+  return {'iteration': k, 'uploads': int(spent(uploads_T)[k]),
+          'bits': int(spent(bits_T)[k])}
+
+
+class Curve(NamedTuple):
+  """One run's loss curve against three x axes, at theta^0 .. theta^T.
+
+  Attributes:
+    label: legend entry.
+    value: [T+1] the residual f(theta^k) - f* when `is_residual`, else the
+      loss f(theta^k).
+    iterations: [T+1] k.
+    uploads: [T+1] uploads spent to reach theta^k (starts at 0).
+    bits: [T+1] bits spent to reach theta^k (starts at 0).
+    is_residual: whether `value` is a residual (f* known).
+  """
+  label: str
+  value: np.ndarray
+  iterations: np.ndarray
+  uploads: np.ndarray
+  bits: np.ndarray
+  is_residual: bool
+
+
+def make_curve(label: str, loss_T, final_loss: float, uploads_T, bits_T,
+               fstar: float | None = None) -> Curve:
+  """A Curve from the per-step loss, the loss after the last step, and costs."""
+  loss = np.append(np.asarray(loss_T, np.float64), float(final_loss))
+  value = loss - fstar if fstar is not None else loss
+  return Curve(label, value, np.arange(loss.size, dtype=np.int64),
+               spent(uploads_T), spent(bits_T), fstar is not None)
+
+
+def _number(x) -> float | None:
+  """JSON-friendly float: None for None, NaN or inf."""
+  if x is None:
+    return None
+  x = float(x)
+  return x if math.isfinite(x) else None
+
+
+def summarize(*, loss_T, final_loss: float, sent_TxM, bits_TxM,
+              fstar: float | None, target: float,
+              final_test_accuracy: float | None = None,
+              **extra: Any) -> dict[str, Any]:
+  """The summary of one run as a JSON-ready dict.
+
+  Args:
+    loss_T: f(theta^k) for each step k.
+    final_loss: f(theta^T) after the last step.
+    sent_TxM: who uploaded at each step.
+    bits_TxM: bits each worker uploaded at each step.
+    fstar: the optimum f*, or None when unknown.
+    target: the residual the at-target figures refer to.
+    final_test_accuracy: accuracy of theta^T, if evaluated.
+    **extra: further keys copied in first (algo, model, wall time, ...).
+
+  Returns:
+    Keys: iterations, total_uploads, total_bits, final_loss, final_residual,
+    final_test_accuracy, fstar, target_residual, target_iteration,
+    target_uploads, target_bits (None where f* is unknown or the target is not
+    reached), diverged, plus `extra`.
+  """
+  uploads_T, bits_T = per_step(sent_TxM, bits_TxM)
+  loss = np.append(np.asarray(loss_T, np.float64), float(final_loss))
+  hit = {'iteration': None, 'uploads': None, 'bits': None}
+  if fstar is not None:
+    hit = at_target(loss - fstar, uploads_T, bits_T, target)
+  return {
+      **extra,
+      'iterations': int(len(uploads_T)),
+      'total_uploads': int(uploads_T.sum()),
+      'total_bits': int(bits_T.sum()),
+      'final_loss': _number(final_loss),
+      'final_residual': (_number(final_loss - fstar) if fstar is not None
+                         else None),
+      'final_test_accuracy': _number(final_test_accuracy),
+      'fstar': _number(fstar),
+      'target_residual': float(target),
+      'target_iteration': hit['iteration'],
+      'target_uploads': hit['uploads'],
+      'target_bits': hit['bits'],
+      'diverged': not bool(np.all(np.isfinite(loss))),
+  }
