@@ -53,7 +53,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.fstar = 'auto'  # 'auto' (solve, convex models), 'none', or a number
   # Execution.
   config.workers_on = 'vmap'  # 'vmap' (one device) or 'devices' (shard_map)
-  config.checkpoint_every = 0  # reserved: 0 = off
+  config.checkpoint_every = 0  # save state every N iterations (0 = off)
   return apply_arg(config, arg)
 
 

@@ -20,7 +20,9 @@ The workdir receives:
                                total_uploads, total_bits, final_loss,
                                final_residual, final_test_accuracy, fstar,
                                target_residual, target_iteration,
-                               target_uploads, target_bits, diverged;
+                               target_uploads, target_bits, diverged,
+                               diverged_at (a diverged point's figures
+                               count its iterations 0..diverged_at);
   curves.npz                   [G, T] loss, uploads, bits, cum_uploads,
                                cum_bits, [G] final_loss, [G, T, M] sent (when
                                small), and one [G] array per hyperparameter;
@@ -30,9 +32,16 @@ The workdir receives:
                                the target; the title says so);
   pareto.png                   test accuracy and final residual against total
                                bits, the Pareto front marked.
+  checkpoints/                 with config.checkpoint_every > 0: orbax
+                               checkpoints (laq_jax/checkpoint.py).
 Every file is written whole or not at all (temporary file, then rename).
 One point of the sweep reproduces `experiments.main` run on
 `laq_jax.sweep.point_config(config, point)`.
+
+Restarting the same command in the same workdir resumes from the last
+checkpoint; a workdir holding another config's results is refused unless
+`--overwrite`. A diverging grid point does not stop the sweep: it is marked
+in results.csv and the launcher still exits 0 (with a warning).
 """
 
 from __future__ import annotations
@@ -55,6 +64,9 @@ FLAGS = flags.FLAGS
 if __name__ == '__main__':
   from ml_collections import config_flags  # pylint: disable=g-import-not-at-top
   flags.DEFINE_string('workdir', None, 'Folder for the results.')
+  flags.DEFINE_bool('overwrite', False, 'Replace the results of another '
+                    'config in --workdir (default: refuse), or start this '
+                    'sweep over instead of resuming from its checkpoints.')
   config_flags.DEFINE_config_file(
       'config', None, 'A sweep config file (configs/sweep_*.py), optionally '
       'with :ARG.', lock_config=True)
@@ -62,6 +74,8 @@ if __name__ == '__main__':
 
 HEATMAP_FIGURE = 'heatmap_bits_to_target.png'
 PARETO_FIGURE = 'pareto.png'
+SWEEP_FILES = ('config.json', 'results.csv', 'curves.npz', 'sweep.json',
+               HEATMAP_FIGURE, PARETO_FIGURE)
 
 
 def results_csv(rows: list[dict[str, Any]]) -> str:
@@ -108,10 +122,13 @@ class _Progress:
     rate = self.point_steps / max(elapsed, 1e-9)
     eta = (total - self.point_steps) / max(rate, 1e-9)
     last = p.trace.loss[:, -1]
-    if self.fstar is not None:
-      best = f'best residual {np.nanmin(last - self.fstar):.3e}'
+    last = last[np.isfinite(last)]
+    if not last.size:
+      best = 'every point of the batch diverged'
+    elif self.fstar is not None:
+      best = f'best residual {np.min(last - self.fstar):.3e}'
     else:
-      best = f'best loss {np.nanmin(last):.6g}'
+      best = f'best loss {np.min(last):.6g}'
     uploads = p.trace.sent_M.sum(axis=(1, 2))
     logging.info(
         'batch %d/%d (points %d-%d) | step %d/%d | %.1f point-it/s (incl. '
@@ -147,13 +164,23 @@ def resolve_fstars(config, built, points) -> dict[float, dict[str, Any]]:
   return out
 
 
-def sweep_and_evaluate(config, workdir: str | os.PathLike
-                       ) -> list[dict[str, Any]]:
+def sweep_and_evaluate(config, workdir: str | os.PathLike, *,
+                       overwrite: bool = False) -> list[dict[str, Any]]:
   """Runs every grid point of `config` and writes the results into `workdir`.
+
+  With `config.checkpoint_every` = C > 0 the sweep saves checkpoints (orbax,
+  workdir/checkpoints) every C iterations of a batch and after each batch;
+  the same config in the same workdir resumes from the last one and ends
+  bit-identical to a sweep that never stopped. A grid point whose loss
+  becomes NaN/inf is marked in results.csv (`diverged`, `diverged_at`, its
+  figures cut at that iteration, as `experiments.train` does for a run);
+  the other points finish.
 
   Args:
     config: a sweep config (see `laq_jax.sweep.points_from_config`).
     workdir: output folder (created).
+    overwrite: replace another config's results in `workdir` (otherwise
+      refused), or start this sweep over instead of resuming it.
 
   Returns:
     The rows of results.csv (dicts, numbers as numbers).
@@ -161,6 +188,7 @@ def sweep_and_evaluate(config, workdir: str | os.PathLike
   Raises:
     laq_jax.build.ConfigError: a field or grid value is not allowed.
     laq_jax.data.DataError: the data are missing or corrupt.
+    experiments.train.WorkdirError: `workdir` holds another config's results.
   """
   from experiments import train  # pylint: disable=g-import-not-at-top
   from laq_jax import build as build_lib  # pylint: disable=g-import-not-at-top
@@ -168,11 +196,13 @@ def sweep_and_evaluate(config, workdir: str | os.PathLike
 
   wall_start = time.perf_counter()
   points = sweep_lib.points_from_config(config)
+  train.quiet_orbax()
   workdir = pathlib.Path(workdir)
-  workdir.mkdir(parents=True, exist_ok=True)
-  train.write_json(workdir / 'config.json', train.config_to_dict(config))
-
+  config_dict = train.config_to_dict(config)
+  train.prepare_workdir(workdir, config_dict, overwrite=overwrite,
+                        files=SWEEP_FILES)
   built = build_lib.build(sweep_lib.point_config(config, points[0]))
+  train.write_json(workdir / 'config.json', config_dict)
   varying = sweep_lib.varying_keys(points)
   batch_size = config.sweep_batch_size or len(points)
   num_batches = len(sweep_lib.batches(len(points), batch_size))
@@ -190,10 +220,19 @@ def sweep_and_evaluate(config, workdir: str | os.PathLike
                     'full-batch gradients draw nothing at random: the points '
                     'differing only in seed are identical runs')
 
+  ckpt, resumed_from = None, None
   if config.checkpoint_every:
-    logging.warning('config.checkpoint_every=%d: sweeps do not write '
-                    'checkpoints; running without them',
-                    config.checkpoint_every)
+    from laq_jax import checkpoint as checkpoint_lib  # pylint: disable=g-import-not-at-top
+    ckpt = checkpoint_lib.Checkpointer(
+        workdir / train.CHECKPOINT_DIR, checkpoint_lib.fingerprint(
+            config_dict))
+    resumed_from = ckpt.latest_step()
+    if resumed_from is not None:
+      logging.info('resuming from the checkpoint at step %d (batch %d, '
+                   'iteration %d of %d) in %s', resumed_from,
+                   resumed_from // config.num_iters + 1,
+                   resumed_from % config.num_iters, config.num_iters,
+                   ckpt.directory)
   fstars = resolve_fstars(config, built, points)
   fstar_G = [fstars[p['l2']]['fstar'] for p in points]
   progress = _Progress(len(points), config.num_iters,
@@ -205,7 +244,10 @@ def sweep_and_evaluate(config, workdir: str | os.PathLike
       built.spec, built.data, points, config.num_iters,
       batch_size=config.sweep_batch_size or None,
       chunk_size=config.eval_every, callback=progress,
-      run_chunk_fn=built.run_chunk_fn)
+      run_chunk_fn=built.run_chunk_fn, checkpointer=ckpt,
+      checkpoint_every=config.checkpoint_every)
+  if ckpt is not None:
+    ckpt.close()
   run_seconds = time.perf_counter() - run_start
   compiles_after = _compile_count(built)
 
@@ -223,6 +265,15 @@ def sweep_and_evaluate(config, workdir: str | os.PathLike
     logging.warning('no %s: %s', HEATMAP_FIGURE, e)
   train.save_figure(sweep_lib.pareto_figure(rows), workdir / PARETO_FIGURE)
 
+  diverged = [r for r in rows if r['diverged']]
+  if diverged:
+    logging.warning(
+        '%d of %d grid points diverged (loss NaN/inf), marked in results.csv '
+        '(diverged, diverged_at); the others finished: %s', len(diverged),
+        len(rows), '; '.join(
+            f'point {r["point"]} ('
+            + ', '.join(f'{k}={r[k]}' for k in varying)
+            + f') at k={r["diverged_at"]}' for r in diverged))
   reached = sum(r['target_iteration'] is not None for r in rows)
   info = {
       'num_points': len(points),
@@ -241,6 +292,8 @@ def sweep_and_evaluate(config, workdir: str | os.PathLike
       'fstar': [{'l2': l2, **v} for l2, v in fstars.items()],
       'target_residual': config.target_residual,
       'points_reaching_target': reached,
+      'points_diverged': [r['point'] for r in diverged],
+      'resumed_from_step': resumed_from,
       'heatmap_shows': sweep_lib.heatmap_quantity(rows),
       'run_time_s': round(run_seconds, 3),
       'point_iterations_per_s': round(
@@ -264,10 +317,12 @@ def main(argv):
     raise app.UsageError(f'unexpected arguments: {" ".join(argv[1:])}')
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use('Agg')
-  from laq_jax import build, data  # pylint: disable=g-import-not-at-top
+  from experiments import train  # pylint: disable=g-import-not-at-top
+  from laq_jax import build, checkpoint, data  # pylint: disable=g-import-not-at-top
   try:
-    sweep_and_evaluate(FLAGS.config, FLAGS.workdir)
-  except (build.ConfigError, data.DataError) as e:
+    sweep_and_evaluate(FLAGS.config, FLAGS.workdir, overwrite=FLAGS.overwrite)
+  except (build.ConfigError, data.DataError, train.WorkdirError,
+          checkpoint.CheckpointError) as e:
     logging.error('%s', e)
     sys.exit(f'error: {e}')
 

@@ -143,6 +143,13 @@ def validate_config(config, *, allow_extra: Iterable[str] = ()) -> None:
   integer('train_subset', 0, extra=' (0 uses every training sample)')
   integer('eval_every', 1)
   integer('checkpoint_every', 0, extra=' (0 turns checkpoints off)')
+  every, chunk = c['checkpoint_every'], c['eval_every']
+  if every % chunk:
+    near = [n for n in (every // chunk * chunk, (every // chunk + 1) * chunk)
+            if n]
+    raise _bad('checkpoint_every', every, f'0 (off) or a multiple of '
+               f'eval_every={chunk}, the chunk length: checkpoints are taken '
+               f'between chunks (e.g. {" or ".join(map(str, near))})')
   for name in ('bits', 'max_staleness', 'seed'):
     if not _is_int(c[name]):
       raise _bad(name, c[name], 'an integer')
@@ -223,7 +230,12 @@ class Built:
     num_params: P.
     test_set: what test_x is, for reports.
     objective_key: what determines the objective f (for caching f*).
+    host_data: the same shards as `data`, readable by this process alone
+      (NumPy when `data` is laid over a mesh, which a process of a
+      multi-process run cannot read back whole; else `data` itself): for f*,
+      the final objective and other whole-data computations.
     run_chunk_fn: None (the vmap path) or the sharded `run_chunk`.
+    mesh: the 'workers' mesh when workers_on='devices', else None.
   """
   spec: RunSpec
   data: Data
@@ -236,7 +248,9 @@ class Built:
   num_params: int
   test_set: str
   objective_key: dict
+  host_data: Data | None = None
   run_chunk_fn: Callable | None = None
+  mesh: Any = None
 
 
 def objective_key(config) -> dict:
@@ -334,16 +348,20 @@ def build(config) -> Built:
   hyper = make_hyper(algorithm, dtype=dtype,
                      **{f: get(f) for f in HYPER_FIELDS})
   np_dtype = np.dtype(dtype)
-  data = Data(jnp.asarray(x_MxNxD.astype(np_dtype)), jnp.asarray(y_MxN))
-  run_chunk_fn = None
+  run_chunk_fn = mesh = None
   if get('workers_on') == 'devices':
     from laq_jax import sharding  # pylint: disable=g-import-not-at-top
+    host_data = Data(x_MxNxD.astype(np_dtype), np.asarray(y_MxN))
     mesh = sharding.make_mesh()
-    data = sharding.shard_data(data, mesh)
+    data = sharding.shard_data(host_data, mesh)
     run_chunk_fn = sharding.make_run_chunk(mesh)
+  else:
+    data = host_data = Data(jnp.asarray(x_MxNxD.astype(np_dtype)),
+                            jnp.asarray(y_MxN))
   return Built(spec=spec, data=data, hyper=hyper,
                test_x=np.asarray(x_test, np_dtype),
                test_y=np.asarray(y_test, np.int32), dtype=dtype,
                problem=problem, algorithm=algorithm,
                num_params=problem.num_params(), test_set=test_set,
-               objective_key=objective_key(config), run_chunk_fn=run_chunk_fn)
+               objective_key=objective_key(config), host_data=host_data,
+               run_chunk_fn=run_chunk_fn, mesh=mesh)

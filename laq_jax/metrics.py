@@ -64,6 +64,23 @@ def at_target(residual_K, uploads_T, bits_T, target: float
           'bits': int(spent(bits_T)[k])}
 
 
+def diverged_at(loss_T, final_loss: float) -> int | None:
+  """Where a run diverged: the first k with f(theta^k) NaN or inf.
+
+  Args:
+    loss_T: f(theta^k) for k = 0..T-1.
+    final_loss: f(theta^T).
+
+  Returns:
+    The first k in 0..T-1 with a non-finite loss, else T if f(theta^T) is
+    non-finite, else None (the run did not diverge).
+  """
+  bad = np.flatnonzero(~np.isfinite(np.asarray(loss_T, np.float64)))
+  if bad.size:
+    return int(bad[0])
+  return None if math.isfinite(float(final_loss)) else len(loss_T)
+
+
 class Curve(NamedTuple):
   """One run's loss curve against three x axes, at theta^0 .. theta^T.
 

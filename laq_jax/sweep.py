@@ -352,7 +352,8 @@ def run_sweep(spec: RunSpec, data: Data, points: Sequence[Mapping[str, Any]],
               num_steps: int, batch_size: int | None = None,
               chunk_size: int | None = None,
               callback: Callable[[Progress], None] | None = None, *,
-              run_chunk_fn: Callable | None = None) -> SweepResult:
+              run_chunk_fn: Callable | None = None,
+              checkpointer=None, checkpoint_every: int = 0) -> SweepResult:
   """Runs every grid point for `num_steps` iterations, batches of one program.
 
   Args:
@@ -368,13 +369,23 @@ def run_sweep(spec: RunSpec, data: Data, points: Sequence[Mapping[str, Any]],
     callback: called with a `Progress` after each chunk of each batch.
     run_chunk_fn: replaces `laq_jax.run_chunk` (e.g.
       `laq_jax.sharding.make_run_chunk(mesh)`, workers on devices).
+    checkpointer: a `laq_jax.checkpoint.Checkpointer` fingerprinted with the
+      sweep's config, or None. The sweep first resumes from its latest
+      checkpoint, then saves one after every `checkpoint_every` iterations of
+      a batch and at the end of each batch (checkpoint step
+      b * T + k: batch b after k iterations). A checkpoint holds the batch's
+      grid LoopState, its trace so far and every finished batch's results,
+      so the result equals, bit for bit, a sweep that never stopped.
+    checkpoint_every: iterations between checkpoints inside a batch, a
+      multiple of `chunk_size` (0: only at the end of each batch).
 
   Returns:
     A SweepResult (padding dropped).
 
   Raises:
     ValueError: the points mix full-batch and stochastic algorithms, or do
-      not match `spec.stochastic`.
+      not match `spec.stochastic`; checkpoint_every is not a multiple of
+      chunk_size.
   """
   points = [dict(p) for p in points]
   stochastic = check_algorithms(points)
@@ -387,30 +398,74 @@ def run_sweep(spec: RunSpec, data: Data, points: Sequence[Mapping[str, Any]],
   if num_steps < 1:
     raise ValueError(f'num_steps={num_steps} is not allowed: it must be an '
                      'integer >= 1')
+  chunk = chunk_size or num_steps
+  if checkpoint_every < 0 or checkpoint_every % chunk:
+    raise ValueError(f'checkpoint_every={checkpoint_every} is not allowed: '
+                     f'it must be 0 or a multiple of chunk_size={chunk}')
   dtype = data.x_MxNxD.dtype
   plan = batches(len(points), batch_size)
-  parts = []
+  parts = []  # finished batches: (loss, sent, bits, final, theta), real rows
+  start_batch, resume = 0, None
+  if checkpointer is not None:
+    like = loop.init_state(spec, stack_points([points[i] for i in plan[0][1]],
+                                              dtype), dtype)
+    restored = checkpointer.restore(like)
+    if restored is not None:
+      start_batch, steps_done = divmod(restored.step, num_steps)
+      a = restored.arrays
+      if 'done_loss' in a:
+        parts.append(tuple(a[f'done_{n}'] for n in _PART_NAMES))
+      if steps_done:
+        resume = (restored.state, steps_done,
+                  (a['loss'], a['sent'], a['bits']))
+
+  def finished_arrays():
+    if not parts:
+      return {}
+    return {f'done_{n}': np.concatenate(x)
+            for n, x in zip(_PART_NAMES, zip(*parts))}
+
   for b, (real, padded) in enumerate(plan):
+    if b < start_batch:
+      continue
     hyper = stack_points([points[i] for i in padded], dtype)
     keep = len(real)
-    done = 0
+    state, done, recorded = None, 0, []
+    if resume is not None and b == start_batch:
+      state, done, head = resume
+      recorded.append(head)
+    steps_before = done
 
-    def on_chunk(state, trace, b=b, real=real, keep=keep):
+    def on_chunk(state, trace, b=b, real=real, keep=keep, recorded=recorded):
       nonlocal done
       done += trace.loss.shape[1]
+      recorded.append((trace.loss[:keep], trace.sent_M[:keep],
+                       trace.bits_M[:keep]))
       if callback is not None:
         callback(Progress(b, len(plan), real, done, num_steps, state,
                           jax.tree.map(lambda a: a[:keep], trace)))
+      if (checkpointer is not None and checkpoint_every
+          and done % checkpoint_every == 0 and done < num_steps):
+        loss, sent, bits = (np.concatenate(x, axis=1)
+                            for x in zip(*recorded))
+        checkpointer.save(b * num_steps + done, state,
+                          {**finished_arrays(), 'loss': loss,
+                           'sent': sent.astype(bool), 'bits': bits})
 
-    state, trace = loop.run(spec, data, hyper, num_steps,
-                            chunk_size=chunk_size, callback=on_chunk,
-                            run_chunk_fn=run_chunk_fn)
+    state, _ = loop.run(spec, data, hyper, num_steps - steps_before,
+                        chunk_size=chunk_size, state=state,
+                        callback=on_chunk, run_chunk_fn=run_chunk_fn)
     final = _final_losses(spec.problem, state.theta_P, data, hyper.l2)
-    parts.append((trace.loss[:keep], trace.sent_M[:keep],
-                  trace.bits_M[:keep], np.asarray(final)[:keep],
+    loss, sent, bits = (np.concatenate(x, axis=1) for x in zip(*recorded))
+    parts.append((loss, sent.astype(bool), bits, np.asarray(final)[:keep],
                   np.asarray(state.theta_P)[:keep]))
+    if checkpointer is not None:
+      checkpointer.save((b + 1) * num_steps, state, finished_arrays())
   loss, sent, bits, final, theta = (np.concatenate(x) for x in zip(*parts))
   return SweepResult(points, loss, sent.astype(bool), bits, final, theta)
+
+
+_PART_NAMES = ('loss', 'sent', 'bits', 'final', 'theta')
 
 
 def accuracies(problem: Problem, theta_GxP, x_NxD, y_N) -> np.ndarray:
@@ -437,7 +492,14 @@ def summarize(result: SweepResult, *, fstar, target: float,
     JSON-ready dicts: 'point' (index), every GRID_KEYS key, then iterations,
     total_uploads, total_bits, final_loss, final_residual,
     final_test_accuracy, fstar, target_residual, target_iteration,
-    target_uploads, target_bits (None where unknown / not reached), diverged.
+    target_uploads, target_bits (None where unknown / not reached), diverged,
+    diverged_at.
+
+  A point whose loss became NaN or inf at step k (`metrics.diverged_at`) is
+  summarized as `experiments.train` summarizes a run stopped there: its
+  steps 0..k count, its final loss and accuracy are None, `diverged` is
+  True and `diverged_at` is k. The other points are unaffected (each point
+  of the vmapped program computes on its own).
   """
   num = len(result.points)
   if fstar is None or np.ndim(fstar) == 0:
@@ -445,11 +507,19 @@ def summarize(result: SweepResult, *, fstar, target: float,
   rows = []
   for g, point in enumerate(result.points):
     acc = None if test_accuracy is None else float(test_accuracy[g])
-    rows.append(metrics.summarize(
-        loss_T=result.loss_GxT[g], final_loss=float(result.final_loss_G[g]),
-        sent_TxM=result.sent_GxTxM[g], bits_TxM=result.bits_GxTxM[g],
+    final = float(result.final_loss_G[g])
+    at = metrics.diverged_at(result.loss_GxT[g], final)
+    steps = slice(None) if at is None else slice(0, at + 1)
+    if at is not None:
+      final, acc = math.nan, None
+    row = metrics.summarize(
+        loss_T=result.loss_GxT[g][steps], final_loss=final,
+        sent_TxM=result.sent_GxTxM[g][steps],
+        bits_TxM=result.bits_GxTxM[g][steps],
         fstar=None if fstar[g] is None else float(fstar[g]), target=target,
-        final_test_accuracy=acc, point=g, **point))
+        final_test_accuracy=acc, point=g, **point)
+    row['diverged_at'] = at
+    rows.append(row)
   return rows
 
 

@@ -36,7 +36,8 @@ TARGET = 3.0  # reached by some points of the tiny sweep, not by all
 SUMMARY_COLUMNS = [
     'iterations', 'total_uploads', 'total_bits', 'final_loss',
     'final_residual', 'final_test_accuracy', 'fstar', 'target_residual',
-    'target_iteration', 'target_uploads', 'target_bits', 'diverged']
+    'target_iteration', 'target_uploads', 'target_bits', 'diverged',
+    'diverged_at']
 HYPER_KEYS = ['algo', 'step_size', 'bits', 'xi', 'err_weight',
               'threshold_offset', 'max_staleness', 'l2', 'seed']
 # The spec's table: algorithm -> (stochastic, quantize, lazy).

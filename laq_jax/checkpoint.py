@@ -1,0 +1,200 @@
+"""Checkpoints of a run with `orbax-checkpoint`: save, find, restore.
+
+    ckpt = Checkpointer(workdir / 'checkpoints', fingerprint(config_dict))
+    restored = ckpt.restore(state_like)      # None when nothing was saved
+    ...                                      # after a chunk ending at step k:
+    ckpt.save(k, state, arrays={'loss': loss_K, 'sent': sent_KxM, ...},
+              meta={'accuracy_at': {...}})
+
+A checkpoint is one orbax step folder `<directory>/<k>/` holding
+  state   the whole `LoopState` at step k: the step counter, theta^k, every
+          worker's last upload Qhat_m, its last quantization error ehat_m,
+          its staleness clock t_m, the server aggregate and the D-long history
+          of parameter steps (leading G axis for a sweep). Restoring it and
+          running on gives bit-identical results to never having stopped;
+  arrays  what the run has recorded so far (e.g. the loss, uploads and bits of
+          steps 0..k-1), NumPy;
+  meta    JSON: the config fingerprint, the step, the arrays' shapes and
+          dtypes, and the caller's own fields (e.g. test accuracies so far).
+
+There are no PRNG keys to save: `laq_jax.loop` derives every minibatch key
+statelessly as fold_in(fold_in(fold_in(key(seed), 1), k), m) from the seed
+(in the Hyper, i.e. the config), the step k and the global worker id m, so
+the step counter in `state` *is* the random state.
+
+Orbax writes a step into a temporary folder and renames it when complete,
+so a process killed mid-save leaves the previous checkpoints intact (the
+unfinished folder is removed the next time a Checkpointer opens the
+directory). The last `keep` checkpoints are kept.
+
+With several processes (`laq_jax.distributed`) every process must call
+`save` and `restore` (orbax writes each process's shards of a global array
+and lets process 0 write the metadata); the caller must not limit them to
+the writer process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pathlib
+from typing import Any, Mapping, NamedTuple
+
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+
+FORMAT = 1  # bumped when the layout changes; older checkpoints are refused
+KEEP = 3
+
+
+class CheckpointError(ValueError):
+  """A checkpoint belongs to another config, or has an unknown layout."""
+
+
+def fingerprint(config: Mapping[str, Any]) -> str:
+  """A SHA-256 of the config's canonical JSON: equal iff the configs are.
+
+  Args:
+    config: a JSON-serializable mapping (e.g. `ConfigDict.to_dict()`).
+
+  Returns:
+    64 hex digits.
+  """
+  text = json.dumps(config, sort_keys=True, separators=(',', ':'),
+                    default=str)
+  return hashlib.sha256(text.encode()).hexdigest()
+
+
+class Restored(NamedTuple):
+  """A checkpoint read back.
+
+  Attributes:
+    step: k, the iterations done.
+    state: the LoopState at step k, laid out like `state_like`.
+    arrays: the recorded arrays, NumPy, as saved.
+    meta: the caller's JSON fields, as saved.
+  """
+  step: int
+  state: Any
+  arrays: dict[str, np.ndarray]
+  meta: dict[str, Any]
+
+
+def abstract(tree):
+  """Shapes, dtypes and shardings of a pytree of arrays (restore targets)."""
+  return jax.tree.map(ocp.utils.to_shape_dtype_struct, tree)
+
+
+class Checkpointer:
+  """Saves and restores one run's (or one sweep batch's) checkpoints.
+
+  Attributes:
+    directory: the folder holding one sub-folder per saved step.
+    fingerprint: identifies the config; `restore` refuses other configs'
+      checkpoints.
+  """
+
+  def __init__(self, directory: str | os.PathLike, fingerprint: str, *,
+               keep: int = KEEP):
+    """Opens (creating it) `directory`.
+
+    Args:
+      directory: checkpoint folder, e.g. workdir/checkpoints.
+      fingerprint: `fingerprint(config)` of the run.
+      keep: how many of the latest checkpoints to keep (>= 1).
+    """
+    if keep < 1:
+      raise ValueError(f'keep={keep} is not allowed: it must be an integer '
+                       '>= 1')
+    self.directory = pathlib.Path(directory).expanduser().resolve()
+    self.fingerprint = fingerprint
+    options = ocp.CheckpointManagerOptions(
+        max_to_keep=keep, create=True, enable_async_checkpointing=False,
+        cleanup_tmp_directories=True)
+    self._manager = ocp.CheckpointManager(self.directory, options=options)
+
+  def steps(self) -> list[int]:
+    """The steps with a complete checkpoint, ascending."""
+    return sorted(self._manager.all_steps())
+
+  def latest_step(self) -> int | None:
+    """The last complete checkpoint's step, or None."""
+    steps = self.steps()
+    return steps[-1] if steps else None
+
+  def save(self, step: int, state, arrays: Mapping[str, np.ndarray], *,
+           meta: Mapping[str, Any] | None = None) -> None:
+    """Saves a checkpoint for `step` and waits until it is on disk.
+
+    Args:
+      step: k, the iterations done (the folder name).
+      state: the LoopState (or any pytree of arrays) at step k.
+      arrays: NumPy arrays recorded so far (any shapes).
+      meta: JSON-serializable fields to keep with it.
+    """
+    arrays = {name: np.asarray(a) for name, a in arrays.items()}
+    record = {
+        'format': FORMAT, 'fingerprint': self.fingerprint, 'step': int(step),
+        'arrays': {name: {'shape': list(a.shape), 'dtype': a.dtype.str}
+                   for name, a in arrays.items()},
+        'meta': dict(meta or {}),
+    }
+    self._manager.save(int(step), args=ocp.args.Composite(
+        state=ocp.args.StandardSave(state),
+        arrays=ocp.args.StandardSave(arrays),
+        meta=ocp.args.JsonSave(record)), force=True)
+    self._manager.wait_until_finished()
+
+  def restore(self, state_like, step: int | None = None) -> Restored | None:
+    """Reads the checkpoint of `step` (default: the latest).
+
+    Args:
+      state_like: a pytree with the structure of the saved state; its
+        arrays (or `jax.ShapeDtypeStruct`s, see `abstract`) give the dtype
+        and placement (sharding) of the restored arrays.
+      step: which checkpoint; None for the latest.
+
+    Returns:
+      A Restored, or None when there is no checkpoint.
+
+    Raises:
+      CheckpointError: the checkpoint was saved for another config
+        (fingerprint) or in another layout.
+    """
+    if step is None:
+      step = self.latest_step()
+      if step is None:
+        return None
+    record = self._manager.restore(step, args=ocp.args.Composite(
+        meta=ocp.args.JsonRestore())).meta
+    if record.get('format') != FORMAT:
+      raise CheckpointError(
+          f'checkpoint {self.directory / str(step)} has format '
+          f'{record.get("format")!r}; this version reads format {FORMAT}. '
+          'Delete the checkpoints folder (or run with --overwrite) to start '
+          'over.')
+    if record.get('fingerprint') != self.fingerprint:
+      raise CheckpointError(
+          f'checkpoint {self.directory / str(step)} was saved by another '
+          f'config (fingerprint {str(record.get("fingerprint"))[:12]}..., '
+          f'this config: {self.fingerprint[:12]}...). Use another workdir, '
+          'or run with --overwrite to discard it.')
+    arrays_like = {name: np.zeros(spec['shape'], np.dtype(spec['dtype']))
+                   for name, spec in record['arrays'].items()}
+    restored = self._manager.restore(step, args=ocp.args.Composite(
+        state=ocp.args.StandardRestore(abstract(state_like)),
+        arrays=ocp.args.StandardRestore(arrays_like)))
+    arrays = {name: np.asarray(a) for name, a in restored.arrays.items()}
+    return Restored(int(record['step']), restored.state, arrays,
+                    record['meta'])
+
+  def close(self) -> None:
+    self._manager.close()
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *exc):
+    self.close()
