@@ -31,3 +31,36 @@ def mnist_shards(num_workers, per_worker, dtype=np.float64, offset=0):
   y = d['y_train'][offset:offset + n]
   return (x.reshape(num_workers, per_worker, -1),
           y.reshape(num_workers, per_worker))
+
+
+class IsolatedEnv:
+  """A module's temporary folder, with $LAQ_JAX_CACHE inside it (so tests never
+  touch the user's f* cache) and $LAQ_JAX_DATA pointing at MNIST; subprocesses
+  inherit both. Call `enter()` in setUpModule and `exit()` in tearDownModule.
+  """
+
+  def __init__(self, prefix):
+    self.prefix = prefix
+    self.tmp = None
+    self.saved = {}
+
+  @property
+  def name(self):
+    return self.tmp.name
+
+  def enter(self):
+    import tempfile  # pylint: disable=g-import-not-at-top
+    self.tmp = tempfile.TemporaryDirectory(prefix=self.prefix)
+    for key, value in (('LAQ_JAX_CACHE', os.path.join(self.tmp.name, 'cache')),
+                       ('LAQ_JAX_DATA', mnist_dir())):
+      self.saved[key] = os.environ.get(key)
+      if value:
+        os.environ[key] = value
+
+  def exit(self):
+    for key, value in self.saved.items():
+      if value is None:
+        os.environ.pop(key, None)
+      else:
+        os.environ[key] = value
+    self.tmp.cleanup()

@@ -37,28 +37,15 @@ COLUMNS = ('step', 'loss', 'residual', 'uploads', 'bits', 'cum_uploads',
 PNGS = ('loss_vs_iterations.png', 'loss_vs_uploads.png', 'loss_vs_bits.png',
         'upload_raster.png')
 
-_tmp = None
-_env = {}
+_tmp = common.IsolatedEnv('laq_experiments_test_')
 
 
 def setUpModule():
-  global _tmp
-  _tmp = tempfile.TemporaryDirectory(prefix='laq_experiments_test_')
-  # Never touch the user's f* cache; share this one with the subprocesses.
-  for name, value in (('LAQ_JAX_CACHE', os.path.join(_tmp.name, 'cache')),
-                      ('LAQ_JAX_DATA', common.mnist_dir())):
-    _env[name] = os.environ.get(name)
-    if value:
-      os.environ[name] = value
+  _tmp.enter()
 
 
 def tearDownModule():
-  for name, value in _env.items():
-    if value is None:
-      os.environ.pop(name, None)
-    else:
-      os.environ[name] = value
-  _tmp.cleanup()
+  _tmp.exit()
 
 
 def tiny_config(**overrides):

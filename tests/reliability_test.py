@@ -37,27 +37,15 @@ from tests import common
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
-_tmp = None
-_env = {}
+_tmp = common.IsolatedEnv('laq_reliability_test_')
 
 
 def setUpModule():
-  global _tmp
-  _tmp = tempfile.TemporaryDirectory(prefix='laq_reliability_test_')
-  for name, value in (('LAQ_JAX_CACHE', os.path.join(_tmp.name, 'cache')),
-                      ('LAQ_JAX_DATA', common.mnist_dir())):
-    _env[name] = os.environ.get(name)
-    if value:
-      os.environ[name] = value
+  _tmp.enter()
 
 
 def tearDownModule():
-  for name, value in _env.items():
-    if value is None:
-      os.environ.pop(name, None)
-    else:
-      os.environ[name] = value
-  _tmp.cleanup()
+  _tmp.exit()
 
 
 def tiny_config(**overrides):
