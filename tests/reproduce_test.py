@@ -1,0 +1,321 @@
+"""Tests of `experiments.reproduce`: the --quick report, checked independently.
+
+One `--quick` run (what CI runs; a few minutes on 2 cores) goes into a
+temporary workdir. Its REPORT.md is parsed and every table cell is
+recomputed from the per-experiment files by hand (NumPy on curves.npz, the
+bit formula b*p + 32 / 32*p of the spec), the claims' verdicts are recomputed
+from the same numbers, and every figure the report links must be a PNG.
+"""
+
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from unittest import mock
+
+from absl.testing import absltest
+import numpy as np
+
+from configs import paper
+from experiments import reproduce
+from tests import common
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PARAMS = {'logreg': 784 * 10 + 10, 'mlp': 784 * 200 + 200 + 200 * 10 + 10}
+QUANTIZED = ('qgd', 'laq', 'qsgd', 'slaq')
+PNG_MAGIC = b'\x89PNG\r\n\x1a\n'
+
+_tmp = None
+_environ = None
+_workdir = None
+_seconds = 0.0
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+  env = dict(os.environ, PYTHONPATH=str(ROOT))
+  return subprocess.run(
+      [sys.executable, '-m', 'experiments.reproduce', *args], cwd=ROOT,
+      env=env, capture_output=True, text=True, timeout=1500, check=False)
+
+
+def setUpModule():
+  global _tmp, _environ
+  _tmp = tempfile.TemporaryDirectory(prefix='laq_reproduce_test_')
+  # A fresh f* cache (never the user's), shared with the subprocesses.
+  values = {'LAQ_JAX_CACHE': os.path.join(_tmp.name, 'cache')}
+  if common.mnist_dir():
+    values['LAQ_JAX_DATA'] = common.mnist_dir()
+  _environ = mock.patch.dict(os.environ, values)
+  _environ.start()
+
+
+def tearDownModule():
+  _environ.stop()
+  _tmp.cleanup()
+
+
+def _cell(text: str):
+  """A report cell back to a number: 1,234 / 89.84% / 1.2e-03 / — (None)."""
+  text = text.strip()
+  if text == '—':
+    return None
+  if text.endswith('%'):
+    return float(text[:-1]) / 100
+  return float(text.replace(',', ''))
+
+
+def _section(report: str, title: str) -> str:
+  start = report.index(f'## {title}\n')
+  end = report.find('\n## ', start + 1)
+  return report[start:end if end >= 0 else None]
+
+
+def _table(section: str) -> tuple[list[str], dict[str, list[str]]]:
+  """The section's algorithm table: header, {algo: cells}."""
+  lines = [l for l in section.splitlines() if l.startswith('|')]
+  first = next(i for i, l in enumerate(lines)
+               if l.startswith('| algorithm |'))
+  split = lambda l: [c.strip() for c in l.strip('|').split('|')]
+  header = split(lines[first])
+  rows = {}
+  for line in lines[first + 2:]:
+    cells = split(line)
+    if len(cells) != len(header):
+      break
+    rows[cells[0]] = cells
+  return header, rows
+
+
+def _expected(workdir: pathlib.Path, experiment: paper.Experiment
+              ) -> dict[str, dict]:
+  """Each algorithm's table figures, recomputed from the raw files."""
+  out = workdir / experiment.name
+  config = json.loads((out / 'config.json').read_text())
+  sweep = json.loads((out / 'sweep.json').read_text())
+  fstar = sweep['fstar'][0]['fstar']
+  target = config['target_residual']
+  p = PARAMS[config['model']]
+  with np.load(out / 'curves.npz') as npz:
+    curves = {k: npz[k] for k in npz.files}
+  expected = {}
+  for g, algo in enumerate(curves['algo']):
+    sent_TxM = curves['uploads'][g]
+    uploads_T = sent_TxM.sum(axis=1)
+    per_upload = (config['bits'] * p + 32) if algo in QUANTIZED else 32 * p
+    row = {'iterations': sent_TxM.shape[0],
+           'uploads': int(sent_TxM.sum()),
+           'bits': int(sent_TxM.sum()) * per_upload,
+           'final loss': curves['final_loss'][g]}
+    if fstar is not None:
+      residual = np.append(curves['loss'][g], curves['final_loss'][g]) - fstar
+      hits = np.flatnonzero(residual <= target)
+      k = int(hits[0]) if hits.size else None
+      row.update({
+          'final residual': residual[-1],
+          'iteration at target': k,
+          'uploads at target': None if k is None else int(uploads_T[:k].sum()),
+          'bits at target': (None if k is None else
+                             int(uploads_T[:k].sum()) * per_upload)})
+    expected[str(algo)] = row
+  return expected
+
+
+class QuickReportTest(absltest.TestCase):
+  """The report of one `--quick` run (CI's), run once for the class."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    global _workdir, _seconds
+    _workdir = pathlib.Path(_tmp.name, 'paper_quick')
+    start = time.perf_counter()
+    done = _run(f'--workdir={_workdir}', '--quick')
+    _seconds = time.perf_counter() - start
+    if done.returncode:
+      raise RuntimeError(f'--quick failed ({done.returncode}):\n'
+                         f'{(done.stdout + done.stderr)[-4000:]}')
+
+  def setUp(self):
+    super().setUp()
+    self.report = (_workdir / reproduce.REPORT).read_text()
+
+  def test_took_minutes(self):
+    # CI runs --quick: it must stay a few minutes on a small machine.
+    self.assertLess(_seconds, 900, f'--quick took {_seconds:.0f} s')
+
+  def test_tables_match_the_raw_files(self):
+    for experiment in paper.experiments(quick=True):
+      with self.subTest(experiment.name):
+        section = _section(self.report, experiment.title)
+        header, rows = _table(section)
+        self.assertEqual(list(rows), list(experiment.algos))
+        expected = _expected(_workdir, experiment)
+        results = {r['algo']: r for r in reproduce.load_results(
+            experiment, _workdir)['rows'].values()}
+        for algo, cells in rows.items():
+          shown = dict(zip(header, cells))
+          for column, value in expected[algo].items():
+            if column not in shown:
+              continue
+            got = _cell(shown[column])
+            if value is None:
+              self.assertIsNone(got, f'{algo} {column}')
+            elif column.startswith('final'):
+              # Printed with 4 significant digits.
+              self.assertAlmostEqual(got / value, 1.0, delta=1e-3,
+                                     msg=f'{algo} {column}')
+            else:
+              self.assertEqual(got, value, f'{algo} {column}')
+          self.assertAlmostEqual(
+              _cell(shown['test accuracy']),
+              results[algo]['final_test_accuracy'], delta=5e-5)
+
+  def test_claims_verdicts_recomputed(self):
+    for experiment in paper.experiments(quick=True):
+      expected = _expected(_workdir, experiment)
+      lazy, base = experiment.lazy, experiment.baseline
+      if 'final residual' in expected[lazy] and not experiment.stochastic:
+        ours = expected[lazy]['uploads at target']
+        others = [expected[a]['uploads at target'] for a in experiment.algos
+                  if a in (base, 'q' + base)]
+        if ours is not None and None in others:
+          continue  # compared with the whole run's uploads instead
+        holds = ours is not None and all(ours <= 0.5 * o for o in others)
+        claim = f'{lazy.upper()} reaches residual'
+      else:
+        ours = expected[lazy]['uploads']
+        rows = reproduce.load_results(experiment, _workdir)['rows']
+        accuracy = {a: rows[a]['final_test_accuracy'] for a in (lazy, base)}
+        holds = all(ours <= 0.5 * expected[a]['uploads']
+                    for a in (base, 'q' + base)) and abs(
+                        accuracy[lazy] - accuracy[base]) <= 0.01
+        claim = f'{lazy.upper()} uses far fewer uploads'
+      with self.subTest(experiment.name):
+        line = next(l for l in self.report.splitlines()
+                    if l.startswith(f'| {experiment.name} | {claim}')
+                    and 'uploads' in l)
+        self.assertTrue(line.endswith('| holds |' if holds
+                                      else '| does not hold |'), line)
+
+  def test_linear_fit_recomputed(self):
+    experiment = paper.experiments(quick=True)[0]
+    self.assertEqual(experiment.name, 'logreg')
+    section = _section(self.report, experiment.title)
+    with np.load(_workdir / 'logreg' / 'curves.npz') as npz:
+      loss, final = npz['loss'], npz['final_loss']
+      algos = list(npz['algo'])
+    sweep = json.loads((_workdir / 'logreg' / 'sweep.json').read_text())
+    fstar, target = sweep['fstar'][0]['fstar'], sweep['target_residual']
+    for algo in ('laq', 'gd'):
+      residual = np.append(loss[algos.index(algo)],
+                           final[algos.index(algo)]) - fstar
+      hits = np.flatnonzero(residual <= target)
+      end = hits[0] + 1 if hits.size else residual.size
+      k = np.arange(end)
+      y = np.log10(residual[:end])
+      design = np.stack([k, np.ones_like(k)], axis=1).astype(np.float64)
+      coef, *_ = np.linalg.lstsq(design, y, rcond=None)
+      r2 = 1 - np.sum((y - design @ coef) ** 2) / np.sum((y - y.mean()) ** 2)
+      line = next(l for l in section.splitlines()
+                  if l.startswith(f'| {algo.upper()} converges linearly'))
+      match = re.search(r'slope (\S+)/iteration.*R\^2 = (\S+) \|', line)
+      self.assertIsNotNone(match, line)
+      self.assertAlmostEqual(float(match[1]) / coef[0], 1.0, delta=1e-3)
+      self.assertAlmostEqual(float(match[2]), r2, delta=1e-3)
+
+  def test_figures_exist(self):
+    links = re.findall(r'!\[[^\]]*\]\(([^)]+)\)', self.report)
+    # Three loss figures and a raster per experiment.
+    self.assertLen(links, 4 * len(paper.experiments(quick=True)))
+    for link in links:
+      self.assertFalse(pathlib.PurePath(link).is_absolute(), link)
+      with open(_workdir / link, 'rb') as f:
+        self.assertEqual(f.read(8), PNG_MAGIC, link)
+
+  def test_report_states_budget_hardware_and_commands(self):
+    self.assertIn('Quick budget', self.report)
+    self.assertIn(f'target residual {paper.QUICK_TARGET:g}', self.report)
+    self.assertIn('## Hardware and wall time', self.report)
+    self.assertIn('backend cpu', self.report)
+    for experiment in paper.experiments(quick=True):
+      for algo in experiment.algos:
+        self.assertIn(
+            f'--config=configs/{experiment.config}.py:algo={algo},'
+            f'{experiment.arg} ', self.report)
+
+  def test_resume_skips_finished_and_copy(self):
+    results = _workdir / 'logreg_stochastic' / 'results.csv'
+    before = results.stat().st_mtime_ns
+    dest = pathlib.Path(_tmp.name, 'docs_copy')
+    done = _run(f'--workdir={_workdir}', '--quick',
+                '--only=logreg_stochastic', f'--copy_to={dest}')
+    self.assertEqual(done.returncode, 0, done.stderr[-3000:])
+    self.assertIn('not run again', done.stdout + done.stderr)
+    self.assertEqual(results.stat().st_mtime_ns, before)
+    copied = (dest / reproduce.REPORT).read_text()
+    for link in re.findall(r'!\[[^\]]*\]\(([^)]+)\)', copied):
+      self.assertTrue((dest / link).is_file(), link)
+
+
+class HelpersTest(absltest.TestCase):
+
+  def test_linear_fit_of_a_geometric_sequence(self):
+    residual = 3.0 * 0.9 ** np.arange(50)
+    fit = reproduce.linear_fit(residual, target=1e-300)
+    self.assertAlmostEqual(fit['rate'], 0.9, places=12)
+    self.assertAlmostEqual(fit['r2'], 1.0, places=12)
+    # Only up to the first iterate at the target.
+    fit = reproduce.linear_fit(residual, target=3.0 * 0.9 ** 10)
+    self.assertEqual(fit['last_k'], 10)
+
+  def test_unknown_experiment_is_named(self):
+    with self.assertRaisesRegex(Exception, "unknown experiment.*'?nope"):
+      reproduce.select(['nope'], quick=True)
+
+  def test_row_checks_against_a_single_run(self):
+    experiment = paper.experiments(quick=True)[0]
+    loss_T = np.array([3.0, 2.0, 1.5, 1.2])
+    sent_TxM = np.array([[1, 1], [0, 1], [1, 0], [0, 0]], bool)
+    rows = {a: {'iterations': 4, 'total_uploads': 5, 'total_bits': 50,
+                'final_loss': 1.0, 'target_iteration': None,
+                'target_uploads': None} for a in experiment.algos}
+    result = {'rows': rows, 'curves': {
+        'algo': np.array(experiment.algos),
+        'loss': np.stack([loss_T] * len(experiment.algos)),
+        'uploads': np.stack([sent_TxM] * len(experiment.algos))}}
+    with tempfile.TemporaryDirectory() as tmp:
+      run = pathlib.Path(tmp, experiment.name, 'laq')
+      run.mkdir(parents=True)
+      (run / 'summary.json').write_text(json.dumps(
+          {'iterations': 4, 'total_uploads': 4, 'total_bits': 50,
+           'final_loss': 1.0, 'target_iteration': None,
+           'target_uploads': None}))
+      other = sent_TxM.copy()
+      other[2, 0] = False
+      np.save(run / 'uploads.npy', other)
+      (run / 'metrics.csv').write_text(
+          'step,loss\n0,3.0\n1,2.0\n2,1.25\n3,1.2\n')
+      lines = reproduce.row_checks(experiment, result, pathlib.Path(tmp))
+    laq = next(l for l in lines if l.startswith('| laq |'))
+    cells = [c.strip() for c in laq.strip('|').split('|')]
+    # uploads differ (4 vs 5 here), bits agree; loss first differs at 2,
+    # the upload decisions at step 2.
+    self.assertEqual(cells[1], '4 (here 5)')
+    self.assertEqual(cells[2], '50')
+    self.assertEqual(cells[-2:], ['2', '2'])
+    self.assertLen([l for l in lines if l.startswith('| ')], 2)
+
+  def test_far_fewer_threshold(self):
+    self.assertTrue(reproduce._fewer(50, 'laq', 100, 'gd', 100)[0])
+    self.assertFalse(reproduce._fewer(51, 'laq', 100, 'gd', 100)[0])
+    # The other never reached the target: its whole-run total bounds it.
+    self.assertTrue(reproduce._fewer(50, 'laq', None, 'gd', 100)[0])
+    self.assertIsNone(reproduce._fewer(60, 'laq', None, 'gd', 100)[0])
+
+
+if __name__ == '__main__':
+  absltest.main()
