@@ -199,20 +199,25 @@ def make_step(spec: RunSpec, data: Data, hyper: Hyper, *,
   return body
 
 
-def _chunk(spec: RunSpec, state: LoopState, data: Data, hyper: Hyper,
-           num_steps: int):
-  body = make_step(spec, data, hyper)
-  return jax.lax.scan(body, state, None, length=num_steps)
+def scan_chunk(spec: RunSpec, state: LoopState, data: Data, hyper: Hyper,
+               num_steps: int, *, worker_ids_M: jax.Array | None = None,
+               axis_name: str | None = None):
+  """The traced chunk: `num_steps` scan steps, vmapped over a grid Hyper.
 
+  Shared by `run_chunk` (all workers here) and `laq_jax.sharding` (inside
+  shard_map, with the local workers' global ids and the mesh axis).
+  """
+  def chunk(state, hyper):
+    body = make_step(spec, data, hyper, worker_ids_M=worker_ids_M,
+                     axis_name=axis_name)
+    return jax.lax.scan(body, state, None, length=num_steps)
 
-def _run_chunk(spec, state, data, hyper, num_steps):
   if jnp.ndim(hyper.step_size) == 1:  # a grid: vmap the scan, share the data
-    return jax.vmap(_chunk, in_axes=(None, 0, None, 0, None))(
-        spec, state, data, hyper, num_steps)
-  return _chunk(spec, state, data, hyper, num_steps)
+    return jax.vmap(chunk)(state, hyper)
+  return chunk(state, hyper)
 
 
-run_chunk = jax.jit(_run_chunk, static_argnums=(0, 4))
+run_chunk = jax.jit(scan_chunk, static_argnums=(0, 4))
 run_chunk.__doc__ = """Runs `num_steps` iterations from `state` as one compiled program.
 
 Args:
@@ -264,10 +269,12 @@ def run(spec: RunSpec, data: Data, hyper: Hyper, num_steps: int, *,
     done += length
     if callback is not None:
       callback(state, trace)
-  if not parts:
-    empty = run_chunk_fn(spec, state, data, hyper, 1)[1]
-    trace = jax.tree.map(lambda a: np.asarray(a)[(slice(None),) * time_axis
-                                                 + (slice(0, 0),)], empty)
+  if not parts:  # zero steps: an empty Trace of the right shapes, no compile
+    shapes = jax.eval_shape(
+        lambda s, d, h: run_chunk_fn(spec, s, d, h, 1)[1], state, data, hyper)
+    trace = jax.tree.map(
+        lambda a: np.zeros(a.shape[:time_axis] + (0,) + a.shape[time_axis + 1:],
+                           a.dtype), shapes)
     return state, trace
   trace = jax.tree.map(lambda *xs: np.concatenate(xs, axis=time_axis), *parts)
   return state, trace

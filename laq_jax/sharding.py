@@ -193,23 +193,14 @@ def init_state(spec: RunSpec, hyper: Hyper, mesh: Mesh,
 # ----------------------------------------------------------------------------
 # The sharded chunk.
 
-def _local_chunk(spec: RunSpec, num_steps: int, grid: bool,
-                 state: LoopState, data: Data, hyper: Hyper):
-  """One device's part: its block of workers, the same scan body as vmap."""
+def _local_chunk(spec: RunSpec, num_steps: int, state: LoopState, data: Data,
+                 hyper: Hyper):
+  """One device's part: its block of workers, the same chunk as vmap."""
   num_local = data.x_MxNxD.shape[0]
   worker_ids_M = (jax.lax.axis_index(AXIS) * num_local
                   + jnp.arange(num_local, dtype=jnp.int32))
-
-  def chunk(state, hyper):
-    body = loop.make_step(spec, data, hyper, worker_ids_M=worker_ids_M,
-                          axis_name=AXIS)
-    return jax.lax.scan(body, state, None, length=num_steps)
-
-  if grid:  # the grid inside: one program, the data shared by every point
-    state, trace = jax.vmap(chunk)(state, hyper)
-  else:
-    state, trace = chunk(state, hyper)
-  return state, trace
+  return loop.scan_chunk(spec, state, data, hyper, num_steps,
+                         worker_ids_M=worker_ids_M, axis_name=AXIS)
 
 
 @functools.cache
@@ -237,7 +228,7 @@ def make_run_chunk(mesh: Mesh, *, gather_trace: bool | None = None
 
   @functools.partial(jax.jit, static_argnums=(0, 4, 5))
   def compiled(spec, state, data, hyper, num_steps, grid):
-    local = functools.partial(_local_chunk, spec, num_steps, grid)
+    local = functools.partial(_local_chunk, spec, num_steps)
     state, trace = jax.shard_map(
         local, mesh=mesh,
         in_specs=(_state_specs(grid), _data_specs(), _hyper_specs()),

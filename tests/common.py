@@ -64,3 +64,19 @@ class IsolatedEnv:
       else:
         os.environ[key] = value
     self.tmp.cleanup()
+
+
+def run_script(code, **env_extra):
+  """Runs `python -c code` from the repo root in a fresh process.
+
+  The child sees the repo on PYTHONPATH and MNIST in $LAQ_JAX_DATA (when
+  found), plus `env_extra`. Returns the CompletedProcess (text output).
+  """
+  import subprocess  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep +
+             os.environ.get('PYTHONPATH', ''), **env_extra)
+  if mnist_dir():
+    env['LAQ_JAX_DATA'] = mnist_dir()
+  return subprocess.run([sys.executable, '-c', code], env=env,
+                        capture_output=True, text=True, timeout=600, cwd=ROOT)

@@ -11,8 +11,6 @@ import itertools
 import json
 import os
 import pathlib
-import subprocess
-import sys
 import tempfile
 import textwrap
 
@@ -411,14 +409,7 @@ SHARDED_SCRIPT = textwrap.dedent("""
 class DevicesTest(absltest.TestCase):
 
   def test_workers_on_devices_matches_vmap(self):
-    env = dict(os.environ, JAX_PLATFORMS='cpu',
-               PYTHONPATH=common.ROOT + os.pathsep + os.environ.get(
-                   'PYTHONPATH', ''))
-    if common.mnist_dir():
-      env['LAQ_JAX_DATA'] = common.mnist_dir()
-    out = subprocess.run([sys.executable, '-c', SHARDED_SCRIPT], env=env,
-                         capture_output=True, text=True, timeout=600,
-                         cwd=common.ROOT)
+    out = common.run_script(SHARDED_SCRIPT, JAX_PLATFORMS='cpu')
     self.assertEqual(out.returncode, 0, out.stderr[-3000:])
     self.assertIn('OK', out.stdout)
 

@@ -4,9 +4,6 @@ The rest of the suite runs with x64 on (see conftest.py); this checks that the
 library does not rely on it: dtypes stay float32/int32 and LAQ still skips.
 """
 
-import os
-import subprocess
-import sys
 import textwrap
 
 from absl.testing import absltest
@@ -40,11 +37,7 @@ class Float32ModeTest(absltest.TestCase):
   def test_float32_default_mode(self):
     if common.mnist_dir() is None:
       self.skipTest('MNIST not found: set LAQ_JAX_DATA')
-    env = dict(os.environ, PYTHONPATH=common.ROOT, JAX_ENABLE_X64='0',
-               LAQ_JAX_DATA=common.mnist_dir())
-    out = subprocess.run([sys.executable, '-c', SCRIPT], env=env,
-                         capture_output=True, text=True, timeout=600,
-                         cwd=common.ROOT)
+    out = common.run_script(SCRIPT, JAX_ENABLE_X64='0')
     self.assertEqual(out.returncode, 0, out.stderr[-3000:])
     self.assertIn('OK', out.stdout)
 
