@@ -158,6 +158,10 @@ def quantize(grad_P: np.ndarray, ref_P: np.ndarray, bits: int):
   # always-blank pixels make zero innovations common.
   unit = innovation / radius
   codes = np.floor((unit + 1) * (levels / 2) + dtype(0.5))
+  # |u| <= kappa is a zero innovation up to summation noise: the tie, code
+  # 2^(b-1) (kappa = 1e-9 in float64, 1e-5 in float32).
+  kappa = 1e-9 if grad_P.dtype == np.float64 else 1e-5
+  codes = np.where(np.abs(unit) <= kappa, dtype(2.0**(bits - 1)), codes)
   codes = np.clip(codes, 0, levels)
   value = ref_P + spacing * codes - radius
   error = np.sum(np.square(value - grad_P))

@@ -22,7 +22,7 @@ VARIANTS = {
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   """The defaults: LAQ on full MNIST logistic regression (Sun et al. 2019)."""
   config = ml_collections.ConfigDict()
-  # Algorithm: gd, qgd, lag, laq, sgd, qsgd, slag, slaq.
+  # Algorithm: gd, qgd, lag, laq; sgd, sqgd, slag, slaq; qsgd, ssgd.
   config.algo = 'laq'
   config.num_workers = 10  # M
   config.num_iters = 4000  # iterations T
@@ -35,7 +35,13 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.max_staleness = 100  # tbar
   config.l2 = 0.01  # lam, per worker
   config.batch_size = 500  # samples per worker per step (stochastic algos)
-  config.seed = 0  # model init and minibatch draws
+  config.levels = 10_000  # s, levels of the qsgd compressor (authors': 1e4)
+  config.keep_prob = 0.5  # p, the probability ssgd keeps a coordinate
+  config.seed = 0  # model init, minibatch draws, random compressors
+  # The authors' scripts where they depart from Algorithm 1: no forced upload
+  # at k = 0, history weights xi / k for k <= D, b*p bits per quantized
+  # upload (no radius). Off: the paper's Algorithm 1.
+  config.authors_code = False
   # Data.
   config.dataset = 'mnist'  # 'mnist', 'builtin:heart_scale', 'libsvm:/path'
   config.data_dir = ''  # MNIST folder; '' looks in $LAQ_JAX_DATA, the cache

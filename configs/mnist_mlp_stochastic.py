@@ -6,7 +6,7 @@ alpha = 0.008, c_e = 1.5, c_0 = 0.2, 1,500 iterations (float32):
     python -m experiments.main --config=configs/mnist_mlp_stochastic.py \\
         --workdir=runs/mnist_mlp_stochastic/slaq --config.algo=slaq
 
-`algo` may be sgd, qsgd, slag or slaq. Short version:
+`algo` may be sgd, qsgd, ssgd, sqgd, slag or slaq. Short version:
 
     python -m experiments.main \\
         --config=configs/mnist_mlp_stochastic.py:algo=slaq,quick \\

@@ -4,21 +4,23 @@ r"""The experiments of the LAQ paper that `experiments.reproduce` runs.
     python -m experiments.reproduce --workdir runs/paper_quick --quick
 
 Each experiment is one run config (`configs/NAME.py:ARG`) whose algorithms run
-as a grid axis of ONE compiled program (`laq_jax.sweep.run_sweep`); the
-full-batch and the stochastic algorithms are separate programs.
+as a grid axis of ONE compiled program (`experiments.sweep`); the full-batch
+and the stochastic algorithms are separate programs.
 
-Full budget (the spec's settings, full MNIST, M = 10 workers in file order):
+Full budget (the authors' settings, full MNIST, M = 10 workers in file order):
   logreg             gd/qgd/lag/laq, logistic regression, float64, 4,000
                      iterations, target residual 1e-6;
-  logreg_stochastic  sgd/qsgd/slag/slaq, the authors' SLAQ settings (b = 3,
-                     alpha = 0.008, c_e = 1.5, c_0 = 0.2, minibatch 500 per
-                     worker, 1,500 iterations), float32;
+  logreg_stochastic  sgd/qsgd/ssgd/slaq (the four the authors' SLAQ script
+                     compares), SLAQ at b = 3, alpha = 0.008, c_e = 1.5,
+                     c_0 = 0.2, minibatch 500 per worker, QSGD with
+                     s = 10,000 levels, SSGD keeping p = 0.5, 1,500
+                     iterations, float32;
   mlp_stochastic     the same four on the 200-ReLU MLP, float32;
-  mlp                gd/qgd/lag/laq on the MLP, float32, a fixed budget of
-                     MLP_ITERS iterations: one full-batch MLP iteration of
-                     the four algorithms takes about 2-4 s on a 2-core CPU
-                     (full MNIST), so the paper's longer runs do not fit a
-                     CPU session; the budget is stated in the report.
+  mlp                gd/qgd/lag/laq on the MLP at b = 8, float32, the
+                     authors' 8,000 iterations on an accelerator; on a
+                     CPU-only machine MLP_CPU_ITERS (one full-batch MLP
+                     iteration of the four algorithms takes seconds on a
+                     2-core CPU), which the report states.
 
 `--quick` (a few minutes on a 2-core CPU): the first 6,000 training images
 (600 per worker), fewer iterations, and a looser target residual
@@ -34,8 +36,9 @@ import ml_collections
 import configs
 
 FULL_BATCH = ('gd', 'qgd', 'lag', 'laq')
-STOCHASTIC = ('sgd', 'qsgd', 'slag', 'slaq')
-MLP_ITERS = 300
+STOCHASTIC = ('sgd', 'qsgd', 'ssgd', 'slaq')
+MLP_FULL_ITERS = 8000  # the authors' network script
+MLP_CPU_ITERS = 1000
 QUICK_TARGET = 1e-2
 
 
@@ -50,6 +53,8 @@ class Experiment(NamedTuple):
     algos: the algorithms, run as one grid axis.
     lazy: the paper's algorithm among them (laq or slaq).
     baseline: the unquantized, non-lazy reference (gd or sgd).
+    uploads_vs: the algorithms the paper's algorithm must beat on uploads.
+    bits_vs: ... and on bits.
   """
   name: str
   title: str
@@ -58,6 +63,8 @@ class Experiment(NamedTuple):
   algos: tuple[str, ...]
   lazy: str
   baseline: str
+  uploads_vs: tuple[str, ...]
+  bits_vs: tuple[str, ...]
 
   @property
   def convex(self) -> bool:
@@ -70,32 +77,52 @@ class Experiment(NamedTuple):
 
 _FULL = (
     Experiment('logreg', 'Logistic regression, full batch (convex)',
-               'mnist_logreg', '', FULL_BATCH, 'laq', 'gd'),
+               'mnist_logreg', '', FULL_BATCH, 'laq', 'gd',
+               uploads_vs=('gd', 'qgd'), bits_vs=('gd', 'qgd', 'lag')),
     Experiment('logreg_stochastic',
                'Logistic regression, minibatch (authors\' SLAQ settings)',
-               'mnist_logreg_stochastic', '', STOCHASTIC, 'slaq', 'sgd'),
+               'mnist_logreg_stochastic', '', STOCHASTIC, 'slaq', 'sgd',
+               uploads_vs=('sgd', 'qsgd', 'ssgd'),
+               bits_vs=('sgd', 'qsgd', 'ssgd')),
     Experiment('mlp_stochastic',
                'MLP (200 ReLUs), minibatch (authors\' SLAQ settings)',
-               'mnist_mlp_stochastic', '', STOCHASTIC, 'slaq', 'sgd'),
+               'mnist_mlp_stochastic', '', STOCHASTIC, 'slaq', 'sgd',
+               uploads_vs=('sgd', 'qsgd', 'ssgd'),
+               bits_vs=('sgd', 'qsgd', 'ssgd')),
     Experiment('mlp', 'MLP (200 ReLUs), full batch (nonconvex)', 'mnist_mlp',
-               f'num_iters={MLP_ITERS},eval_every=50', FULL_BATCH, 'laq',
-               'gd'),
+               '', FULL_BATCH, 'laq', 'gd',
+               uploads_vs=('gd', 'qgd'), bits_vs=('gd', 'qgd', 'lag')),
 )
 
 _QUICK_ARGS = {
     'logreg': ('train_subset=6000,num_iters=1000,eval_every=250,'
                f'target_residual={QUICK_TARGET:g}'),
     'logreg_stochastic': 'train_subset=6000,num_iters=300,eval_every=100',
-    'mlp_stochastic': 'train_subset=6000,num_iters=80,eval_every=40',
-    'mlp': 'train_subset=6000,num_iters=40,eval_every=20',
+    'mlp_stochastic': 'train_subset=6000,num_iters=300,eval_every=100',
+    'mlp': 'train_subset=6000,num_iters=200,eval_every=100',
 }
 
 
-def experiments(quick: bool = False) -> tuple[Experiment, ...]:
-  """The experiments, in the order they run (longest last)."""
-  if not quick:
-    return _FULL
-  return tuple(e._replace(arg=_QUICK_ARGS[e.name]) for e in _FULL)
+def mlp_budget(accelerator: bool) -> int:
+  """The full-batch MLP's iterations: the authors' 8,000 on an accelerator,
+  MLP_CPU_ITERS on a CPU-only machine."""
+  return MLP_FULL_ITERS if accelerator else MLP_CPU_ITERS
+
+
+def experiments(quick: bool = False, mlp_iters: int = MLP_FULL_ITERS
+                ) -> tuple[Experiment, ...]:
+  """The experiments, in the order they run (longest last).
+
+  Args:
+    quick: the reduced budgets.
+    mlp_iters: the full-batch MLP's iterations (see `mlp_budget`); ignored
+      when quick.
+  """
+  if quick:
+    return tuple(e._replace(arg=_QUICK_ARGS[e.name]) for e in _FULL)
+  return tuple(e._replace(arg=f'num_iters={mlp_iters}')
+               if e.name == 'mlp' and mlp_iters != MLP_FULL_ITERS else e
+               for e in _FULL)
 
 
 def run_config(experiment: Experiment, algo: str | None = None

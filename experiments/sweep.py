@@ -245,7 +245,8 @@ def sweep_and_evaluate(config, workdir: str | os.PathLike, *,
       batch_size=config.sweep_batch_size or None,
       chunk_size=config.eval_every, callback=progress,
       run_chunk_fn=built.run_chunk_fn, checkpointer=ckpt,
-      checkpoint_every=config.checkpoint_every)
+      checkpoint_every=config.checkpoint_every,
+      authors_code=bool(config.authors_code))
   if ckpt is not None:
     ckpt.close()
   run_seconds = time.perf_counter() - run_start

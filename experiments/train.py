@@ -5,15 +5,20 @@
 writes into `workdir`:
   config.json      the resolved config;
   metrics.csv      one row per iteration k: step, loss = f(theta^k), residual
-                   (loss - f*, empty without f*), uploads and bits of step k,
-                   cum_uploads, cum_bits (through step k), test_accuracy of
-                   theta^k (at evaluation steps, empty elsewhere);
+                   (loss - f*, empty without f*), paper_residual (loss / M
+                   minus the smallest such value of the run, the authors'
+                   residual), grad_norm_sq (||sum_m g_m||^2 at theta^k),
+                   uploads and bits of step k, cum_uploads, cum_bits
+                   (through step k), test_accuracy of theta^k (at
+                   evaluation steps, empty elsewhere);
   uploads.npy      bool [T, M], who uploaded at each step;
   summary.json     totals, final loss / accuracy of theta^T, f* and how it was
-                   computed, the iteration / uploads / bits at which the
-                   residual first reached config.target_residual (or null);
-  loss_vs_iterations.png, loss_vs_uploads.png, loss_vs_bits.png,
-  upload_raster.png;
+                   computed, the iteration / uploads / bits at which each
+                   residual (exact: target_*; the paper's: paper_target_*)
+                   first reached config.target_residual (or null);
+  loss_vs_iterations.png, loss_vs_uploads.png, loss_vs_bits.png (the
+  residual with f*, else the loss), grad_norm_vs_iterations.png,
+  grad_norm_vs_uploads.png, grad_norm_vs_bits.png, upload_raster.png;
   checkpoints/     with config.checkpoint_every > 0: orbax checkpoints (the
                    full LoopState and the metrics so far, see
                    laq_jax/checkpoint.py), the last few kept.
@@ -65,14 +70,18 @@ from laq_jax import metrics
 from laq_jax import plotting
 
 CACHE_ENV_VAR = 'LAQ_JAX_CACHE'
-METRICS_COLUMNS = ('step', 'loss', 'residual', 'uploads', 'bits',
-                   'cum_uploads', 'cum_bits', 'test_accuracy')
+METRICS_COLUMNS = ('step', 'loss', 'residual', 'paper_residual',
+                   'grad_norm_sq', 'uploads', 'bits', 'cum_uploads',
+                   'cum_bits', 'test_accuracy')
 FIGURES = {'iterations': 'loss_vs_iterations.png',
            'uploads': 'loss_vs_uploads.png',
            'bits': 'loss_vs_bits.png'}
+GRAD_NORM_FIGURES = {'iterations': 'grad_norm_vs_iterations.png',
+                     'uploads': 'grad_norm_vs_uploads.png',
+                     'bits': 'grad_norm_vs_bits.png'}
 RASTER_FIGURE = 'upload_raster.png'
 RUN_FILES = ('config.json', 'metrics.csv', 'uploads.npy', 'summary.json',
-             *FIGURES.values(), RASTER_FIGURE)
+             *FIGURES.values(), *GRAD_NORM_FIGURES.values(), RASTER_FIGURE)
 CHECKPOINT_DIR = 'checkpoints'
 
 
@@ -128,10 +137,13 @@ def _cell(x) -> str:
   return repr(float(x)) if isinstance(x, (float, np.floating)) else str(x)
 
 
-def metrics_csv(loss_T, sent_TxM, bits_TxM, fstar: float | None,
-                accuracy_at: dict[int, float]) -> str:
+def metrics_csv(loss_T, grad_norm_sq_T, sent_TxM, bits_TxM,
+                fstar: float | None, accuracy_at: dict[int, float],
+                paper_reference: float) -> str:
   """The text of metrics.csv (see the module docstring)."""
   uploads_T, bits_T = metrics.per_step(sent_TxM, bits_TxM)
+  paper, _ = metrics.paper_residual(loss_T, np.shape(sent_TxM)[-1],
+                                    paper_reference)
   cum_uploads, cum_bits = metrics.cumulative(uploads_T), metrics.cumulative(
       bits_T)
   out = io.StringIO()
@@ -142,6 +154,7 @@ def metrics_csv(loss_T, sent_TxM, bits_TxM, fstar: float | None,
   for k, loss in enumerate(np.asarray(loss_T, np.float64)):
     writer.writerow([
         k, value(loss), '' if fstar is None else value(loss - fstar),
+        value(paper[k]), value(grad_norm_sq_T[k]),
         int(uploads_T[k]), int(bits_T[k]), int(cum_uploads[k]),
         int(cum_bits[k]), _cell(accuracy_at.get(k))])
   return out.getvalue()
@@ -265,16 +278,16 @@ class _Record:
 
   def __init__(self, num_workers: int):
     self.num_workers = num_workers
-    self.parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    self.parts: list[tuple[np.ndarray, ...]] = []
     self.uploads = 0
     self.bits = 0
     self.accuracy_at: dict[int, float] = {}
 
-  def append(self, loss_T, sent_TxM, bits_TxM) -> None:
-    part = (np.asarray(loss_T), np.asarray(sent_TxM, bool),
-            np.asarray(bits_TxM))
+  def append(self, loss_T, grad_norm_sq_T, sent_TxM, bits_TxM) -> None:
+    part = (np.asarray(loss_T), np.asarray(grad_norm_sq_T),
+            np.asarray(sent_TxM, bool), np.asarray(bits_TxM))
     self.parts.append(part)
-    uploads_T, bits_T = metrics.per_step(part[1], part[2])
+    uploads_T, bits_T = metrics.per_step(part[2], part[3])
     self.uploads += int(uploads_T.sum())
     self.bits += int(bits_T.sum())
 
@@ -283,13 +296,15 @@ class _Record:
     return float(self.parts[-1][0][-1])
 
   def arrays(self) -> dict[str, np.ndarray]:
-    """{'loss': [K], 'sent': bool [K, M], 'bits': [K, M]} of steps 0..K-1."""
+    """{'loss': [K], 'grad_norm': [K], 'sent': bool [K, M], 'bits': [K, M]}
+    of steps 0..K-1."""
     if not self.parts:
       m = self.num_workers
-      return {'loss': np.zeros((0,)), 'sent': np.zeros((0, m), bool),
+      return {'loss': np.zeros((0,)), 'grad_norm': np.zeros((0,)),
+              'sent': np.zeros((0, m), bool),
               'bits': np.zeros((0, m), np.int32)}
-    loss, sent, bits = (np.concatenate(x) for x in zip(*self.parts))
-    return {'loss': loss, 'sent': sent, 'bits': bits}
+    loss, grad_norm, sent, bits = (np.concatenate(x) for x in zip(*self.parts))
+    return {'loss': loss, 'grad_norm': grad_norm, 'sent': sent, 'bits': bits}
 
   def meta(self) -> dict[str, Any]:
     # JSON floats round-trip exactly (repr), so resumed accuracies are equal.
@@ -300,7 +315,7 @@ class _Record:
                       restored: checkpoint_lib.Restored) -> _Record:
     record = cls(num_workers)
     a = restored.arrays
-    record.append(a['loss'], a['sent'], a['bits'])
+    record.append(a['loss'], a['grad_norm'], a['sent'], a['bits'])
     record.accuracy_at = {int(k): float(v) for k, v in
                           restored.meta['accuracy_at'].items()}
     return record
@@ -517,15 +532,15 @@ def train_and_evaluate(config, workdir: str | os.PathLike, *,
     length = min(config.eval_every, total - done)
     state, trace = run_chunk(built.spec, state, built.data, built.hyper,
                              length)
-    loss_T = np.asarray(trace.loss)
-    sent_TxM, bits_TxM = np.asarray(trace.sent_M), np.asarray(trace.bits_M)
-    bad = np.flatnonzero(~np.isfinite(loss_T))
+    rows = (np.asarray(trace.loss), np.asarray(trace.grad_norm_sq),
+            np.asarray(trace.sent_M), np.asarray(trace.bits_M))
+    bad = np.flatnonzero(~np.isfinite(rows[0]))
     if bad.size:  # keep the steps up to and including the first bad one
       keep = int(bad[0]) + 1
-      record.append(loss_T[:keep], sent_TxM[:keep], bits_TxM[:keep])
+      record.append(*(r[:keep] for r in rows))
       diverged_at = done + int(bad[0])
       break
-    record.append(loss_T, sent_TxM, bits_TxM)
+    record.append(*rows)
     done += length
     acc = laq_jax.accuracy(built.problem, np.asarray(state.theta_P),
                            built.test_x, built.test_y)
@@ -542,6 +557,7 @@ def train_and_evaluate(config, workdir: str | os.PathLike, *,
 
   arrays = record.arrays()
   loss_K, sent_KxM, bits_KxM = arrays['loss'], arrays['sent'], arrays['bits']
+  grad_norm_K = arrays['grad_norm']
   final_loss = (math.nan if diverged_at is not None else
                 full_objective(built, state.theta_P))
   diverged_at = metrics.diverged_at(loss_K, final_loss)  # or at theta^T
@@ -563,7 +579,7 @@ def train_and_evaluate(config, workdir: str | os.PathLike, *,
   summary = metrics.summarize(
       loss_T=loss_K, final_loss=final_loss, sent_TxM=sent_KxM,
       bits_TxM=bits_KxM, fstar=fstar, target=config.target_residual,
-      final_test_accuracy=final_accuracy,
+      final_test_accuracy=final_accuracy, grad_norm_sq_T=grad_norm_K,
       algo=config.algo, model=config.model, dataset=config.dataset,
       num_workers=config.num_workers, num_params=built.num_params,
       precision=config.precision, test_set=built.test_set)
@@ -580,8 +596,8 @@ def train_and_evaluate(config, workdir: str | os.PathLike, *,
     return summary
 
   atomic_write(workdir / 'metrics.csv',
-               metrics_csv(loss_K, sent_KxM, bits_KxM, fstar,
-                           record.accuracy_at))
+               metrics_csv(loss_K, grad_norm_K, sent_KxM, bits_KxM, fstar,
+                           record.accuracy_at, summary['paper_reference']))
   write_npy(workdir / 'uploads.npy', sent_KxM)
   uploads_K, bits_K = metrics.per_step(sent_KxM, bits_KxM)
   # Figures skip non-finite points (NaN leaves a gap; inf breaks log axes).
@@ -592,8 +608,13 @@ def train_and_evaluate(config, workdir: str | os.PathLike, *,
   title = f'{config.algo}, {config.model}, M={config.num_workers}'
   if diverged_at is not None:
     title += f' (diverged at k={diverged_at})'
+  norm_curve = metrics.value_curve(config.algo, finite(grad_norm_K),
+                                   uploads_K, bits_K, 'grad_norm_sq')
   for x, name in FIGURES.items():
     save_figure(plotting.loss_figure([curve], x, title=title), workdir / name)
+  for x, name in GRAD_NORM_FIGURES.items():
+    save_figure(plotting.loss_figure([norm_curve], x, title=title),
+                workdir / name)
   save_figure(plotting.upload_raster(sent_KxM, title=config.algo),
               workdir / RASTER_FIGURE)
   summary['wall_time_s'] = round(time.perf_counter() - wall_start, 3)

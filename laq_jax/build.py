@@ -32,13 +32,14 @@ WORKERS_ON = ('vmap', 'devices')
 FSTAR_MODES = ('auto', 'none')
 MNIST_TRAIN_SIZE = 60_000
 HYPER_FIELDS = ('step_size', 'bits', 'xi', 'err_weight', 'threshold_offset',
-                'max_staleness', 'l2', 'seed')
+                'max_staleness', 'l2', 'seed', 'levels', 'keep_prob')
 FIELDS = (
     'algo', 'num_workers', 'num_iters', 'step_size', 'bits', 'memory', 'xi',
     'err_weight', 'threshold_offset', 'max_staleness', 'l2', 'batch_size',
     'seed', 'split', 'model', 'precision', 'data_dir', 'eval_every',
     'dataset', 'hidden', 'dirichlet_alpha', 'data_seed', 'train_subset',
-    'target_residual', 'workers_on', 'checkpoint_every', 'fstar')
+    'target_residual', 'workers_on', 'checkpoint_every', 'fstar', 'levels',
+    'keep_prob', 'authors_code')
 
 
 class ConfigError(ValueError):
@@ -150,10 +151,13 @@ def validate_config(config, *, allow_extra: Iterable[str] = ()) -> None:
     raise _bad('checkpoint_every', every, f'0 (off) or a multiple of '
                f'eval_every={chunk}, the chunk length: checkpoints are taken '
                f'between chunks (e.g. {" or ".join(map(str, near))})')
-  for name in ('bits', 'max_staleness', 'seed'):
+  for name in ('bits', 'max_staleness', 'seed', 'levels'):
     if not _is_int(c[name]):
       raise _bad(name, c[name], 'an integer')
-  for name in ('step_size', 'xi', 'err_weight', 'threshold_offset', 'l2'):
+  if not isinstance(c['authors_code'], (bool, np.bool_)):
+    raise _bad('authors_code', c['authors_code'], 'True or False')
+  for name in ('step_size', 'xi', 'err_weight', 'threshold_offset', 'l2',
+               'keep_prob'):
     if not _is_number(c[name]):
       raise _bad(name, c[name], 'a finite number')
   try:
@@ -253,10 +257,17 @@ class Built:
   mesh: Any = None
 
 
+# Bumped whenever the data or the objective are computed differently, so that
+# a cached f* of older code is never served. 2: features scaled in the run's
+# precision (MNIST bytes / 255 in float64 for float64 runs).
+OBJECTIVE_FORMAT = 2
+
+
 def objective_key(config) -> dict:
-  """The fields that determine f (data, its split, lam, M, model): f*'s key."""
+  """What determines f (data, its precision, split, lam, M, model): f*'s key."""
   c = {f: _get(config, f) for f in FIELDS}
-  key = {'dataset': c['dataset'], 'train_subset': c['train_subset'],
+  key = {'format': OBJECTIVE_FORMAT, 'precision': c['precision'],
+         'dataset': c['dataset'], 'train_subset': c['train_subset'],
          'split': c['split'], 'num_workers': c['num_workers'],
          'l2': float(c['l2']), 'model': c['model']}
   if c['split'] in ('iid', 'dirichlet'):
@@ -273,13 +284,14 @@ def objective_key(config) -> dict:
   return key
 
 
-def _load_libsvm_pair(path: str):
+def _load_libsvm_pair(path: str, dtype):
   """Train from `path`; test from `path.t` (the LIBSVM convention) if present."""
-  x, y = data_lib.load_libsvm(path)
+  x, y = data_lib.load_libsvm(path, dtype=dtype)
   test_path = pathlib.Path(f'{path}.t')
   if not test_path.is_file():
     return x, y, x, y, f'the training data (no {test_path.name} beside it)'
-  x_test, y_test = data_lib.load_libsvm(test_path, num_features=x.shape[1])
+  x_test, y_test = data_lib.load_libsvm(test_path, num_features=x.shape[1],
+                                        dtype=dtype)
   train_labels = data_lib.libsvm_label_values(path)
   test_labels = data_lib.libsvm_label_values(test_path)[y_test]
   unknown = np.setdiff1d(test_labels, train_labels)
@@ -290,17 +302,21 @@ def _load_libsvm_pair(path: str):
   return x, y, x_test, y_test, f'{test_path.name} ({len(y_test)} samples)'
 
 
-def load_dataset(config):
-  """(x_train, y_train, x_test, y_test, test description), NumPy float32."""
+def load_dataset(config, dtype=np.float32):
+  """(x_train, y_train, x_test, y_test, test description), NumPy `dtype`.
+
+  Features are scaled in `dtype` (MNIST's bytes / 255), never rounded
+  through float32 on the way to float64.
+  """
   kind, rest = parse_dataset(_get(config, 'dataset'))
   if kind == 'mnist':
-    d = data_lib.load_mnist(_get(config, 'data_dir') or None)
+    d = data_lib.load_mnist(_get(config, 'data_dir') or None, dtype=dtype)
     return (d['x_train'], d['y_train'], d['x_test'], d['y_test'],
             f'MNIST test set ({len(d["y_test"])} images)')
   if kind == 'builtin':
-    x, y = data_lib.load_builtin(rest)
+    x, y = data_lib.load_builtin(rest, dtype=dtype)
     return x, y, x, y, 'the training data (built-in sets have no test split)'
-  return _load_libsvm_pair(os.path.expanduser(rest))
+  return _load_libsvm_pair(os.path.expanduser(rest), dtype)
 
 
 def build(config) -> Built:
@@ -323,7 +339,7 @@ def build(config) -> Built:
   from laq_jax import set_precision  # pylint: disable=g-import-not-at-top
   set_precision(get('precision'))
   dtype = jnp.float64 if get('precision') == 'float64' else jnp.float32
-  x, y, x_test, y_test, test_set = load_dataset(config)
+  x, y, x_test, y_test, test_set = load_dataset(config, np.dtype(dtype))
   workers, subset = get('num_workers'), get('train_subset')
   if subset:
     if subset > len(y):
@@ -344,8 +360,10 @@ def build(config) -> Built:
                         num_classes=num_classes, hidden=get('hidden'))
   spec = RunSpec(problem, workers, memory=get('memory'),
                  stochastic=algorithm.stochastic,
-                 batch_size=get('batch_size'))
+                 batch_size=get('batch_size'),
+                 compressors=(algorithm.compressor,))
   hyper = make_hyper(algorithm, dtype=dtype,
+                     authors_code=bool(get('authors_code')),
                      **{f: get(f) for f in HYPER_FIELDS})
   np_dtype = np.dtype(dtype)
   run_chunk_fn = mesh = None

@@ -45,7 +45,7 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
-FORMAT = 1  # bumped when the layout changes; older checkpoints are refused
+FORMAT = 2  # bumped when the layout changes; older checkpoints are refused
 KEEP = 3
 
 

@@ -261,9 +261,9 @@ def _load_mnist_array(
 
 
 def load_mnist(
-    data_dir: str | os.PathLike | None = None, *, verify: bool = True
-) -> dict[str, np.ndarray]:
-  """Loads MNIST as flat float32 pixels in [0, 1] and int32 labels.
+    data_dir: str | os.PathLike | None = None, *, verify: bool = True,
+    dtype=np.float32) -> dict[str, np.ndarray]:
+  """Loads MNIST as flat pixels in [0, 1] and int32 labels.
 
   Args:
     data_dir: where the files are; None looks them up as `find_mnist_dir`
@@ -271,11 +271,14 @@ def load_mnist(
     verify: check each file's SHA-256 against `MNIST_FILES`. A file that
       passed once is not hashed again in this process while its path, size
       and modification time stay the same.
+    dtype: the float type of the pixels. The bytes are divided by 255 in
+      this type, so float64 pixels are the exact quotients (not float32
+      ones widened).
 
   Returns:
-    A dict with 'x_train' float32 [60000, 784], 'y_train' int32 [60000],
-    'x_test' float32 [10000, 784] and 'y_test' int32 [10000]; pixels are
-    divided by 255, rows are in file order.
+    A dict with 'x_train' [60000, 784], 'y_train' int32 [60000],
+    'x_test' [10000, 784] and 'y_test' int32 [10000]; pixels are divided by
+    255, rows are in file order.
 
   Raises:
     DataError: the files cannot be found, fail verification, or their
@@ -293,8 +296,9 @@ def load_mnist(
           f'MNIST {split} files in {directory} do not pair up: images have '
           f'shape {images.shape}, labels {labels.shape}; expected [n, 28, 28] '
           f'and [n].')
-    pixels = images.reshape(len(images), -1).astype(np.float32)
-    pixels /= np.float32(255)
+    dtype = np.dtype(dtype)
+    pixels = images.reshape(len(images), -1).astype(dtype)
+    pixels /= dtype.type(255)
     out[f'x_{split}'] = pixels
     out[f'y_{split}'] = labels.astype(np.int32)
   return out
@@ -620,7 +624,7 @@ def _parse_libsvm(
         if indices[-1] < 0:
           raise DataError(f'{where}: feature index {index} is negative.')
       rows.append((line_number, np.array(indices, np.int64),
-                   np.array(values, np.float32)))
+                   np.array(values, np.float64)))
   if not rows:
     raise DataError(f'LIBSVM file {path} holds no data rows.')
   return labels, rows
@@ -637,7 +641,8 @@ def libsvm_label_values(path: str | os.PathLike) -> np.ndarray:
 
 def load_libsvm(
     path: str | os.PathLike, *, num_features: int | None = None,
-    zero_based: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
+    zero_based: bool | None = None,
+    dtype=np.float32) -> tuple[np.ndarray, np.ndarray]:
   """Reads a LIBSVM / SVMlight text file into dense arrays.
 
   Each line is `label index:value index:value ...`; absent features are 0,
@@ -649,9 +654,10 @@ def load_libsvm(
     num_features: number of columns; default one past the largest index.
     zero_based: whether indices start at 0. None decides from the file:
       zero-based if any index is 0, else one-based (the LIBSVM default).
+    dtype: the float type of x (values are parsed in float64 first).
 
   Returns:
-    x float32 [n, d] and y int32 [n], where y holds class ids 0..C-1 given
+    x [n, d] of `dtype` and y int32 [n], where y holds class ids 0..C-1 given
     to the sorted distinct labels (e.g. -1 -> 0, +1 -> 1); see
     `libsvm_label_values`.
 
@@ -669,7 +675,7 @@ def load_libsvm(
   columns = max(max_index - offset + 1, 0)
   if num_features is not None:
     columns = num_features
-  x = np.zeros((len(rows), columns), np.float32)
+  x = np.zeros((len(rows), columns), dtype)
   for i, (line_number, indices, values) in enumerate(rows):
     cols = indices - offset
     bad = (cols < 0) | (cols >= columns)
@@ -685,7 +691,8 @@ def load_libsvm(
   return x, y.astype(np.int32)
 
 
-def load_builtin(name: str) -> tuple[np.ndarray, np.ndarray]:
+def load_builtin(name: str, dtype=np.float32
+                 ) -> tuple[np.ndarray, np.ndarray]:
   """Loads a small data set shipped in `laq_jax/datasets` (LIBSVM format).
 
   Args:
@@ -703,4 +710,4 @@ def load_builtin(name: str) -> tuple[np.ndarray, np.ndarray]:
     raise DataError(
         f'Unknown built-in data set {name!r}; choose one of '
         f'{BUILTIN_DATASETS}.')
-  return load_libsvm(DATASETS_DIR / name)
+  return load_libsvm(DATASETS_DIR / name, dtype=dtype)

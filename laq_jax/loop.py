@@ -19,6 +19,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
+from laq_jax import compressors
+from laq_jax import randomness
 from laq_jax import rules
 from laq_jax.hyper import Hyper
 from laq_jax.problems import Problem
@@ -32,14 +34,18 @@ class RunSpec:
     problem: the model.
     num_workers: M, over all devices.
     memory: D, how many past parameter steps the trigger remembers.
-    stochastic: minibatch gradients (sgd/qsgd/slag/slaq) instead of full ones.
+    stochastic: minibatch gradients (sgd, slaq, qsgd, ...) instead of full
+      ones.
     batch_size: samples per worker per iteration when stochastic.
+    compressors: the compressors the program may meet (`Hyper.compressor`
+      picks one at run time); only these are compiled in.
   """
   problem: Problem
   num_workers: int
   memory: int = 10
   stochastic: bool = False
   batch_size: int = 500
+  compressors: tuple[str, ...] = compressors.COMPRESSORS
 
   def __post_init__(self):
     if self.num_workers < 1:
@@ -51,6 +57,21 @@ class RunSpec:
     if self.stochastic and self.batch_size < 1:
       raise ValueError(f'batch_size={self.batch_size} is not allowed: it must '
                        'be an integer >= 1')
+    object.__setattr__(self, 'compressors',
+                       compressors.check_names(self.compressors))
+
+  def check_hyper(self, hyper: Hyper) -> None:
+    """Raises ValueError if `hyper` picks a compressor not compiled in."""
+    try:
+      used = np.unique(np.asarray(hyper.compressor))
+    except jax.errors.TracerArrayConversionError:
+      return  # traced: the caller checked the concrete values
+    names = [compressors.COMPRESSORS[int(i)] for i in used]
+    missing = [n for n in names if n not in self.compressors]
+    if missing:
+      raise ValueError(f'hyper uses compressor(s) {", ".join(missing)} but '
+                       f'RunSpec.compressors={self.compressors}; list them '
+                       'there')
 
 
 class Data(NamedTuple):
@@ -76,9 +97,12 @@ class Trace(NamedTuple):
   """Per-step outputs of a chunk, leading axis T (then M for per-worker).
 
   `loss` is the full objective f(theta^k) = sum_m f_m(theta^k) at the
-  parameters the step started from.
+  parameters the step started from; `grad_norm_sq` is ||sum_m g_m||^2 of the
+  gradients the workers computed there (||grad f(theta^k)||^2 in a full-batch
+  run; the minibatch gradients' sum in a stochastic one).
   """
   loss: jax.Array
+  grad_norm_sq: jax.Array
   sent_M: jax.Array
   bits_M: jax.Array
   innovation_M: jax.Array
@@ -88,18 +112,9 @@ class Trace(NamedTuple):
 
 def flat_params(problem: Problem, seed, dtype):
   """(theta_P, unravel) of the problem's initialization under `seed`."""
-  params = problem.init(_init_key(seed))
+  params = problem.init(randomness.init_key(seed))
   params = jax.tree.map(lambda p: jnp.asarray(p, dtype), params)
   return ravel_pytree(params)
-
-
-def _init_key(seed):
-  return jax.random.fold_in(jax.random.key(seed), 0)
-
-
-def _batch_key(seed, step, worker):
-  key = jax.random.fold_in(jax.random.key(seed), 1)
-  return jax.random.fold_in(jax.random.fold_in(key, step), worker)
 
 
 def _unravel(problem: Problem, dtype) -> Callable:
@@ -126,12 +141,13 @@ def init_state(spec: RunSpec, hyper: Hyper, dtype=jnp.float32,
         hyper)
   theta_P, _ = flat_params(spec.problem, hyper.seed, dtype)
   rule_state = rules.init(theta_P.size, num_local_workers or spec.num_workers,
-                          spec.memory, dtype)
+                          spec.memory, dtype, hyper.authors_code)
   return LoopState(jnp.int32(0), theta_P, rule_state)
 
 
 def _cast_hyper(hyper: Hyper, dtype) -> Hyper:
-  floats = ('step_size', 'xi', 'err_weight', 'threshold_offset', 'l2')
+  floats = ('step_size', 'xi', 'err_weight', 'threshold_offset', 'l2',
+            'keep_prob')
   return hyper._replace(**{f: jnp.asarray(getattr(hyper, f), dtype)
                            for f in floats})
 
@@ -156,7 +172,7 @@ def make_step(spec: RunSpec, data: Data, hyper: Hyper, *,
   num_local = data.x_MxNxD.shape[0]
   shard_size = data.x_MxNxD.shape[1]
   if worker_ids_M is None:
-    worker_ids_M = jnp.arange(num_local)
+    worker_ids_M = jnp.arange(num_local, dtype=jnp.int32)
 
   objective = lambda th, x, y: worker_objective(problem, unravel, th, x, y,
                                                 hyper.l2)
@@ -165,7 +181,7 @@ def make_step(spec: RunSpec, data: Data, hyper: Hyper, *,
   values = jax.vmap(objective, in_axes=(None, 0, 0))
 
   def minibatch(step, worker, x_NxD, y_N):
-    key = _batch_key(hyper.seed, step, worker)
+    key = randomness.batch_key(hyper.seed, step, worker)
     idx = jax.random.choice(key, shard_size, (spec.batch_size,), replace=False)
     return x_NxD[idx], y_N[idx]
 
@@ -189,11 +205,14 @@ def make_step(spec: RunSpec, data: Data, hyper: Hyper, *,
       losses_M, grads_MxP = value_and_grad(theta_P, data.x_MxNxD,
                                            data.y_MxN)
       loss = total(jnp.sum(losses_M))
+    grad_norm_sq = jnp.sum(jnp.square(rules.sum_workers(grads_MxP,
+                                                        axis_name)))
     theta_P, rule_state, stats = rules.step(
-        grads_MxP, state.rule, state.theta_P, hyper,
-        num_workers=spec.num_workers, axis_name=axis_name)
-    row = Trace(loss, stats.sent_M, stats.bits_M, stats.innovation_M,
-                stats.threshold_M, stats.error_M)
+        grads_MxP, state.rule, state.theta_P, hyper, step_count=state.step,
+        worker_ids_M=worker_ids_M, num_workers=spec.num_workers,
+        axis_name=axis_name, compressor_names=spec.compressors)
+    row = Trace(loss, grad_norm_sq, stats.sent_M, stats.bits_M,
+                stats.innovation_M, stats.threshold_M, stats.error_M)
     return LoopState(state.step + 1, theta_P, rule_state), row
 
   return body
@@ -254,6 +273,7 @@ def run(spec: RunSpec, data: Data, hyper: Hyper, num_steps: int, *,
     scalars / -2 for per-worker arrays, after any grid axis).
   """
   run_chunk_fn = run_chunk_fn or run_chunk
+  spec.check_hyper(hyper)
   if state is None:
     state = init_state(spec, hyper, data.x_MxNxD.dtype)
   chunk_size = chunk_size or num_steps

@@ -81,33 +81,83 @@ def diverged_at(loss_T, final_loss: float) -> int | None:
   return None if math.isfinite(float(final_loss)) else len(loss_T)
 
 
+# What a Curve's value can be, with its axis label.
+QUANTITIES = {
+    'residual': r'loss residual $f(\theta^k) - f^*$',
+    'paper_residual': (r"paper's residual $\frac{1}{M}f(\theta^k) - "
+                       r'\min$ (min: smallest reached)'),
+    'loss': r'loss $f(\theta^k)$ (f* unknown: not a residual)',
+    'grad_norm_sq': r'squared gradient norm $\|\sum_m \nabla f_m(\theta^k)'
+                    r'\|^2$',
+}
+
+
 class Curve(NamedTuple):
-  """One run's loss curve against three x axes, at theta^0 .. theta^T.
+  """One run's curve against three x axes, at theta^0 .. theta^(K-1).
 
   Attributes:
     label: legend entry.
-    value: [T+1] the residual f(theta^k) - f* when `is_residual`, else the
-      loss f(theta^k).
-    iterations: [T+1] k.
-    uploads: [T+1] uploads spent to reach theta^k (starts at 0).
-    bits: [T+1] bits spent to reach theta^k (starts at 0).
-    is_residual: whether `value` is a residual (f* known).
+    value: [K] the quantity at theta^k (K = T + 1 when it includes the
+      parameters after the last step, else T).
+    iterations: [K] k.
+    uploads: [K] uploads spent to reach theta^k (starts at 0).
+    bits: [K] bits spent to reach theta^k (starts at 0).
+    quantity: what `value` is, a key of QUANTITIES.
   """
   label: str
   value: np.ndarray
   iterations: np.ndarray
   uploads: np.ndarray
   bits: np.ndarray
-  is_residual: bool
+  quantity: str
+
+  @property
+  def is_residual(self) -> bool:
+    """Whether `value` is the exact residual f(theta^k) - f*."""
+    return self.quantity == 'residual'
+
+
+def value_curve(label: str, value_K, uploads_T, bits_T,
+                quantity: str) -> Curve:
+  """A Curve of any per-iterate quantity (K <= T + 1 values from theta^0)."""
+  if quantity not in QUANTITIES:
+    raise ValueError(f'quantity={quantity!r} is not allowed: use one of '
+                     f'{", ".join(QUANTITIES)}')
+  value = np.asarray(value_K, np.float64)
+  size = value.shape[-1]
+  return Curve(label, value, np.arange(size, dtype=np.int64),
+               spent(uploads_T)[..., :size], spent(bits_T)[..., :size],
+               quantity)
 
 
 def make_curve(label: str, loss_T, final_loss: float, uploads_T, bits_T,
                fstar: float | None = None) -> Curve:
-  """A Curve from the per-step loss, the loss after the last step, and costs."""
+  """A Curve from the per-step loss, the loss after the last step, and costs:
+  the residual f(theta^k) - f* with f*, else the loss itself."""
   loss = np.append(np.asarray(loss_T, np.float64), float(final_loss))
-  value = loss - fstar if fstar is not None else loss
-  return Curve(label, value, np.arange(loss.size, dtype=np.int64),
-               spent(uploads_T), spent(bits_T), fstar is not None)
+  if fstar is None:
+    return value_curve(label, loss, uploads_T, bits_T, 'loss')
+  return value_curve(label, loss - fstar, uploads_T, bits_T, 'residual')
+
+
+def paper_residual(loss_K, num_workers: int, reference: float | None = None
+                   ) -> tuple[np.ndarray, float]:
+  """The authors' residual: the average worker loss minus the smallest one.
+
+  Args:
+    loss_K: f(theta^k) = sum_m f_m(theta^k).
+    num_workers: M.
+    reference: the smallest average loss any algorithm of the experiment
+      reached; None takes this run's own smallest (finite) value.
+
+  Returns:
+    ((1/M) f(theta^k) - reference, reference).
+  """
+  average = np.asarray(loss_K, np.float64) / num_workers
+  if reference is None:
+    finite = average[np.isfinite(average)]
+    reference = float(finite.min()) if finite.size else math.nan
+  return average - reference, float(reference)
 
 
 def _number(x) -> float | None:
@@ -121,8 +171,14 @@ def _number(x) -> float | None:
 def summarize(*, loss_T, final_loss: float, sent_TxM, bits_TxM,
               fstar: float | None, target: float,
               final_test_accuracy: float | None = None,
+              grad_norm_sq_T=None, paper_reference: float | None = None,
               **extra: Any) -> dict[str, Any]:
   """The summary of one run as a JSON-ready dict.
+
+  Two residuals, each with its own at-target figures: the exact one,
+  f(theta^k) - f* (`final_residual`, `target_*`; needs f*), and the
+  paper's, (1/M) f(theta^k) - the smallest average loss reached
+  (`paper_final_residual`, `paper_target_*`; see `paper_residual`).
 
   Args:
     loss_T: f(theta^k) for each step k.
@@ -130,21 +186,31 @@ def summarize(*, loss_T, final_loss: float, sent_TxM, bits_TxM,
     sent_TxM: who uploaded at each step.
     bits_TxM: bits each worker uploaded at each step.
     fstar: the optimum f*, or None when unknown.
-    target: the residual the at-target figures refer to.
+    target: the residual the at-target figures refer to (both definitions).
     final_test_accuracy: accuracy of theta^T, if evaluated.
+    grad_norm_sq_T: ||sum_m g_m||^2 at each step, if recorded.
+    paper_reference: the smallest average loss of the experiment (None: this
+      run's own).
     **extra: further keys copied in first (algo, model, wall time, ...).
 
   Returns:
     Keys: iterations, total_uploads, total_bits, final_loss, final_residual,
     final_test_accuracy, fstar, target_residual, target_iteration,
     target_uploads, target_bits (None where f* is unknown or the target is not
-    reached), diverged, plus `extra`.
+    reached), paper_reference, paper_final_residual, paper_target_iteration,
+    paper_target_uploads, paper_target_bits, last_grad_norm_sq, diverged,
+    plus `extra`.
   """
   uploads_T, bits_T = per_step(sent_TxM, bits_TxM)
   loss = np.append(np.asarray(loss_T, np.float64), float(final_loss))
   hit = {'iteration': None, 'uploads': None, 'bits': None}
   if fstar is not None:
     hit = at_target(loss - fstar, uploads_T, bits_T, target)
+  num_workers = np.shape(sent_TxM)[-1]
+  paper, reference = paper_residual(loss, num_workers, paper_reference)
+  paper_hit = at_target(paper, uploads_T, bits_T, target)
+  last_norm = (None if grad_norm_sq_T is None or not len(grad_norm_sq_T)
+               else _number(np.asarray(grad_norm_sq_T)[-1]))
   return {
       **extra,
       'iterations': int(len(uploads_T)),
@@ -159,5 +225,11 @@ def summarize(*, loss_T, final_loss: float, sent_TxM, bits_TxM,
       'target_iteration': hit['iteration'],
       'target_uploads': hit['uploads'],
       'target_bits': hit['bits'],
+      'paper_reference': _number(reference),
+      'paper_final_residual': _number(paper[-1]),
+      'paper_target_iteration': paper_hit['iteration'],
+      'paper_target_uploads': paper_hit['uploads'],
+      'paper_target_bits': paper_hit['bits'],
+      'last_grad_norm_sq': last_norm,
       'diverged': not bool(np.all(np.isfinite(loss))),
   }

@@ -19,7 +19,7 @@ from typing import Sequence
 import numpy as np
 from matplotlib.figure import Figure
 
-from laq_jax.metrics import Curve
+from laq_jax.metrics import QUANTITIES, Curve
 
 X_AXES = {
     'iterations': ('iterations', 'iteration k'),
@@ -29,10 +29,8 @@ X_AXES = {
 
 
 def y_label(curves: Sequence[Curve]) -> str:
-  """The y-axis label: the residual if every curve has f*, else the loss."""
-  if curves and all(c.is_residual for c in curves):
-    return r'loss residual $f(\theta^k) - f^*$'
-  return r'loss $f(\theta^k)$ (f* unknown: not a residual)'
+  """The y-axis label of the curves' (common) quantity."""
+  return QUANTITIES[curves[0].quantity if curves else 'loss']
 
 
 def loss_figure(curves: Sequence[Curve], x: str = 'iterations', *,
@@ -56,9 +54,11 @@ def loss_figure(curves: Sequence[Curve], x: str = 'iterations', *,
     raise ValueError(f'x={x!r} is not allowed: use one of '
                      f'{", ".join(X_AXES)}')
   field, x_label = X_AXES[x]
-  if len({c.is_residual for c in curves}) > 1:
-    raise ValueError('curves mix residuals and losses: build every curve '
-                     'with fstar=None to compare losses')
+  if len({c.quantity for c in curves}) > 1:
+    raise ValueError('curves mix quantities '
+                     f'({", ".join(sorted({c.quantity for c in curves}))}): '
+                     'build every curve the same way (e.g. with fstar=None to '
+                     'compare losses)')
   if log_x is None:  # (a run without a single upload stays linear)
     log_x = x == 'bits' and any(np.any(np.asarray(getattr(c, field)) > 0)
                                 for c in curves)

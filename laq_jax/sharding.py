@@ -119,7 +119,7 @@ def _state_specs(grid: bool) -> LoopState:
 def _trace_specs(grid: bool) -> Trace:
   lead = (None, None) if grid else (None,)  # (G,) T
   per_worker = P(*lead, AXIS)
-  return Trace(loss=P(), sent_M=per_worker, bits_M=per_worker,
+  return Trace(loss=P(), grad_norm_sq=P(), sent_M=per_worker, bits_M=per_worker,
                innovation_M=per_worker, threshold_M=per_worker,
                error_M=per_worker)
 
@@ -246,6 +246,7 @@ def make_run_chunk(mesh: Mesh, *, gather_trace: bool | None = None
     if data.x_MxNxD.shape[0] != spec.num_workers:
       raise ValueError(f'data has {data.x_MxNxD.shape[0]} worker shards but '
                        f'spec.num_workers={spec.num_workers}; they must match')
+    spec.check_hyper(hyper)
     grid = jnp.ndim(hyper.step_size) == 1
     return compiled(spec, shard_state(state, mesh), shard_data(data, mesh),
                     shard_hyper(hyper, mesh), num_steps, grid)

@@ -26,6 +26,7 @@ saved; `experiments/sweep.py` writes the files.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from typing import Any, Callable, Mapping, NamedTuple, Sequence
@@ -34,6 +35,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from laq_jax import compressors
 from laq_jax import loop
 from laq_jax import metrics
 from laq_jax.hyper import ALGORITHMS, DEFAULTS, Hyper, get_algorithm, make_hyper
@@ -45,7 +47,7 @@ HYPER_KEYS = tuple(DEFAULTS)  # step_size, bits, xi, ..., seed
 # Every key a grid may vary, in the order points are enumerated (the first
 # key varies slowest, the last fastest), whatever order the grid lists them.
 GRID_KEYS = ('algo',) + HYPER_KEYS
-INT_KEYS = ('bits', 'max_staleness', 'seed')
+INT_KEYS = ('bits', 'max_staleness', 'seed', 'levels')
 
 
 # ----------------------------------------------------------------------------
@@ -185,16 +187,27 @@ def point_label(point: Mapping[str, Any], keys: Sequence[str]) -> str:
                   else f'{k}={point[k]}' for k in keys)
 
 
-def stack_points(points: Sequence[Mapping[str, Any]], dtype=jnp.float32
-                 ) -> Hyper:
-  """The grid Hyper [G] of the points (quantize / lazy from each algo)."""
+def stack_points(points: Sequence[Mapping[str, Any]], dtype=jnp.float32,
+                 authors_code: bool = False) -> Hyper:
+  """The grid Hyper [G] of the points (compressor, innovation and lazy from
+  each point's algo)."""
   check_algorithms(points)
   values = {k: np.asarray([p[k] for p in points]) for k in HYPER_KEYS}
-  hyper = make_hyper(points[0]['algo'], dtype=dtype, **values)
+  hyper = make_hyper(points[0]['algo'], dtype=dtype,
+                     authors_code=authors_code, **values)
   algos = [get_algorithm(p['algo']) for p in points]
   return hyper._replace(
-      quantize=jnp.asarray([a.quantize for a in algos], bool),
-      lazy=jnp.asarray([a.lazy for a in algos], bool))
+      compressor=jnp.asarray([compressors.index(a.compressor) for a in algos],
+                             jnp.int32),
+      innovation=jnp.asarray([a.innovation for a in algos], bool),
+      lazy=jnp.asarray([a.lazy for a in algos], bool),
+      authors_code=jnp.full((len(points),), authors_code, bool))
+
+
+def compressors_of(points: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+  """The compressors the points' algorithms use (what a program compiles)."""
+  return compressors.check_names(
+      {get_algorithm(p['algo']).compressor for p in points})
 
 
 def batches(num_points: int, batch_size: int | None
@@ -306,6 +319,7 @@ class SweepResult(NamedTuple):
   Attributes:
     points: the grid points.
     loss_GxT: f(theta^k) before step k.
+    grad_norm_sq_GxT: ||sum_m g_m||^2 at theta^k.
     sent_GxTxM: who uploaded at each step.
     bits_GxTxM: bits each worker uploaded at each step (int32).
     final_loss_G: f(theta^T) after the last step.
@@ -313,6 +327,7 @@ class SweepResult(NamedTuple):
   """
   points: list[dict[str, Any]]
   loss_GxT: np.ndarray
+  grad_norm_sq_GxT: np.ndarray
   sent_GxTxM: np.ndarray
   bits_GxTxM: np.ndarray
   final_loss_G: np.ndarray
@@ -353,7 +368,8 @@ def run_sweep(spec: RunSpec, data: Data, points: Sequence[Mapping[str, Any]],
               chunk_size: int | None = None,
               callback: Callable[[Progress], None] | None = None, *,
               run_chunk_fn: Callable | None = None,
-              checkpointer=None, checkpoint_every: int = 0) -> SweepResult:
+              checkpointer=None, checkpoint_every: int = 0,
+              authors_code: bool = False) -> SweepResult:
   """Runs every grid point for `num_steps` iterations, batches of one program.
 
   Args:
@@ -378,9 +394,12 @@ def run_sweep(spec: RunSpec, data: Data, points: Sequence[Mapping[str, Any]],
       so the result equals, bit for bit, a sweep that never stopped.
     checkpoint_every: iterations between checkpoints inside a batch, a
       multiple of `chunk_size` (0: only at the end of each batch).
+    authors_code: every point follows the authors' scripts (see
+      `laq_jax.Hyper`).
 
   Returns:
-    A SweepResult (padding dropped).
+    A SweepResult (padding dropped). The program compiles the compressors of
+    the points' algorithms (`spec.compressors` is set to them).
 
   Raises:
     ValueError: the points mix full-batch and stochastic algorithms, or do
@@ -398,17 +417,19 @@ def run_sweep(spec: RunSpec, data: Data, points: Sequence[Mapping[str, Any]],
   if num_steps < 1:
     raise ValueError(f'num_steps={num_steps} is not allowed: it must be an '
                      'integer >= 1')
+  spec = dataclasses.replace(spec, compressors=compressors_of(points))
+  stack = lambda pts: stack_points(pts, dtype, authors_code)
   chunk = chunk_size or num_steps
   if checkpoint_every < 0 or checkpoint_every % chunk:
     raise ValueError(f'checkpoint_every={checkpoint_every} is not allowed: '
                      f'it must be 0 or a multiple of chunk_size={chunk}')
   dtype = data.x_MxNxD.dtype
   plan = batches(len(points), batch_size)
-  parts = []  # finished batches: (loss, sent, bits, final, theta), real rows
+  parts = []  # finished batches: _PART_NAMES, real rows
   start_batch, resume = 0, None
   if checkpointer is not None:
-    like = loop.init_state(spec, stack_points([points[i] for i in plan[0][1]],
-                                              dtype), dtype)
+    like = loop.init_state(spec, stack([points[i] for i in plan[0][1]]),
+                           dtype)
     restored = checkpointer.restore(like)
     if restored is not None:
       start_batch, steps_done = divmod(restored.step, num_steps)
@@ -417,7 +438,7 @@ def run_sweep(spec: RunSpec, data: Data, points: Sequence[Mapping[str, Any]],
         parts.append(tuple(a[f'done_{n}'] for n in _PART_NAMES))
       if steps_done:
         resume = (restored.state, steps_done,
-                  (a['loss'], a['sent'], a['bits']))
+                  tuple(a[n] for n in _TRACE_NAMES))
 
   def finished_arrays():
     if not parts:
@@ -428,7 +449,7 @@ def run_sweep(spec: RunSpec, data: Data, points: Sequence[Mapping[str, Any]],
   for b, (real, padded) in enumerate(plan):
     if b < start_batch:
       continue
-    hyper = stack_points([points[i] for i in padded], dtype)
+    hyper = stack([points[i] for i in padded])
     keep = len(real)
     state, done, recorded = None, 0, []
     if resume is not None and b == start_batch:
@@ -439,33 +460,43 @@ def run_sweep(spec: RunSpec, data: Data, points: Sequence[Mapping[str, Any]],
     def on_chunk(state, trace, b=b, real=real, keep=keep, recorded=recorded):
       nonlocal done
       done += trace.loss.shape[1]
-      recorded.append((trace.loss[:keep], trace.sent_M[:keep],
-                       trace.bits_M[:keep]))
+      recorded.append((trace.loss[:keep], trace.grad_norm_sq[:keep],
+                       trace.sent_M[:keep], trace.bits_M[:keep]))
       if callback is not None:
         callback(Progress(b, len(plan), real, done, num_steps, state,
                           jax.tree.map(lambda a: a[:keep], trace)))
       if (checkpointer is not None and checkpoint_every
           and done % checkpoint_every == 0 and done < num_steps):
-        loss, sent, bits = (np.concatenate(x, axis=1)
-                            for x in zip(*recorded))
         checkpointer.save(b * num_steps + done, state,
-                          {**finished_arrays(), 'loss': loss,
-                           'sent': sent.astype(bool), 'bits': bits})
+                          {**finished_arrays(), **_joined(recorded)})
 
     state, _ = loop.run(spec, data, hyper, num_steps - steps_before,
                         chunk_size=chunk_size, state=state,
                         callback=on_chunk, run_chunk_fn=run_chunk_fn)
     final = _final_losses(spec.problem, state.theta_P, data, hyper.l2)
-    loss, sent, bits = (np.concatenate(x, axis=1) for x in zip(*recorded))
-    parts.append((loss, sent.astype(bool), bits, np.asarray(final)[:keep],
-                  np.asarray(state.theta_P)[:keep]))
+    joined = _joined(recorded)
+    parts.append(tuple(joined[n] for n in _TRACE_NAMES)
+                 + (np.asarray(final)[:keep],
+                    np.asarray(state.theta_P)[:keep]))
     if checkpointer is not None:
       checkpointer.save((b + 1) * num_steps, state, finished_arrays())
-  loss, sent, bits, final, theta = (np.concatenate(x) for x in zip(*parts))
-  return SweepResult(points, loss, sent.astype(bool), bits, final, theta)
+  loss, grad_norm, sent, bits, final, theta = (np.concatenate(x)
+                                               for x in zip(*parts))
+  return SweepResult(points, loss, grad_norm, sent.astype(bool), bits, final,
+                     theta)
 
 
-_PART_NAMES = ('loss', 'sent', 'bits', 'final', 'theta')
+# What a batch records per step, and what a finished batch keeps.
+_TRACE_NAMES = ('loss', 'grad_norm', 'sent', 'bits')
+_PART_NAMES = _TRACE_NAMES + ('final', 'theta')
+
+
+def _joined(recorded) -> dict[str, np.ndarray]:
+  """The recorded chunks of a batch, joined along time, by _TRACE_NAMES."""
+  out = {n: np.concatenate(x, axis=1)
+         for n, x in zip(_TRACE_NAMES, zip(*recorded))}
+  out['sent'] = out['sent'].astype(bool)
+  return out
 
 
 def accuracies(problem: Problem, theta_GxP, x_NxD, y_N) -> np.ndarray:
@@ -477,6 +508,23 @@ def accuracies(problem: Problem, theta_GxP, x_NxD, y_N) -> np.ndarray:
 # ----------------------------------------------------------------------------
 # Summaries.
 
+def paper_references(result: SweepResult) -> np.ndarray:
+  """[G] the paper's residual reference of each point: the smallest average
+  worker loss (1/M) f(theta^k), k = 0..T, that any point with the same
+  objective (the same l2) reached. Diverged values are ignored."""
+  num_workers = result.sent_GxTxM.shape[-1]
+  average = np.concatenate([result.loss_GxT, result.final_loss_G[:, None]],
+                           axis=1) / num_workers
+  average = np.where(np.isfinite(average), average, np.inf)
+  lowest = average.min(axis=1)
+  l2 = np.asarray([p['l2'] for p in result.points], np.float64)
+  out = np.empty(len(result.points))
+  for value in np.unique(l2):
+    group = l2 == value
+    out[group] = lowest[group].min()
+  return np.where(np.isfinite(out), out, np.nan)
+
+
 def summarize(result: SweepResult, *, fstar, target: float,
               test_accuracy=None) -> list[dict[str, Any]]:
   """One row per point: its hyperparameters, then `metrics.summarize`'s figures.
@@ -485,15 +533,21 @@ def summarize(result: SweepResult, *, fstar, target: float,
     result: from `run_sweep`.
     fstar: f* (a number or None), or one per point (a sequence; the points
       may differ in l2 and so in f).
-    target: the residual the at-target figures refer to.
+    target: the residual the at-target figures refer to (both the exact and
+      the paper's residual; see `metrics.summarize`).
     test_accuracy: [G] accuracies of the final parameters, or None.
 
   Returns:
-    JSON-ready dicts: 'point' (index), every GRID_KEYS key, then iterations,
-    total_uploads, total_bits, final_loss, final_residual,
-    final_test_accuracy, fstar, target_residual, target_iteration,
-    target_uploads, target_bits (None where unknown / not reached), diverged,
-    diverged_at.
+    JSON-ready dicts: 'point' (index), every GRID_KEYS key, then the keys of
+    `metrics.summarize` (iterations, total_uploads, total_bits, final_loss,
+    final_residual, final_test_accuracy, fstar, target_residual,
+    target_iteration, target_uploads, target_bits, paper_reference,
+    paper_final_residual, paper_target_iteration, paper_target_uploads,
+    paper_target_bits, last_grad_norm_sq; None where unknown / not
+    reached), diverged, diverged_at. The paper's residual of every point is
+    measured from the smallest average loss any point of the sweep with the
+    same objective reached (`paper_references`), as the authors did across
+    the algorithms of an experiment.
 
   A point whose loss became NaN or inf at step k (`metrics.diverged_at`) is
   summarized as `experiments.train` summarizes a run stopped there: its
@@ -504,6 +558,7 @@ def summarize(result: SweepResult, *, fstar, target: float,
   num = len(result.points)
   if fstar is None or np.ndim(fstar) == 0:
     fstar = [fstar] * num
+  references = paper_references(result)
   rows = []
   for g, point in enumerate(result.points):
     acc = None if test_accuracy is None else float(test_accuracy[g])
@@ -517,7 +572,9 @@ def summarize(result: SweepResult, *, fstar, target: float,
         sent_TxM=result.sent_GxTxM[g][steps],
         bits_TxM=result.bits_GxTxM[g][steps],
         fstar=None if fstar[g] is None else float(fstar[g]), target=target,
-        final_test_accuracy=acc, point=g, **point)
+        final_test_accuracy=acc,
+        grad_norm_sq_T=result.grad_norm_sq_GxT[g][steps],
+        paper_reference=float(references[g]), point=g, **point)
     row['diverged_at'] = at
     rows.append(row)
   return rows
@@ -546,16 +603,19 @@ def curve_arrays(result: SweepResult, *, max_upload_elements: int = 10**8
 
   Returns:
     loss [G,T] (f(theta^k) before step k), final_loss [G] (f(theta^T)),
-    cum_uploads and cum_bits [G,T] (int64, through step k, summed over
-    workers), uploads [G,T,M] bool (who uploaded at step k; only when
-    G*T*M <= max_upload_elements), and one [G] array per GRID_KEYS key
-    (algo as strings).
+    grad_norm_sq [G,T] (||sum_m g_m||^2 at theta^k), paper_reference [G]
+    (see `paper_references`), cum_uploads and cum_bits [G,T] (int64, through
+    step k, summed over workers), uploads [G,T,M] bool (who uploaded at step
+    k; only when G*T*M <= max_upload_elements), and one [G] array per
+    GRID_KEYS key (algo as strings).
   """
   uploads_GxT, bits_GxT = metrics.per_step(result.sent_GxTxM,
                                            result.bits_GxTxM)
   out = {
       'loss': np.asarray(result.loss_GxT, np.float64),
       'final_loss': np.asarray(result.final_loss_G, np.float64),
+      'grad_norm_sq': np.asarray(result.grad_norm_sq_GxT, np.float64),
+      'paper_reference': paper_references(result),
       'cum_uploads': metrics.cumulative(uploads_GxT),
       'cum_bits': metrics.cumulative(bits_GxT),
   }

@@ -7,6 +7,10 @@ Worker m uploads at iteration k iff
   or its staleness clock has reached tbar.
 
 With xi_d = xi / D. Unquantized LAG is the same rule with e = ehat = 0.
+
+The authors' released scripts weight the history xi / k while k <= D (the k
+parameter steps that exist so far), then xi / D; `history_threshold` takes
+that as an option.
 """
 
 from __future__ import annotations
@@ -16,10 +20,25 @@ import jax.numpy as jnp
 
 
 def history_threshold(hist_D: jax.Array, step_size: jax.Array, xi: jax.Array,
-                      num_workers: int) -> jax.Array:
-  """(1 / (alpha^2 M^2)) * sum_d (xi / D) h_d: the part shared by all workers."""
+                      num_workers: int, step=None,
+                      authors_code=False) -> jax.Array:
+  """(1 / (alpha^2 M^2)) * sum_d xi_d h_d: the part shared by all workers.
+
+  Args:
+    hist_D: h_d, d = 1..D (0 for steps that do not exist yet).
+    step_size: alpha.
+    xi: the total history weight.
+    num_workers: M.
+    step: k (needed with `authors_code`).
+    authors_code: xi_d = xi / min(k, D) (the authors' scripts) instead of
+      xi / D.
+  """
   memory = hist_D.shape[-1]
-  return (xi / memory) * jnp.sum(hist_D) / (
+  divisor = jnp.asarray(memory, hist_D.dtype)
+  if step is not None:
+    warm = jnp.clip(step, 1, memory).astype(hist_D.dtype)
+    divisor = jnp.where(authors_code, warm, divisor)
+  return (xi / divisor) * jnp.sum(hist_D) / (
       jnp.square(step_size) * num_workers**2)
 
 

@@ -18,16 +18,17 @@ def mnist_dir():
 
 
 @functools.cache
-def mnist():
+def mnist(dtype=np.float32):
+  """MNIST with pixels scaled in `dtype` (laq_jax.data.load_mnist)."""
   from laq_jax import data  # pylint: disable=g-import-not-at-top
-  return data.load_mnist(mnist_dir())
+  return data.load_mnist(mnist_dir(), dtype=dtype)
 
 
 def mnist_shards(num_workers, per_worker, dtype=np.float64, offset=0):
   """The first num_workers * per_worker training images, contiguous shards."""
-  d = mnist()
+  d = mnist(dtype)
   n = num_workers * per_worker
-  x = d['x_train'][offset:offset + n].astype(dtype)
+  x = d['x_train'][offset:offset + n]
   y = d['y_train'][offset:offset + n]
   return (x.reshape(num_workers, per_worker, -1),
           y.reshape(num_workers, per_worker))

@@ -32,10 +32,11 @@ from tests import common
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 WORKERS, PER_WORKER, STEPS, EVAL_EVERY = 10, 60, 30, 10
-COLUMNS = ('step', 'loss', 'residual', 'uploads', 'bits', 'cum_uploads',
-           'cum_bits', 'test_accuracy')
+COLUMNS = ('step', 'loss', 'residual', 'paper_residual', 'grad_norm_sq',
+           'uploads', 'bits', 'cum_uploads', 'cum_bits', 'test_accuracy')
 PNGS = ('loss_vs_iterations.png', 'loss_vs_uploads.png', 'loss_vs_bits.png',
-        'upload_raster.png')
+        'grad_norm_vs_iterations.png', 'grad_norm_vs_uploads.png',
+        'grad_norm_vs_bits.png', 'upload_raster.png')
 
 _tmp = common.IsolatedEnv('laq_experiments_test_')
 
@@ -89,6 +90,17 @@ def direct_run(algo):
   hyper = laq_jax.make_hyper(algo, dtype=jnp.float64)  # the paper defaults
   state, trace = laq_jax.run(spec, data, hyper, STEPS)
   return spec, data, hyper, state, trace
+
+
+def trace_theta(algo, k):
+  """theta^k of the direct run (k steps from theta^0)."""
+  x, y = common.mnist_shards(WORKERS, PER_WORKER, np.float64)
+  data = laq_jax.Data(jnp.asarray(x), jnp.asarray(y))
+  spec = laq_jax.RunSpec(laq_jax.get_problem('logreg'), WORKERS)
+  hyper = laq_jax.make_hyper(algo, dtype=jnp.float64)
+  if k == 0:
+    return laq_jax.init_state(spec, hyper, jnp.float64).theta_P
+  return laq_jax.run(spec, data, hyper, k)[0].theta_P
 
 
 class WorkdirTest(parameterized.TestCase):
@@ -148,6 +160,21 @@ class WorkdirTest(parameterized.TestCase):
     self.assertAlmostEqual(summary['final_residual'], final - fstar,
                            delta=1e-10)
     self.assertIsNone(summary['target_iteration'])  # 30 steps: far from 1e-6
+    # The paper's residual: the average worker loss minus the smallest one
+    # the run reached (theta^T's, the loss falling all the way).
+    lowest = min(trace.loss.min(), final) / WORKERS
+    self.assertAlmostEqual(summary['paper_reference'], lowest, delta=1e-12)
+    np.testing.assert_allclose(col('paper_residual'),
+                               trace.loss / WORKERS - lowest, atol=1e-12)
+    self.assertAlmostEqual(summary['paper_final_residual'],
+                           final / WORKERS - lowest, delta=1e-12)
+    # ||sum_m grad f_m(theta^k)||^2, from the library's objective.
+    for k in (0, STEPS - 1):
+      theta_k = np.asarray(trace_theta(algo, k))
+      grad = jax.grad(lambda th: laq_jax.objective(
+          spec.problem, th, data, hyper.l2))(jnp.asarray(theta_k))
+      self.assertAlmostEqual(col('grad_norm_sq')[k] / float(grad @ grad), 1.0,
+                             delta=1e-9)
 
   def test_test_accuracy_at_eval_steps(self):
     workdir, summary = _Runs.get('laq')
@@ -155,7 +182,7 @@ class WorkdirTest(parameterized.TestCase):
     rows = read_csv(workdir / 'metrics.csv')
     evaluated = [int(r['step']) for r in rows if r['test_accuracy']]
     self.assertEqual(evaluated, list(range(0, STEPS, EVAL_EVERY)))
-    test = common.mnist()
+    test = common.mnist(np.float64)
     # theta^0 = 0 predicts class 0 everywhere: accuracy = share of zeros.
     self.assertAlmostEqual(float(rows[0]['test_accuracy']),
                            np.mean(test['y_test'] == 0), places=12)

@@ -68,12 +68,30 @@ class QuantizeTest(parameterized.TestCase):
     err = np.abs(np.asarray(out.value_P, np.float64) - g)
     self.assertLessEqual(err.max(), radius / 15 * (1 + 1e-5))
 
-  @parameterized.parameters((7850, 4), (159010, 3), (10, 32), (10, 1))
-  def test_upload_bits(self, num_params, bits):
-    self.assertEqual(int(quantize.upload_bits(num_params, bits, True)),
-                     bits * num_params + 32)
-    self.assertEqual(int(quantize.upload_bits(num_params, bits, False)),
-                     32 * num_params)
+  @parameterized.parameters(np.float64, np.float32)
+  def test_near_zero_innovations_round_up(self, dtype):
+    # v = (R, -R, +-noise): zero in exact arithmetic up to summation noise
+    # far below kappa R. Exact arithmetic puts 0 on a tie and rounds it up to
+    # code 2^(b-1) (value +tau R); both signs of the noise must too.
+    kappa = quantize.tie_tolerance(dtype)
+    noise = kappa * 1e-3
+    g = np.array([1.0, -1.0, noise, -noise, 0.0, 3 * kappa], dtype)
+    out = quantize_jit(jnp.asarray(g), jnp.zeros(6, dtype), jnp.int32(3))
+    codes = np.asarray(out.codes_P)
+    np.testing.assert_array_equal(codes[2:5], [4, 4, 4])
+    np.testing.assert_allclose(np.asarray(out.value_P)[2:5], 1 / 7, rtol=1e-6)
+    # Beyond kappa R the plain formula rounds: 3 kappa is still below half a
+    # grid step, and positive, so it rounds up as well; -3 kappa would not.
+    self.assertEqual(codes[5], 4)
+    neg = quantize_jit(jnp.asarray(-g), jnp.zeros(6, dtype), jnp.int32(3))
+    self.assertEqual(np.asarray(neg.codes_P)[5], 3)
+    np.testing.assert_array_equal(np.asarray(neg.codes_P)[2:5], [4, 4, 4])
+
+  def test_tie_tolerance_below_half_a_step(self):
+    # kappa R is below half a grid step (tau R, the grid spacing being
+    # 2 tau R) for every b the dtype resolves.
+    self.assertLess(quantize.tie_tolerance(np.float64), 1 / (2**29 - 1))
+    self.assertLess(quantize.tie_tolerance(np.float32), 1 / (2**16 - 1))
 
 
 if __name__ == '__main__':

@@ -3,8 +3,10 @@
 One `--quick` run (what CI runs; a few minutes on 2 cores) goes into a
 temporary workdir. Its REPORT.md is parsed and every table cell is
 recomputed from the per-experiment files by hand (NumPy on curves.npz, the
-bit formula b*p + 32 / 32*p of the spec), the claims' verdicts are recomputed
-from the same numbers, and every figure the report links must be a PNG.
+bit formulas b*p + 32 / 32*p, both residual definitions), the claims'
+verdicts are recomputed from the same numbers, the cross-check's runs are
+compared with the grid program, and every figure the report links must be
+a PNG.
 """
 
 import json
@@ -26,7 +28,8 @@ from tests import common
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PARAMS = {'logreg': 784 * 10 + 10, 'mlp': 784 * 200 + 200 + 200 * 10 + 10}
-QUANTIZED = ('qgd', 'laq', 'qsgd', 'slaq')
+QUANTIZED = ('qgd', 'laq', 'sqgd', 'slaq')  # b*p + 32 bits per upload
+RANDOM = ('qsgd', 'ssgd')  # bits depend on the draws
 PNG_MAGIC = b'\x89PNG\r\n\x1a\n'
 
 _tmp = None
@@ -74,11 +77,12 @@ def _section(report: str, title: str) -> str:
   return report[start:end if end >= 0 else None]
 
 
-def _table(section: str) -> tuple[list[str], dict[str, list[str]]]:
-  """The section's algorithm table: header, {algo: cells}."""
+def _table(section: str, which: int = 0
+           ) -> tuple[list[str], dict[str, list[str]]]:
+  """The section's `which`-th algorithm table: header, {algo: cells}."""
   lines = [l for l in section.splitlines() if l.startswith('|')]
-  first = next(i for i, l in enumerate(lines)
-               if l.startswith('| algorithm |'))
+  first = [i for i, l in enumerate(lines)
+           if l.startswith('| algorithm |')][which]
   split = lambda l: [c.strip() for c in l.strip('|').split('|')]
   header = split(lines[first])
   rows = {}
@@ -102,24 +106,46 @@ def _expected(workdir: pathlib.Path, experiment: paper.Experiment
   with np.load(out / 'curves.npz') as npz:
     curves = {k: npz[k] for k in npz.files}
   expected = {}
+  workers = curves['uploads'].shape[-1]
+  losses = np.concatenate([curves['loss'], curves['final_loss'][:, None]],
+                          axis=1)
+  lowest = np.min(losses) / workers  # the paper's reference
   for g, algo in enumerate(curves['algo']):
     sent_TxM = curves['uploads'][g]
     uploads_T = sent_TxM.sum(axis=1)
-    per_upload = (config['bits'] * p + 32) if algo in QUANTIZED else 32 * p
+    if algo in RANDOM:  # per-upload bits vary; their sum is in curves
+      bits_T = np.diff(curves['cum_bits'][g], prepend=0)
+      per_upload = None
+    else:
+      per_upload = (config['bits'] * p + 32) if algo in QUANTIZED else 32 * p
+      bits_T = uploads_T * per_upload
     row = {'iterations': sent_TxM.shape[0],
            'uploads': int(sent_TxM.sum()),
-           'bits': int(sent_TxM.sum()) * per_upload,
+           'bits': int(bits_T.sum()),
            'final loss': curves['final_loss'][g]}
+    if algo == 'ssgd':  # 32 per kept value + 32: at most 32 p + 32 each
+      assert 32 * sent_TxM.sum() < bits_T.sum() <= (32 * p + 32) * (
+          sent_TxM.sum()), algo
+    paper = losses[g] / workers - lowest
+    hits = np.flatnonzero(paper <= target)
+    k = int(hits[0]) if hits.size else None
+    row.update({
+        "iteration (paper's f(θ^k)/M − min)": k,
+        "uploads (paper's f(θ^k)/M − min)": (
+            None if k is None else int(uploads_T[:k].sum())),
+        "bits (paper's f(θ^k)/M − min)": (
+            None if k is None else int(bits_T[:k].sum()))})
     if fstar is not None:
       residual = np.append(curves['loss'][g], curves['final_loss'][g]) - fstar
       hits = np.flatnonzero(residual <= target)
       k = int(hits[0]) if hits.size else None
       row.update({
-          'final residual': residual[-1],
-          'iteration at target': k,
-          'uploads at target': None if k is None else int(uploads_T[:k].sum()),
-          'bits at target': (None if k is None else
-                             int(uploads_T[:k].sum()) * per_upload)})
+          'final residual f − f*': residual[-1],
+          'iteration (exact f(θ^k) − f*)': k,
+          'uploads (exact f(θ^k) − f*)': (
+              None if k is None else int(uploads_T[:k].sum())),
+          'bits (exact f(θ^k) − f*)': (
+              None if k is None else int(bits_T[:k].sum()))})
     expected[str(algo)] = row
   return expected
 
@@ -153,14 +179,19 @@ class QuickReportTest(absltest.TestCase):
         section = _section(self.report, experiment.title)
         header, rows = _table(section)
         self.assertEqual(list(rows), list(experiment.algos))
+        target_header, target_rows = _table(section, 1)
+        self.assertEqual(list(target_rows), list(experiment.algos))
+        checked = set()
         expected = _expected(_workdir, experiment)
         results = {r['algo']: r for r in reproduce.load_results(
             experiment, _workdir)['rows'].values()}
         for algo, cells in rows.items():
           shown = dict(zip(header, cells))
+          shown.update(zip(target_header, target_rows[algo]))
           for column, value in expected[algo].items():
             if column not in shown:
               continue
+            checked.add(column)
             got = _cell(shown[column])
             if value is None:
               self.assertIsNone(got, f'{algo} {column}')
@@ -173,15 +204,19 @@ class QuickReportTest(absltest.TestCase):
           self.assertAlmostEqual(
               _cell(shown['test accuracy']),
               results[algo]['final_test_accuracy'], delta=5e-5)
+        # Both residual definitions where f* is known, the paper's always.
+        self.assertIn("iteration (paper's f(θ^k)/M − min)", checked)
+        if experiment.convex:
+          self.assertIn('iteration (exact f(θ^k) − f*)', checked)
 
   def test_claims_verdicts_recomputed(self):
     for experiment in paper.experiments(quick=True):
       expected = _expected(_workdir, experiment)
       lazy, base = experiment.lazy, experiment.baseline
-      if 'final residual' in expected[lazy] and not experiment.stochastic:
-        ours = expected[lazy]['uploads at target']
-        others = [expected[a]['uploads at target'] for a in experiment.algos
-                  if a in (base, 'q' + base)]
+      if experiment.convex and not experiment.stochastic:
+        at = 'uploads (exact f(θ^k) − f*)'
+        ours = expected[lazy][at]
+        others = [expected[a][at] for a in experiment.uploads_vs]
         if ours is not None and None in others:
           continue  # compared with the whole run's uploads instead
         holds = ours is not None and all(ours <= 0.5 * o for o in others)
@@ -191,7 +226,7 @@ class QuickReportTest(absltest.TestCase):
         rows = reproduce.load_results(experiment, _workdir)['rows']
         accuracy = {a: rows[a]['final_test_accuracy'] for a in (lazy, base)}
         holds = all(ours <= 0.5 * expected[a]['uploads']
-                    for a in (base, 'q' + base)) and abs(
+                    for a in experiment.uploads_vs) and abs(
                         accuracy[lazy] - accuracy[base]) <= 0.01
         claim = f'{lazy.upper()} uses far fewer uploads'
       with self.subTest(experiment.name):
@@ -229,8 +264,13 @@ class QuickReportTest(absltest.TestCase):
 
   def test_figures_exist(self):
     links = re.findall(r'!\[[^\]]*\]\(([^)]+)\)', self.report)
-    # Three loss figures and a raster per experiment.
-    self.assertLen(links, 4 * len(paper.experiments(quick=True)))
+    # Three loss figures and a raster per experiment, and three gradient
+    # norm figures where f* is unknown (the networks).
+    networks = [e for e in paper.experiments(quick=True) if not e.convex]
+    self.assertLen(links, 4 * len(paper.experiments(quick=True))
+                   + 3 * len(networks))
+    self.assertLen([l for l in links if 'grad_norm_vs_' in l],
+                   3 * len(networks))
     for link in links:
       self.assertFalse(pathlib.PurePath(link).is_absolute(), link)
       with open(_workdir / link, 'rb') as f:
@@ -246,6 +286,24 @@ class QuickReportTest(absltest.TestCase):
         self.assertIn(
             f'--config=configs/{experiment.config}.py:algo={algo},'
             f'{experiment.arg} ', self.report)
+
+  def test_crosscheck_agrees_at_every_step(self):
+    checks = json.loads((_workdir / reproduce.CROSSCHECK /
+                         'crosscheck.json').read_text())
+    self.assertEqual([c['name'] for c in checks], ['single', 'devices'])
+    with np.load(_workdir / 'logreg' / 'curves.npz') as npz:
+      grid = npz['uploads'][list(npz['algo']).index('laq')]
+    for check in checks:
+      sent = np.load(_workdir / reproduce.CROSSCHECK / check['name'] /
+                     'uploads.npy')
+      np.testing.assert_array_equal(sent, grid)
+      self.assertIsNone(check['first_other_upload'])
+      self.assertLess(check['max_relative_loss_difference'], 1e-10)
+    config = json.loads((_workdir / reproduce.CROSSCHECK / 'devices' /
+                         'config.json').read_text())
+    self.assertEqual(config['workers_on'], 'devices')
+    self.assertIn('| logreg | the same uploads at every step in the grid '
+                  'program, alone and on devices | holds |', self.report)
 
   def test_resume_skips_finished_and_copy(self):
     results = _workdir / 'logreg_stochastic' / 'results.csv'
@@ -274,40 +332,33 @@ class HelpersTest(absltest.TestCase):
 
   def test_unknown_experiment_is_named(self):
     with self.assertRaisesRegex(Exception, "unknown experiment.*'?nope"):
-      reproduce.select(['nope'], quick=True)
+      reproduce.select(['nope'], quick=True, mlp_iters=100)
 
-  def test_row_checks_against_a_single_run(self):
+  def test_crosscheck_finds_the_first_other_upload(self):
     experiment = paper.experiments(quick=True)[0]
     loss_T = np.array([3.0, 2.0, 1.5, 1.2])
     sent_TxM = np.array([[1, 1], [0, 1], [1, 0], [0, 0]], bool)
-    rows = {a: {'iterations': 4, 'total_uploads': 5, 'total_bits': 50,
-                'final_loss': 1.0, 'target_iteration': None,
-                'target_uploads': None} for a in experiment.algos}
-    result = {'rows': rows, 'curves': {
+    result = {'curves': {
         'algo': np.array(experiment.algos),
         'loss': np.stack([loss_T] * len(experiment.algos)),
         'uploads': np.stack([sent_TxM] * len(experiment.algos))}}
     with tempfile.TemporaryDirectory() as tmp:
-      run = pathlib.Path(tmp, experiment.name, 'laq')
-      run.mkdir(parents=True)
-      (run / 'summary.json').write_text(json.dumps(
-          {'iterations': 4, 'total_uploads': 4, 'total_bits': 50,
-           'final_loss': 1.0, 'target_iteration': None,
-           'target_uploads': None}))
-      other = sent_TxM.copy()
-      other[2, 0] = False
-      np.save(run / 'uploads.npy', other)
-      (run / 'metrics.csv').write_text(
-          'step,loss\n0,3.0\n1,2.0\n2,1.25\n3,1.2\n')
-      lines = reproduce.row_checks(experiment, result, pathlib.Path(tmp))
-    laq = next(l for l in lines if l.startswith('| laq |'))
-    cells = [c.strip() for c in laq.strip('|').split('|')]
-    # uploads differ (4 vs 5 here), bits agree; loss first differs at 2,
-    # the upload decisions at step 2.
-    self.assertEqual(cells[1], '4 (here 5)')
-    self.assertEqual(cells[2], '50')
-    self.assertEqual(cells[-2:], ['2', '2'])
-    self.assertLen([l for l in lines if l.startswith('| ')], 2)
+      for name, change in (('single', None), ('devices', (2, 0))):
+        run = pathlib.Path(tmp, reproduce.CROSSCHECK, name)
+        run.mkdir(parents=True)
+        (run / 'config.json').write_text(json.dumps(
+            reproduce._crosscheck_config(experiment, name)))
+        (run / 'summary.json').write_text(json.dumps({'final_loss': 1.0}))
+        other = sent_TxM.copy()
+        if change:
+          other[change] = False
+        np.save(run / 'uploads.npy', other)
+        (run / 'metrics.csv').write_text(
+            'step,loss\n0,3.0\n1,2.0\n2,1.5\n3,1.32\n')
+      checks = reproduce.crosscheck(experiment, result, pathlib.Path(tmp))
+    self.assertEqual([c['first_other_upload'] for c in checks], [None, 2])
+    self.assertEqual([c['uploads'] for c in checks], [4, 3])
+    self.assertAlmostEqual(checks[0]['max_relative_loss_difference'], 0.1)
 
   def test_far_fewer_threshold(self):
     self.assertTrue(reproduce._fewer(50, 'laq', 100, 'gd', 100)[0])

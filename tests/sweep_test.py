@@ -25,24 +25,34 @@ from laq_jax import sweep
 from tests import common
 
 P_LOGREG = 784 * 10 + 10
-# 57 images per worker, not a multiple of the 10 classes: no gradient
-# coordinate is zero up to rounding, which would be a quantizer rounding tie
-# that two reduction orders (grid vs single run) may break differently.
-SUBSET = 570
+# 60 images per worker: some shards hold exactly 6 of a digit, so a bias
+# gradient at theta = 0 is zero up to rounding, a quantizer tie that the two
+# reduction orders (grid vs single run) must settle alike.
+SUBSET = 600
 GRID = {'algo': ['lag', 'laq'], 'bits': [3, 8], 'xi': [0.2, 1.6]}
 TARGET = 3.0  # reached by some points of the tiny sweep, not by all
 SUMMARY_COLUMNS = [
     'iterations', 'total_uploads', 'total_bits', 'final_loss',
     'final_residual', 'final_test_accuracy', 'fstar', 'target_residual',
-    'target_iteration', 'target_uploads', 'target_bits', 'diverged',
-    'diverged_at']
+    'target_iteration', 'target_uploads', 'target_bits', 'paper_reference',
+    'paper_final_residual', 'paper_target_iteration', 'paper_target_uploads',
+    'paper_target_bits', 'last_grad_norm_sq', 'diverged', 'diverged_at']
 HYPER_KEYS = ['algo', 'step_size', 'bits', 'xi', 'err_weight',
-              'threshold_offset', 'max_staleness', 'l2', 'seed']
-# The spec's table: algorithm -> (stochastic, quantize, lazy).
-SPEC_TABLE = {'gd': (False, False, False), 'qgd': (False, True, False),
-              'lag': (False, False, True), 'laq': (False, True, True),
-              'sgd': (True, False, False), 'qsgd': (True, True, False),
-              'slag': (True, False, True), 'slaq': (True, True, True)}
+              'threshold_offset', 'max_staleness', 'l2', 'seed', 'levels',
+              'keep_prob']
+# The algorithm table of docs/algorithm.md: algorithm -> (stochastic,
+# compressor, innovation, lazy).
+SPEC_TABLE = {
+    'gd': (False, 'identity', False, False),
+    'qgd': (False, 'uniform', True, False),
+    'lag': (False, 'identity', False, True),
+    'laq': (False, 'uniform', True, True),
+    'sgd': (True, 'identity', False, False),
+    'sqgd': (True, 'uniform', True, False),
+    'slag': (True, 'identity', False, True),
+    'slaq': (True, 'uniform', True, True),
+    'qsgd': (True, 'qsgd', False, False),
+    'ssgd': (True, 'rand_p', False, False)}
 
 _CACHE_DIR = tempfile.mkdtemp(prefix='laq_sweep_test_cache_')
 
@@ -76,14 +86,15 @@ def tiny_sweep():
   return config, rows, workdir
 
 
-def small_data(num_workers=4, per_worker=37):
+def small_data(num_workers=4, per_worker=40):
   x, y = common.mnist_shards(num_workers, per_worker, dtype=np.float64)
   return lj.Data(jnp.asarray(x), jnp.asarray(y))
 
 
 def base_point(**overrides):
   values = dict(algo='laq', step_size=0.05, bits=3, xi=0.8, err_weight=3.0,
-                threshold_offset=0.0, max_staleness=20, l2=0.01, seed=0)
+                threshold_offset=0.0, max_staleness=20, l2=0.01, seed=0,
+                levels=10_000, keep_prob=0.5)
   values.update(overrides)
   return values
 
@@ -207,7 +218,7 @@ class ResultsFilesTest(absltest.TestCase):
     for g, row in enumerate(table):
       sent_TxM = curves['uploads'][g]
       self.assertEqual(sent_TxM.shape, (num_steps, config.num_workers))
-      quantized = SPEC_TABLE[row['algo']][1]
+      quantized = SPEC_TABLE[row['algo']][1] == 'uniform'
       per_upload = (int(row['bits']) * P_LOGREG + 32 if quantized
                     else 32 * P_LOGREG)
       uploads_T = [int(sum(step)) for step in sent_TxM.tolist()]
@@ -245,16 +256,18 @@ class ResultsFilesTest(absltest.TestCase):
 class AlgorithmAxisTest(absltest.TestCase):
 
   def test_switches_follow_the_spec_table(self):
-    points = sweep.expand_grid({'algo': list(SPEC_TABLE)[:4]}, base_point())
-    hyper = sweep.stack_points(points, jnp.float64)
-    for g, point in enumerate(points):
-      _, quantize, lazy = SPEC_TABLE[point['algo']]
-      self.assertEqual(bool(hyper.quantize[g]), quantize, point['algo'])
-      self.assertEqual(bool(hyper.lazy[g]), lazy, point['algo'])
-    points = sweep.expand_grid({'algo': list(SPEC_TABLE)[4:]}, base_point())
-    hyper = sweep.stack_points(points, jnp.float64)
-    self.assertEqual(hyper.quantize.tolist(), [False, True, False, True])
-    self.assertEqual(hyper.lazy.tolist(), [False, False, True, True])
+    for algos in (list(SPEC_TABLE)[:4], list(SPEC_TABLE)[4:]):
+      points = sweep.expand_grid({'algo': algos}, base_point())
+      hyper = sweep.stack_points(points, jnp.float64)
+      for g, point in enumerate(points):
+        _, compressor, innovation, lazy = SPEC_TABLE[point['algo']]
+        self.assertEqual(int(hyper.compressor[g]),
+                         lj.COMPRESSORS.index(compressor), point['algo'])
+        self.assertEqual(bool(hyper.innovation[g]), innovation, point['algo'])
+        self.assertEqual(bool(hyper.lazy[g]), lazy, point['algo'])
+      self.assertEqual(hyper.quantize.tolist(),
+                       [SPEC_TABLE[a][1] == 'uniform' for a in algos])
+    self.assertEqual(sorted(SPEC_TABLE), sorted(lj.ALGORITHMS))
 
   def test_gd_uploads_always_and_lag_without_threshold_is_gd(self):
     data = small_data()
@@ -387,11 +400,12 @@ SHARDED_SCRIPT = textwrap.dedent("""
     import laq_jax as lj
     from laq_jax import sharding, sweep
     from tests import common
-    x, y = common.mnist_shards(4, 37, dtype=np.float64)
+    x, y = common.mnist_shards(4, 40, dtype=np.float64)
     data = lj.Data(jnp.asarray(x), jnp.asarray(y))
     spec = lj.RunSpec(lj.get_problem('logreg'), 4)
     base = dict(algo='laq', step_size=0.05, bits=3, xi=0.8, err_weight=3.0,
-                threshold_offset=0.0, max_staleness=20, l2=0.01, seed=0)
+                threshold_offset=0.0, max_staleness=20, l2=0.01, seed=0,
+                levels=10000, keep_prob=0.5)
     points = sweep.expand_grid({'algo': ['gd', 'laq'], 'bits': [2, 4]}, base)
     mesh = sharding.make_mesh(2)
     fn = sharding.make_run_chunk(mesh)

@@ -1,0 +1,164 @@
+"""What a worker sends: the compressors, each with its exact bit cost.
+
+    out = compress(grad_P, ref_P, key, hyper, names=COMPRESSORS)
+
+A compressor C turns v = grad - ref into what the server reconstructs,
+Q = ref + C(v). `ref` is the worker's last upload Qhat when the rule
+compresses the *innovation* (LAQ), or 0 when it compresses the gradient itself
+(QSGD, sparsified SGD). Which compressor runs is data (`Hyper.compressor`, an
+index into COMPRESSORS), so a sweep over compressors stays one compiled
+program; `names` (static) lists the ones a program may meet, and only those
+are compiled in: a single run pays for its own compressor alone.
+
+Bits per upload (p = number of parameters):
+  identity  32 p
+  uniform   b p + 32 (the codes and the float32 radius; b p with
+            `Hyper.authors_code`, as the authors' scripts count it)
+  qsgd      32 (the norm) + per nonzero level l_i: 1 sign bit + the Elias-gamma
+            code of l_i, 2 floor(log2 l_i) + 1 bits (QSGD's own encoding)
+  rand_p    32 per kept value + 32 for the seed of the mask (the server
+            regenerates the mask from it, so indices cost nothing)
+
+Random compressors draw from `randomness.compress_key(seed, step, worker)`,
+so every device layout and every program shape draws the same numbers.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, NamedTuple, Sequence
+
+import jax
+import jax.numpy as jnp
+
+from laq_jax import quantize
+
+COMPRESSORS = ('identity', 'uniform', 'qsgd', 'rand_p')
+
+
+def index(name: str) -> int:
+  """The position of `name` in COMPRESSORS (what `Hyper.compressor` holds)."""
+  try:
+    return COMPRESSORS.index(name)
+  except ValueError:
+    raise ValueError(f'unknown compressor {name!r}; allowed: '
+                     f'{", ".join(COMPRESSORS)}') from None
+
+
+class Compressed(NamedTuple):
+  """One worker's compressed upload.
+
+  Attributes:
+    value_P: Q = ref + C(grad - ref), what the server reconstructs.
+    bits: the exact size of the upload in bits (int32).
+  """
+  value_P: jax.Array
+  bits: jax.Array
+
+
+def identity(grad_P, ref_P, key, hyper) -> Compressed:
+  """Full precision: Q = g exactly, 32 bits per coordinate."""
+  del ref_P, key, hyper
+  return Compressed(grad_P, jnp.int32(32 * grad_P.shape[-1]))
+
+
+def uniform(grad_P, ref_P, key, hyper) -> Compressed:
+  """LAQ's b-bit uniform quantizer of grad - ref (see `laq_jax.quantize`)."""
+  del key
+  q = quantize.quantize_innovation(grad_P, ref_P, hyper.bits)
+  radius_bits = jnp.where(hyper.authors_code, 0, 32).astype(jnp.int32)
+  return Compressed(q.value_P, hyper.bits * grad_P.shape[-1] + radius_bits)
+
+
+def elias_gamma_bits(level):
+  """Length of the Elias-gamma code of each positive integer `level`.
+
+  2 floor(log2 l) + 1, with floor(log2 l) read exactly off the float's
+  exponent (l = m 2^e with m in [0.5, 1), so floor(log2 l) = e - 1).
+  """
+  _, exponent = jnp.frexp(level)
+  return 2 * (exponent.astype(jnp.int32) - 1) + 1
+
+
+def qsgd(grad_P, ref_P, key, hyper) -> Compressed:
+  """QSGD's unbiased stochastic quantizer with s levels (Alistarh et al. 2017).
+
+  C(v)_i = ||v||_2 sign(v_i) l_i / s, where l_i = floor(s |v_i| / ||v||_2),
+  plus 1 with probability equal to the fractional part it dropped.
+  """
+  v = grad_P - ref_P
+  dtype = v.dtype
+  norm = jnp.sqrt(jnp.sum(jnp.square(v)))
+  safe_norm = jnp.where(norm > 0, norm, jnp.ones_like(norm))
+  s = hyper.levels.astype(dtype)
+  scaled = s * jnp.abs(v) / safe_norm
+  low = jnp.floor(scaled)
+  u = jax.random.uniform(key, v.shape, dtype)
+  level = low + (u < scaled - low).astype(dtype)
+  level = jnp.where(norm > 0, level, jnp.zeros_like(level))
+  value = ref_P + norm * jnp.sign(v) * level / s
+  per_value = jnp.where(level > 0, 1 + elias_gamma_bits(level), 0)
+  return Compressed(value, 32 + jnp.sum(per_value, dtype=jnp.int32))
+
+
+def rand_p(grad_P, ref_P, key, hyper) -> Compressed:
+  """Random sparsification (Wangni et al. 2018): keep with probability p,
+  scale by 1/p (unbiased)."""
+  v = grad_P - ref_P
+  p = hyper.keep_prob.astype(v.dtype)
+  keep = jax.random.uniform(key, v.shape, v.dtype) < p
+  value = ref_P + jnp.where(keep, v / p, jnp.zeros_like(v))
+  return Compressed(value, 32 * jnp.sum(keep, dtype=jnp.int32) + 32)
+
+
+FUNCTIONS: dict[str, Callable[..., Compressed]] = {
+    'identity': identity, 'uniform': uniform, 'qsgd': qsgd, 'rand_p': rand_p}
+
+
+def _varying_like_grad(fn):
+  """`fn` with its bit count typed like the gradient.
+
+  Under shard_map a count computed from hyperparameters alone (identity's,
+  uniform's) is replicated while one computed from the data (qsgd's) varies
+  over the workers axis; lax.switch needs every branch to agree. Adding a
+  zero shaped from the gradient gives every count the gradient's type (XLA
+  folds the addition away).
+  """
+  def wrapped(grad_P, ref_P, key, hyper):
+    out = fn(grad_P, ref_P, key, hyper)
+    zero = jnp.zeros_like(grad_P[..., 0], dtype=jnp.int32)
+    return out._replace(bits=out.bits + zero)
+  return wrapped
+
+
+def check_names(names: Sequence[str]) -> tuple[str, ...]:
+  """`names` as a tuple of known compressors, in COMPRESSORS order."""
+  for name in names:
+    index(name)
+  if not names:
+    raise ValueError('a program needs at least one compressor; allowed: '
+                     f'{", ".join(COMPRESSORS)}')
+  return tuple(n for n in COMPRESSORS if n in names)
+
+
+def compress(grad_P, ref_P, key, hyper, names: Sequence[str] = COMPRESSORS
+             ) -> Compressed:
+  """Q = ref + C(grad - ref) with C = COMPRESSORS[hyper.compressor].
+
+  Args:
+    grad_P: the worker's gradient g.
+    ref_P: Qhat (compress the innovation) or zeros (compress g itself).
+    key: this worker's PRNG key for this step.
+    hyper: the run's scalar Hyper.
+    names: the compressors this program may meet (static); a
+      `hyper.compressor` outside them selects the first (callers validate).
+
+  Returns:
+    A `Compressed`.
+  """
+  names = check_names(names)
+  branches = [_varying_like_grad(FUNCTIONS[n]) for n in names]
+  if len(branches) == 1:
+    return branches[0](grad_P, ref_P, key, hyper)
+  local = jnp.asarray([names.index(n) if n in names else 0
+                       for n in COMPRESSORS], jnp.int32)[hyper.compressor]
+  return jax.lax.switch(local, branches, grad_P, ref_P, key, hyper)

@@ -1,0 +1,125 @@
+"""The compressors against NumPy transcriptions, their bit costs, unbiasedness."""
+
+from absl.testing import absltest
+from absl.testing import parameterized
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import laq_jax as lj
+from laq_jax import compressors
+from tests import reference
+
+
+def hyper(**kw):
+  return lj.make_hyper('laq', dtype=jnp.float64, **kw)
+
+
+def draws(key, size):
+  return np.asarray(jax.random.uniform(key, (size,), jnp.float64))
+
+
+class CompressorTest(parameterized.TestCase):
+
+  @parameterized.parameters(1, 4, 50, 10_000)
+  def test_qsgd_matches_numpy(self, levels):
+    rng = np.random.default_rng(levels)
+    g, ref = rng.normal(size=300), rng.normal(size=300)
+    key = jax.random.key(3)
+    for r in (np.zeros(300), ref):  # the gradient itself, and an innovation
+      out = jax.jit(compressors.qsgd)(jnp.asarray(g), jnp.asarray(r), key,
+                                      hyper(levels=levels))
+      c, bits = reference.qsgd(g - r, levels, draws(key, 300))
+      np.testing.assert_allclose(np.asarray(out.value_P), r + c, atol=1e-12)
+      self.assertEqual(int(out.bits), bits)
+
+  @parameterized.parameters(0.1, 0.5, 1.0)
+  def test_rand_p_matches_numpy(self, keep_prob):
+    rng = np.random.default_rng(1)
+    g = rng.normal(size=500)
+    key = jax.random.key(8)
+    out = jax.jit(compressors.rand_p)(jnp.asarray(g), jnp.zeros(500), key,
+                                      hyper(keep_prob=keep_prob))
+    c, bits = reference.rand_p(g, keep_prob, draws(key, 500))
+    np.testing.assert_allclose(np.asarray(out.value_P), c, atol=1e-13)
+    self.assertEqual(int(out.bits), bits)
+    if keep_prob == 1.0:
+      np.testing.assert_allclose(np.asarray(out.value_P), g, atol=1e-15)
+      self.assertEqual(int(out.bits), 32 * 500 + 32)
+
+  @parameterized.parameters(('qsgd', dict(levels=3)),
+                            ('rand_p', dict(keep_prob=0.25)))
+  def test_unbiased(self, name, kw):
+    # The mean of C(v) over n independent keys is v within 6 standard errors
+    # of the sample mean, coordinate by coordinate. A biased rounding (e.g.
+    # floor without the random +1) misses by far more.
+    v = jnp.asarray(np.random.default_rng(0).normal(size=64))
+    n = 20_000
+    keys = jax.random.split(jax.random.key(1), n)
+    fn = jax.jit(jax.vmap(lambda k: compressors.FUNCTIONS[name](
+        v, jnp.zeros_like(v), k, hyper(**kw)).value_P))
+    samples = np.asarray(fn(keys))
+    mean, sd = samples.mean(axis=0), samples.std(axis=0)
+    np.testing.assert_array_less(np.abs(mean - np.asarray(v)),
+                                 6 * sd / np.sqrt(n) + 1e-12)
+    self.assertGreater(sd.max(), 0.01)  # really random
+
+  @parameterized.parameters((1, 1), (2, 3), (3, 3), (4, 5), (7, 5), (8, 7),
+                            (1000, 19), (2**24, 49))
+  def test_elias_gamma_length(self, level, length):
+    self.assertEqual(int(compressors.elias_gamma_bits(jnp.float64(level))),
+                     length)
+    self.assertEqual(reference.gamma_length(level), length)
+
+  def test_qsgd_of_zero(self):
+    out = compressors.qsgd(jnp.zeros(10), jnp.zeros(10), jax.random.key(0),
+                           hyper())
+    np.testing.assert_array_equal(np.asarray(out.value_P), np.zeros(10))
+    self.assertEqual(int(out.bits), 32)
+
+  def test_qsgd_hand_worked(self):
+    # v = (3, -4): ||v|| = 5; s = 5 gives s|v|/||v|| = (3, 4), whole
+    # numbers, so no randomness: levels 3 and 4, C(v) = v exactly. Bits: 32,
+    # then 1 + gamma(3) = 4 and 1 + gamma(4) = 6.
+    out = compressors.qsgd(jnp.array([3.0, -4.0]), jnp.zeros(2),
+                           jax.random.key(0), hyper(levels=5))
+    np.testing.assert_allclose(np.asarray(out.value_P), [3.0, -4.0])
+    self.assertEqual(int(out.bits), 32 + 4 + 6)
+
+  @parameterized.parameters(False, True)
+  def test_bits_of_uniform_and_identity(self, authors_code):
+    h = lj.make_hyper('laq', dtype=jnp.float64, bits=5,
+                      authors_code=authors_code)
+    g = jnp.linspace(-1, 1, 7850)
+    out = compressors.uniform(g, jnp.zeros_like(g), None, h)
+    self.assertEqual(int(out.bits), 5 * 7850 + (0 if authors_code else 32))
+    out = compressors.identity(g, jnp.zeros_like(g), None, h)
+    self.assertEqual(int(out.bits), 32 * 7850)
+    np.testing.assert_array_equal(np.asarray(out.value_P), np.asarray(g))
+
+  def test_compress_dispatches_on_data(self):
+    rng = np.random.default_rng(2)
+    g, ref = jnp.asarray(rng.normal(size=40)), jnp.asarray(rng.normal(size=40))
+    key = jax.random.key(4)
+    fn = jax.jit(compressors.compress)
+    for name in compressors.COMPRESSORS:
+      h = hyper()._replace(compressor=jnp.int32(compressors.index(name)))
+      want = jax.jit(compressors.FUNCTIONS[name])(g, ref, key, h)
+      got = fn(g, ref, key, h)
+      np.testing.assert_allclose(np.asarray(got.value_P),
+                                 np.asarray(want.value_P), rtol=1e-14)
+      self.assertEqual(int(got.bits), int(want.bits))
+    # One program for every choice: the choice is data.
+    self.assertEqual(fn._cache_size(), 1)
+
+  def test_unknown_compressor(self):
+    with self.assertRaisesRegex(ValueError, "unknown compressor 'top_j'.*"
+                                'identity, uniform, qsgd, rand_p'):
+      compressors.index('top_j')
+    spec = lj.RunSpec(lj.get_problem('logreg'), 2, compressors=('uniform',))
+    with self.assertRaisesRegex(ValueError, 'rand_p.*RunSpec.compressors'):
+      spec.check_hyper(lj.make_hyper('ssgd'))
+
+
+if __name__ == '__main__':
+  absltest.main()
