@@ -55,14 +55,18 @@ def main(argv):
                                  FLAGS.num_processes, FLAGS.process_id)
   except ValueError as e:
     sys.exit(f'error: {e}')
+  import jax  # pylint: disable=g-import-not-at-top
+  # Precision is set once, here: float64 configs need x64; float32 configs
+  # stay float32 (every array carries its dtype).
+  jax.config.update('jax_enable_x64', True)
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use('Agg')
-  from experiments import train  # pylint: disable=g-import-not-at-top
-  from laq_jax import build, checkpoint, data  # pylint: disable=g-import-not-at-top
+  from experiments import config, outputs, train  # pylint: disable=g-import-not-at-top
+  from laq_jax import checkpoint, data  # pylint: disable=g-import-not-at-top
   try:
     summary = train.train_and_evaluate(FLAGS.config, FLAGS.workdir,
                                        overwrite=FLAGS.overwrite)
-  except (build.ConfigError, data.DataError, train.WorkdirError,
+  except (config.ConfigError, data.DataError, outputs.WorkdirError,
           checkpoint.CheckpointError) as e:
     sys.exit(f'error: {e}')
   if summary['diverged']:

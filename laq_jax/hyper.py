@@ -11,6 +11,7 @@ full-batch or minibatch gradients) are static.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any, NamedTuple
 
 import jax
@@ -135,6 +136,35 @@ FLOAT_FIELDS = ('step_size', 'xi', 'err_weight', 'threshold_offset', 'l2',
                 'keep_prob')
 INT_FIELDS = ('bits', 'max_staleness', 'seed', 'levels')
 MAX_LEVELS = 2**24  # s: l_i <= s fits a float32 exactly
+
+
+def is_integer(value) -> bool:
+  """A Python or NumPy integer (not a bool)."""
+  return isinstance(value, (int, np.integer)) and not isinstance(
+      value, (bool, np.bool_))
+
+
+def is_number(value) -> bool:
+  """A finite Python or NumPy integer or float (not a bool)."""
+  return (is_integer(value) or isinstance(value, (float, np.floating))
+          ) and math.isfinite(float(value))
+
+
+def check_scalar(name: str, value, where: str | None = None) -> None:
+  """Raises ValueError unless `value` is one allowed scalar for field `name`
+  of DEFAULTS: an integer for INT_FIELDS, a finite number otherwise, in the
+  field's range. `where` names the value in the message (default `name`)."""
+  where = where or name
+  if name in INT_FIELDS and not is_integer(value):
+    raise ValueError(f'{where}={value!r} is not allowed: it must be an '
+                     'integer')
+  if not is_number(value):
+    raise ValueError(f'{where}={value!r} is not allowed: it must be a '
+                     'finite number')
+  try:
+    validate(**{name: value})
+  except ValueError as e:
+    raise ValueError(f'{where}: {e}') from None
 
 
 def _check(v, test) -> bool:

@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
+from laq_jax import collectives
 from laq_jax import compressors
 from laq_jax import randomness
 from laq_jax import rules
@@ -39,6 +40,7 @@ class RunSpec:
     batch_size: samples per worker per iteration when stochastic.
     compressors: the compressors the program may meet (`Hyper.compressor`
       picks one at run time); only these are compiled in.
+    rule: the communication rule the loop runs (`rules.Rule`).
   """
   problem: Problem
   num_workers: int
@@ -46,6 +48,7 @@ class RunSpec:
   stochastic: bool = False
   batch_size: int = 500
   compressors: tuple[str, ...] = compressors.COMPRESSORS
+  rule: rules.Rule = rules.LAQ
 
   def __post_init__(self):
     if self.num_workers < 1:
@@ -90,7 +93,7 @@ class LoopState(NamedTuple):
   """
   step: jax.Array
   theta_P: jax.Array
-  rule: rules.RuleState
+  rule: NamedTuple
 
 
 class Trace(NamedTuple):
@@ -140,8 +143,9 @@ def init_state(spec: RunSpec, hyper: Hyper, dtype=jnp.float32,
     return jax.vmap(lambda h: init_state(spec, h, dtype, num_local_workers))(
         hyper)
   theta_P, _ = flat_params(spec.problem, hyper.seed, dtype)
-  rule_state = rules.init(theta_P.size, num_local_workers or spec.num_workers,
-                          spec.memory, dtype, hyper.authors_code)
+  rule_state = spec.rule.init(theta_P.size,
+                              num_local_workers or spec.num_workers,
+                              spec.memory, dtype, hyper)
   return LoopState(jnp.int32(0), theta_P, rule_state)
 
 
@@ -205,9 +209,9 @@ def make_step(spec: RunSpec, data: Data, hyper: Hyper, *,
       losses_M, grads_MxP = value_and_grad(theta_P, data.x_MxNxD,
                                            data.y_MxN)
       loss = total(jnp.sum(losses_M))
-    grad_norm_sq = jnp.sum(jnp.square(rules.sum_workers(grads_MxP,
-                                                        axis_name)))
-    theta_P, rule_state, stats = rules.step(
+    grad_norm_sq = jnp.sum(jnp.square(collectives.sum_workers(grads_MxP,
+                                                              axis_name)))
+    theta_P, rule_state, stats = spec.rule.step(
         grads_MxP, state.rule, state.theta_P, hyper, step_count=state.step,
         worker_ids_M=worker_ids_M, num_workers=spec.num_workers,
         axis_name=axis_name, compressor_names=spec.compressors)

@@ -119,11 +119,13 @@ def solve(problem: Problem, data: Data, l2: float, *, tol: float = 1e-10,
     An Optimum.
 
   Raises:
-    ValueError: float64 is off (call `laq_jax.set_precision('float64')`).
+    ValueError: float64 is off (call
+      `jax.config.update('jax_enable_x64', True)` at startup).
   """
   if not jax.config.jax_enable_x64:
-    raise ValueError("f* needs float64: call laq_jax.set_precision('float64') "
-                     'before building any array')
+    raise ValueError("f* needs float64: call jax.config.update("
+                     "'jax_enable_x64', True) at startup, before building "
+                     'any array')
   # On one device: shards laid over a mesh (workers_on='devices') come back
   # to the host first, since the solver is a plain single-device program.
   data = Data(jnp.asarray(np.asarray(data.x_MxNxD), jnp.float64),

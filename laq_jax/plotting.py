@@ -14,12 +14,14 @@ display) and a returned Figure shows as a cell's value; scripts call
 
 from __future__ import annotations
 
-from typing import Sequence
+import math
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 from matplotlib.figure import Figure
 
-from laq_jax.metrics import QUANTITIES, Curve
+from laq_jax.metrics import QUANTITIES, Curve, columns, pareto_front
+from laq_jax.sweep import point_label, varying_keys
 
 X_AXES = {
     'iterations': ('iterations', 'iteration k'),
@@ -123,4 +125,207 @@ def upload_raster(sent_TxM, *, title: str | None = None,
     ax.set_yticks(range(num_workers))
   label = f'{int(sent_TxM.sum())} uploads of {sent_TxM.size}'
   ax.set_title(f'{title}: {label}' if title else label)
+  return fig
+
+
+# ----------------------------------------------------------------------------
+# Sweeps: rows of `laq_jax.metrics.summarize_sweep`.
+
+def heatmap_quantity(rows: Sequence[Mapping[str, Any]]) -> str:
+  """What the heat map shows.
+
+  Returns:
+    'target_bits' (every point reached the target residual),
+    'target_bits+final_residual' (cells that reached it show their bits,
+    the others their final residual, in grey), 'final_residual' (no point
+    reached it) or 'final_loss' (f* unknown).
+  """
+  reached = [r['target_bits'] is not None for r in rows]
+  if all(reached):
+    return 'target_bits'
+  if any(r['final_residual'] is None for r in rows):
+    return 'final_loss'
+  return 'target_bits+final_residual' if any(reached) else 'final_residual'
+
+
+def _heat_cells(rows, bits, xis, field):
+  """[bits, xi] means over seeds of `field`, and whether every seed reached."""
+  value = np.full((len(bits), len(xis)), np.nan)
+  residual = np.full((len(bits), len(xis)), np.nan)
+  reached = np.zeros((len(bits), len(xis)), bool)
+  for i, b in enumerate(bits):
+    for j, xi in enumerate(xis):
+      cell = [r for r in rows if r['bits'] == b and r['xi'] == xi]
+      if not cell:
+        continue
+      as_float = lambda v: np.nan if v is None else float(v)
+      reached[i, j] = all(r['target_bits'] is not None for r in cell)
+      if reached[i, j] and field.startswith('target_bits'):
+        value[i, j] = np.mean([as_float(r['target_bits']) for r in cell])
+      residual[i, j] = np.mean([
+          as_float(r['final_loss' if field == 'final_loss' else
+                     'final_residual']) for r in cell])
+  return value, residual, reached
+
+
+def heatmap_figure(rows: Sequence[Mapping[str, Any]], *,
+                   max_panels: int = 16):
+  """Bits to the target residual over bits x xi (final residual if missed).
+
+  Points that differ only in `seed` share a cell (the mean over seeds; a cell
+  counts as reached when every seed reached the target). One panel per value
+  of the other varying keys (algo, step_size, ...), at most `max_panels`.
+  Which quantity is shown: see `heatmap_quantity`; the title says it.
+
+  Args:
+    rows: from `summarize`.
+    max_panels: raise if more panels would be needed.
+
+  Returns:
+    A matplotlib Figure.
+  """
+  from matplotlib import colors  # pylint: disable=g-import-not-at-top
+  from matplotlib.figure import Figure  # pylint: disable=g-import-not-at-top
+
+  field = heatmap_quantity(rows)
+  bits = sorted({r['bits'] for r in rows})
+  xis = sorted({r['xi'] for r in rows})
+  panel_keys = [k for k in varying_keys(rows)
+                if k not in ('bits', 'xi', 'seed')]
+  panels: dict[tuple, list] = {}
+  for r in rows:
+    panels.setdefault(tuple(r[k] for k in panel_keys), []).append(r)
+  if len(panels) > max_panels:
+    raise ValueError(f'the heat map would need {len(panels)} panels (one per '
+                     f'value of {", ".join(panel_keys)}); at most '
+                     f'{max_panels}: sweep fewer values of those keys')
+  cells = {key: _heat_cells(members, bits, xis, field)
+           for key, members in panels.items()}
+  coloured = 0 if field.startswith('target_bits') else 1
+  finite = np.concatenate([c[coloured][np.isfinite(c[coloured])
+                                       & (c[coloured] > 0)]
+                           for c in cells.values()])
+  norm = (colors.LogNorm(finite.min(), max(finite.max(), finite.min() * 1.001))
+          if finite.size else None)
+  cols = min(len(panels), 4)
+  nrows = math.ceil(len(panels) / cols)
+  fig = Figure(figsize=(2.2 + 3.2 * cols, 0.9 + 2.9 * nrows),
+               layout='constrained')
+  axes = fig.subplots(nrows, cols, squeeze=False)
+  image = None
+  for ax, (key, (value, residual, reached)) in zip(axes.flat, cells.items()):
+    shown = value if coloured == 0 else residual
+    shown = np.where(shown > 0, shown, np.nan)
+    ax.set_facecolor('0.85')  # cells without a colour: target missed / n/a
+    image = ax.imshow(shown, norm=norm, cmap='viridis_r', aspect='auto',
+                      origin='lower')
+    for i in range(len(bits)):
+      for j in range(len(xis)):
+        if np.isfinite(shown[i, j]):
+          text = f'{shown[i, j]:.2g}'
+          red, green, blue, _ = image.cmap(norm(shown[i, j]))
+          colour = ('black' if 0.3 * red + 0.6 * green + 0.1 * blue > 0.5
+                    else 'white')
+        elif np.isfinite(residual[i, j]):  # missed: its final residual
+          text, colour = f'res\n{residual[i, j]:.1e}', 'black'
+        else:
+          text, colour = 'n/a', 'black'
+        ax.text(j, i, text, ha='center', va='center', fontsize=7,
+                color=colour)
+    ax.set_xticks(range(len(xis)), [f'{x:g}' for x in xis])
+    ax.set_yticks(range(len(bits)), [str(b) for b in bits])
+    ax.set_xlabel(r'$\xi$')
+    ax.set_ylabel('bits b')
+    if panel_keys:
+      ax.set_title(point_label(dict(zip(panel_keys, key)), panel_keys),
+                   fontsize=9)
+  for ax in list(axes.flat)[len(cells):]:
+    ax.set_visible(False)
+  labels = {'target_bits': 'bits to the target residual',
+            'target_bits+final_residual': 'bits to the target residual',
+            'final_residual': r'final residual $f(\theta^T) - f^*$',
+            'final_loss': r'final loss $f(\theta^T)$'}
+  if image is not None and norm is not None:
+    fig.colorbar(image, ax=axes, label=labels[field], shrink=0.9)
+  target = rows[0]['target_residual']
+  missed = sum(r['target_bits'] is None for r in rows)
+  titles = {
+      'target_bits': f'bits to reach residual <= {target:g}',
+      'target_bits+final_residual': (
+          f'bits to reach residual <= {target:g}\ngrey: {missed} of '
+          f'{len(rows)} points never reached it, final residual shown'),
+      'final_residual': (f'target residual {target:g} never reached:\nfinal '
+                         'residual shown instead of bits to target'),
+      'final_loss': 'f* unknown: final loss shown instead of bits to target',
+  }
+  title = titles[field]
+  seeds = len({r['seed'] for r in rows})
+  if seeds > 1:
+    title += f' (mean over {seeds} seeds)'
+  fig.suptitle(title, fontsize=10)
+  return fig
+
+
+def pareto_figure(rows: Sequence[Mapping[str, Any]]):
+  """Test accuracy (and final residual) against total bits, front marked.
+
+  One panel per quality measure available: test accuracy (higher is better)
+  and the final residual (lower is better; only with f*). Points are
+  coloured by algorithm when the grid varies it, else by bits.
+
+  Returns:
+    A matplotlib Figure.
+  """
+  from matplotlib import ticker  # pylint: disable=g-import-not-at-top
+  from matplotlib.figure import Figure  # pylint: disable=g-import-not-at-top
+
+  cols = columns(rows)
+  measures = []
+  if np.isfinite(cols['final_test_accuracy']).any():
+    measures.append(('final_test_accuracy', 'test accuracy', True, False))
+  if np.isfinite(cols['final_residual']).any():
+    measures.append(('final_residual', r'final residual $f(\theta^T) - f^*$',
+                     False, True))
+  if not measures:
+    measures.append(('final_loss', r'final loss $f(\theta^T)$', False, True))
+  varying = varying_keys(rows)
+  colour_key = 'algo' if 'algo' in varying else 'bits'
+  groups = list(dict.fromkeys(r[colour_key] for r in rows))
+  fig = Figure(figsize=(5.2 * len(measures), 4.2), layout='constrained')
+  axes = fig.subplots(1, len(measures), squeeze=False)[0]
+  total_bits = cols['total_bits'].astype(np.float64)
+  silent = int(np.sum(total_bits <= 0))
+  # A log axis cannot show a point that uploaded nothing.
+  total_bits = np.where(total_bits > 0, total_bits, np.nan)
+  for ax, (field, label, maximize, log_y) in zip(axes, measures):
+    y = cols[field]
+    for value in groups:
+      mask = np.asarray([r[colour_key] == value for r in rows])
+      ax.scatter(total_bits[mask], y[mask], s=18, alpha=0.75,
+                 label=f'{colour_key}={value}')
+    front = pareto_front(total_bits, y, maximize=maximize)
+    if front.size:
+      ax.step(total_bits[front], y[front], where='post', color='black',
+              linewidth=1.0, label='Pareto front')
+      ax.scatter(total_bits[front], y[front], s=46, facecolors='none',
+                 edgecolors='black')
+      labelled = set()
+      for i in front:
+        if (total_bits[i], y[i]) in labelled or len(labelled) >= 12:
+          continue  # identical points (e.g. seeds of a full-batch run)
+        labelled.add((total_bits[i], y[i]))
+        ax.annotate(point_label(rows[i], varying), (total_bits[i], y[i]),
+                    fontsize=6, xytext=(3, 3), textcoords='offset points')
+    ax.set_xscale('log')
+    ax.xaxis.set_minor_formatter(ticker.NullFormatter())
+    if log_y:
+      ax.set_yscale('log')
+    ax.set_xlabel('total bits uploaded')
+    ax.set_ylabel(label)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+  note = (f'; {silent} point(s) uploaded nothing and are not shown'
+          if silent else '')
+  fig.suptitle(f'Pareto front: quality against total bits ({len(rows)} '
+               f'points{note})', fontsize=10)
   return fig

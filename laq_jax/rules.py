@@ -15,12 +15,12 @@ axis M. Under `jax.shard_map` the worker axis is split over devices; pass
 
 from __future__ import annotations
 
-import functools
 from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
 
+from laq_jax import collectives
 from laq_jax import compressors
 from laq_jax import randomness
 from laq_jax import trigger as trigger_lib
@@ -74,12 +74,6 @@ class StepStats(NamedTuple):
 NEVER_UPLOADED = 2**31 - 1
 
 
-class Rule(NamedTuple):
-  """An optax-style pair of pure functions."""
-  init: Callable[..., RuleState]
-  step: Callable[..., tuple[jax.Array, RuleState, StepStats]]
-
-
 def init(num_params: int, num_workers: int, memory: int,
          dtype=jnp.float32, authors_code=False) -> RuleState:
   """All-zero state for `num_workers` workers (the local count under shard_map).
@@ -95,17 +89,6 @@ def init(num_params: int, num_workers: int, memory: int,
       aggregate_P=jnp.zeros((num_params,), dtype),
       history_D=jnp.zeros((memory,), dtype),
   )
-
-
-def sum_workers(x_MxP: jax.Array, axis_name: str | None = None) -> jax.Array:
-  """The sum over the worker axis (and over devices under shard_map)."""
-  # M vector adds, not jnp.sum(axis=0): on the CPU backend (jaxlib 0.10.2) the
-  # reduce over the leading axis of a [10, 159010] array took 13-30 ms against
-  # 0.1 ms for the adds (benchmarks/run.py, docs/benchmarks.md).
-  total = functools.reduce(jnp.add, [x_MxP[m] for m in range(x_MxP.shape[0])])
-  if axis_name is not None:
-    total = jax.lax.psum(total, axis_name)
-  return total
 
 
 def _worker(grad_P, last_upload_P, last_error, clock, key, shared_threshold,
@@ -166,7 +149,8 @@ def step(grads_MxP: jax.Array, state: RuleState, theta_P: jax.Array,
   new_upload, new_error, new_clock, delta_MxP, stats = worker(
       grads_MxP, state.last_upload_MxP, state.last_error_M, state.clock_M,
       keys, shared, hyper, compressor_names)
-  aggregate_P = state.aggregate_P + sum_workers(delta_MxP, axis_name)
+  aggregate_P = state.aggregate_P + collectives.sum_workers(delta_MxP,
+                                                            axis_name)
   new_theta_P = theta_P - hyper.step_size * aggregate_P
   moved = jnp.sum(jnp.square(new_theta_P - theta_P))
   history = jnp.concatenate([moved[None], state.history_D[:-1]])
@@ -174,4 +158,29 @@ def step(grads_MxP: jax.Array, state: RuleState, theta_P: jax.Array,
   return new_theta_P, new_state, stats
 
 
-RULE = Rule(init=init, step=step)
+class Rule(NamedTuple):
+  """A communication rule as an optax-style pair of pure functions.
+
+  `laq_jax.RunSpec.rule` holds one and the loop calls it, so another rule
+  plugs in without editing the loop. Its state is a NamedTuple whose
+  per-worker fields carry a leading worker axis and a name ending in `_M...`
+  (`last_upload_MxP`, `clock_M`): under shard_map those are split over the
+  devices, the others replicated.
+
+  Attributes:
+    init: (num_params, num_workers, memory, dtype, hyper) -> state, for the
+      local workers.
+    step: (grads_MxP, state, theta_P, hyper, *, step_count, worker_ids_M,
+      num_workers, axis_name, compressor_names) -> (theta^{k+1}, state,
+      StepStats).
+  """
+  init: Callable[..., NamedTuple]
+  step: Callable[..., tuple[jax.Array, NamedTuple, StepStats]]
+
+
+def _init(num_params, num_workers, memory, dtype, hyper) -> RuleState:
+  return init(num_params, num_workers, memory, dtype, hyper.authors_code)
+
+
+# The LAQ family: every preset of `laq_jax.hyper.ALGORITHMS`.
+LAQ = Rule(init=_init, step=step)

@@ -36,7 +36,7 @@ mesh over `jax.devices()` then spans every host, and arrays are placed with
 from __future__ import annotations
 
 import functools
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -47,7 +47,6 @@ from jax.sharding import PartitionSpec as P
 from laq_jax import loop
 from laq_jax.hyper import Hyper
 from laq_jax.loop import Data, LoopState, RunSpec, Trace
-from laq_jax.rules import RuleState
 
 AXIS = 'workers'
 WORKERS_ON = ('vmap', 'devices')
@@ -107,21 +106,25 @@ def _data_specs() -> Data:
   return Data(P(AXIS), P(AXIS))
 
 
-def _state_specs(grid: bool) -> LoopState:
+def per_worker(name: str) -> bool:
+  """Whether a field called `name` has a leading worker axis: its shape
+  suffix starts with M (`clock_M`, `last_upload_MxP`), nanodo style."""
+  return name.rsplit('_', 1)[-1].startswith('M')
+
+
+def _specs(fields: NamedTuple, lead: tuple) -> NamedTuple:
+  """Split the per-worker fields over AXIS (after `lead`), replicate the rest."""
+  return type(fields)(*(P(*lead, AXIS) if per_worker(name) else P()
+                        for name in fields._fields))
+
+
+def _state_specs(state: LoopState, grid: bool) -> LoopState:
   lead = (None,) if grid else ()
-  rep, split = P(), P(*lead, AXIS)
-  return LoopState(step=rep, theta_P=rep,
-                   rule=RuleState(last_upload_MxP=split, last_error_M=split,
-                                  clock_M=split, aggregate_P=rep,
-                                  history_D=rep))
+  return LoopState(step=P(), theta_P=P(), rule=_specs(state.rule, lead))
 
 
 def _trace_specs(grid: bool) -> Trace:
-  lead = (None, None) if grid else (None,)  # (G,) T
-  per_worker = P(*lead, AXIS)
-  return Trace(loss=P(), grad_norm_sq=P(), sent_M=per_worker, bits_M=per_worker,
-               innovation_M=per_worker, threshold_M=per_worker,
-               error_M=per_worker)
+  return _specs(Trace(*Trace._fields), (None, None) if grid else (None,))
 
 
 def _hyper_specs() -> Hyper:
@@ -175,8 +178,11 @@ def shard_state(state: LoopState, mesh: Mesh) -> LoopState:
   history and the step count are replicated.
   """
   grid = jnp.ndim(state.step) == 1
-  check_layout(state.rule.clock_M.shape[-1], num_mesh_devices(mesh))
-  return _place_tree(state, _state_specs(grid), mesh)
+  specs = _state_specs(state, grid)
+  split = [x for x, spec in zip(state.rule, specs.rule) if spec != P()]
+  if split:
+    check_layout(split[0].shape[grid], num_mesh_devices(mesh))
+  return _place_tree(state, specs, mesh)
 
 
 def shard_hyper(hyper: Hyper, mesh: Mesh) -> Hyper:
@@ -229,10 +235,11 @@ def make_run_chunk(mesh: Mesh, *, gather_trace: bool | None = None
   @functools.partial(jax.jit, static_argnums=(0, 4, 5))
   def compiled(spec, state, data, hyper, num_steps, grid):
     local = functools.partial(_local_chunk, spec, num_steps)
+    state_specs = _state_specs(state, grid)
     state, trace = jax.shard_map(
         local, mesh=mesh,
-        in_specs=(_state_specs(grid), _data_specs(), _hyper_specs()),
-        out_specs=(_state_specs(grid), _trace_specs(grid)),
+        in_specs=(state_specs, _data_specs(), _hyper_specs()),
+        out_specs=(state_specs, _trace_specs(grid)),
     )(state, data, hyper)
     if gather_trace:  # every device (and process) gets the whole trace
       trace = jax.tree.map(

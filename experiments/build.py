@@ -1,0 +1,200 @@
+"""From a config to everything a run needs: data, model, RunSpec, Hyper.
+
+    built = build(config)      # checked, loaded, sharded, cast
+    state, trace = laq_jax.run(built.spec, built.data, built.hyper, T,
+                               run_chunk_fn=built.run_chunk_fn)
+
+The config-to-run adapter of the launchers (and notebooks run from a clone):
+`laq_jax` itself knows no configs. No files are written and nothing is
+printed here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from experiments import config as config_lib
+from laq_jax import data as data_lib
+from laq_jax import sharding
+from laq_jax.hyper import Algorithm, Hyper, get_algorithm, make_hyper
+from laq_jax.loop import Data, RunSpec
+from laq_jax.problems import Problem, get_problem
+
+
+@dataclasses.dataclass(frozen=True)
+class Built:
+  """Everything a run needs, built from a config.
+
+  Attributes:
+    spec: the static RunSpec (model, M, D, stochastic, batch size).
+    data: worker shards, cast to `dtype` (placed on the mesh when
+      workers_on='devices').
+    hyper: the run's Hyper (scalars).
+    test_x: evaluation features (NumPy, dtype `dtype`).
+    test_y: evaluation labels (NumPy int32).
+    dtype: the run's float dtype.
+    problem: the model.
+    algorithm: the preset of config.algo.
+    num_params: P.
+    test_set: what test_x is, for reports.
+    objective_key: what determines the objective f (for caching f*).
+    host_data: the same shards as `data`, readable by this process alone
+      (NumPy when `data` is laid over a mesh, which a process of a
+      multi-process run cannot read back whole; else `data` itself): for f*,
+      the final objective and other whole-data computations.
+    run_chunk_fn: None (the vmap path) or the sharded `run_chunk`.
+    mesh: the 'workers' mesh when workers_on='devices', else None.
+  """
+  spec: RunSpec
+  data: Data
+  hyper: Hyper
+  test_x: np.ndarray
+  test_y: np.ndarray
+  dtype: Any
+  problem: Problem
+  algorithm: Algorithm
+  num_params: int
+  test_set: str
+  objective_key: dict
+  host_data: Data | None = None
+  run_chunk_fn: Callable | None = None
+  mesh: Any = None
+
+
+# Bumped whenever the data or the objective are computed differently, so that
+# a cached f* of older code is never served. 2: features scaled in the run's
+# precision (MNIST bytes / 255 in float64 for float64 runs).
+OBJECTIVE_FORMAT = 2
+
+
+def objective_key(config) -> dict:
+  """What determines f (data, its precision, split, lam, M, model): f*'s key."""
+  c = {f: config_lib.get(config, f) for f in config_lib.FIELDS}
+  key = {'format': OBJECTIVE_FORMAT, 'precision': c['precision'],
+         'dataset': c['dataset'], 'train_subset': c['train_subset'],
+         'split': c['split'], 'num_workers': c['num_workers'],
+         'l2': float(c['l2']), 'model': c['model']}
+  if c['split'] in ('iid', 'dirichlet'):
+    key['data_seed'] = c['data_seed']
+  if c['split'] == 'dirichlet':
+    key['dirichlet_alpha'] = float(c['dirichlet_alpha'])
+  if c['model'] == 'mlp':
+    key['hidden'] = c['hidden']
+  kind, rest = config_lib.parse_dataset(c['dataset'])
+  if kind == 'libsvm':
+    stat = pathlib.Path(rest).expanduser().stat()
+    key['file'] = {'path': str(pathlib.Path(rest).expanduser().resolve()),
+                   'size': stat.st_size, 'mtime_ns': stat.st_mtime_ns}
+  return key
+
+
+def _load_libsvm_pair(path: str, dtype):
+  """Train from `path`; test from `path.t` (the LIBSVM convention) if present."""
+  x, y = data_lib.load_libsvm(path, dtype=dtype)
+  test_path = pathlib.Path(f'{path}.t')
+  if not test_path.is_file():
+    return x, y, x, y, f'the training data (no {test_path.name} beside it)'
+  x_test, y_test = data_lib.load_libsvm(test_path, num_features=x.shape[1],
+                                        dtype=dtype)
+  train_labels = data_lib.libsvm_label_values(path)
+  test_labels = data_lib.libsvm_label_values(test_path)[y_test]
+  unknown = np.setdiff1d(test_labels, train_labels)
+  if unknown.size:
+    raise data_lib.DataError(f'{test_path} has labels {unknown.tolist()} '
+                             f'that {path} lacks')
+  y_test = np.searchsorted(train_labels, test_labels).astype(np.int32)
+  return x, y, x_test, y_test, f'{test_path.name} ({len(y_test)} samples)'
+
+
+def load_dataset(config, dtype=np.float32):
+  """(x_train, y_train, x_test, y_test, test description), NumPy `dtype`.
+
+  Features are scaled in `dtype` (MNIST's bytes / 255), never rounded
+  through float32 on the way to float64.
+  """
+  kind, rest = config_lib.parse_dataset(config_lib.get(config, 'dataset'))
+  if kind == 'mnist':
+    d = data_lib.load_mnist(config_lib.get(config, 'data_dir') or None, dtype=dtype)
+    return (d['x_train'], d['y_train'], d['x_test'], d['y_test'],
+            f'MNIST test set ({len(d["y_test"])} images)')
+  if kind == 'builtin':
+    x, y = data_lib.load_builtin(rest, dtype=dtype)
+    return x, y, x, y, 'the training data (built-in sets have no test split)'
+  return _load_libsvm_pair(os.path.expanduser(rest), dtype)
+
+
+def build(config) -> Built:
+  """Validates `config`, loads and shards its data, builds model and Hyper.
+
+  float64 runs need `jax_enable_x64`, turned on once at startup (the
+  launchers do it; nothing here flips it).
+
+  Args:
+    config: fields as in `configs/default.py`.
+
+  Returns:
+    A Built.
+
+  Raises:
+    experiments.config.ConfigError: a field is not allowed (see
+      `validate_config`).
+    laq_jax.data.DataError: the data are missing or corrupt.
+  """
+  config_lib.validate_config(config)
+  get = lambda name: config_lib.get(config, name)
+  dtype = jnp.float64 if get('precision') == 'float64' else jnp.float32
+  if dtype == jnp.float64 and not jax.config.jax_enable_x64:
+    raise config_lib.ConfigError(
+        "config.precision='float64' needs float64 turned on: call "
+        "jax.config.update('jax_enable_x64', True) once at startup (the "
+        'launchers do); float32 runs stay float32 with it on')
+  x, y, x_test, y_test, test_set = load_dataset(config, np.dtype(dtype))
+  workers, subset = get('num_workers'), get('train_subset')
+  if subset:
+    if subset > len(y):
+      raise config_lib.bad('train_subset', subset, f'at most {len(y)} (the '
+                           'training samples), or 0 for all of them')
+    x, y = x[:subset], y[:subset]
+  if len(y) % workers:
+    raise config_lib.bad('train_subset', subset, f'a multiple of num_workers={workers} '
+               f'(the data have {len(y)} samples; try '
+               f'train_subset={len(y) // workers * workers})')
+  config_lib.check_batch_size(get('algo'), get('batch_size'), len(y) // workers)
+  x_MxNxD, y_MxN = data_lib.make_shards(
+      x, y, workers, get('split'), seed=get('data_seed'),
+      dirichlet_alpha=get('dirichlet_alpha'))
+  algorithm = get_algorithm(get('algo'))
+  num_classes = int(max(y.max(), y_test.max())) + 1
+  problem = get_problem(get('model'), input_dim=x.shape[1],
+                        num_classes=num_classes, hidden=get('hidden'))
+  spec = RunSpec(problem, workers, memory=get('memory'),
+                 stochastic=algorithm.stochastic,
+                 batch_size=get('batch_size'),
+                 compressors=(algorithm.compressor,))
+  hyper = make_hyper(algorithm, dtype=dtype,
+                     authors_code=bool(get('authors_code')),
+                     **{f: get(f) for f in config_lib.HYPER_FIELDS})
+  np_dtype = np.dtype(dtype)
+  run_chunk_fn = mesh = None
+  if get('workers_on') == 'devices':
+    host_data = Data(x_MxNxD.astype(np_dtype), np.asarray(y_MxN))
+    mesh = sharding.make_mesh()
+    data = sharding.shard_data(host_data, mesh)
+    run_chunk_fn = sharding.make_run_chunk(mesh)
+  else:
+    data = host_data = Data(jnp.asarray(x_MxNxD.astype(np_dtype)),
+                            jnp.asarray(y_MxN))
+  return Built(spec=spec, data=data, hyper=hyper,
+               test_x=np.asarray(x_test, np_dtype),
+               test_y=np.asarray(y_test, np.int32), dtype=dtype,
+               problem=problem, algorithm=algorithm,
+               num_params=problem.num_params(), test_set=test_set,
+               objective_key=objective_key(config), host_data=host_data,
+               run_chunk_fn=run_chunk_fn, mesh=mesh)

@@ -1,0 +1,220 @@
+"""The paper's claims, checked against an experiment's results.
+
+    for c in claims(experiment, result):   # result: paper_results.load_results
+      print(c['claim'], verdict(c['holds']), c['evidence'])
+
+Definitions (stated in the report): "far fewer" = at most FAR_FEWER times
+the other algorithm's count; "similar accuracy" = within ACCURACY_POINTS
+percentage points of the unquantized, non-lazy baseline; "linear
+convergence" = a least-squares line through log10 residual against k with
+R^2 >= LINEAR_R2 and negative slope.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from configs import paper
+from experiments.markdown import fmt
+from experiments.paper_results import curve
+
+# "Far fewer": at most this fraction of the other algorithm's count.
+FAR_FEWER = 0.5
+# "Similar accuracy": within this many percentage points of the baseline.
+ACCURACY_POINTS = 1.0
+# Linear convergence: a straight line fits log10(residual) against k with at
+# least this R^2 and a negative slope.
+LINEAR_R2 = 0.9
+
+
+def linear_fit(residual_K, target: float) -> dict[str, float] | None:
+  """Least-squares line through log10(residual) against k.
+
+  Fitted over k = 0 .. the first k at which the residual reaches `target`
+  (the whole run when it never does), positive residuals only.
+
+  Returns:
+    {'slope': per-iteration log10 decrease, 'rate': 10**slope (the
+    contraction factor per iteration), 'r2': R^2, 'points': points fitted,
+    'last_k': the last k fitted}, or None with fewer than 3 points.
+  """
+  residual = np.asarray(residual_K, np.float64)
+  hits = np.flatnonzero(residual <= target)
+  end = int(hits[0]) + 1 if hits.size else residual.size
+  k = np.arange(end, dtype=np.float64)
+  y = residual[:end]
+  ok = np.isfinite(y) & (y > 0)
+  if ok.sum() < 3:
+    return None
+  k, y = k[ok], np.log10(y[ok])
+  slope, intercept = np.polyfit(k, y, 1)
+  predicted = slope * k + intercept
+  total = np.sum((y - y.mean()) ** 2)
+  r2 = 1.0 - np.sum((y - predicted) ** 2) / total if total > 0 else 0.0
+  return {'slope': float(slope), 'rate': float(10 ** slope), 'r2': float(r2),
+          'points': int(k.size), 'last_k': int(k[-1])}
+
+
+def verdict(holds: bool | None) -> str:
+  return {True: 'holds', False: 'does not hold', None: 'not tested'}[holds]
+
+
+def _fewer(ours: float, ours_name: str, theirs: float | None,
+           theirs_name: str, theirs_total: float | None
+           ) -> tuple[bool | None, str]:
+  """Whether `ours` <= FAR_FEWER * `theirs`, and the numbers, in words.
+
+  `theirs` None means the other algorithm never reached the target;
+  `theirs_total` is what it spent in the whole run (then a lower bound).
+  """
+  if theirs is None:
+    # The other algorithm spent `theirs_total` without reaching the target;
+    # the claim holds if even that is far more than ours.
+    if theirs_total is not None and ours <= FAR_FEWER * theirs_total:
+      return True, (f'{ours_name} {fmt(ours)} vs {theirs_name} more than '
+                    f'{fmt(theirs_total)} ({theirs_name} never reached the '
+                    'target)')
+    return None, f'{theirs_name} never reached the target'
+  ratio = ours / theirs if theirs else math.inf
+  return ratio <= FAR_FEWER, (f'{ours_name} {fmt(ours)} vs {theirs_name} '
+                              f'{fmt(theirs)} (ratio {ratio:.3f})')
+
+
+def uploads_after_start(result: dict[str, Any], algo: str
+                        ) -> tuple[int, list[int]] | None:
+  """Uploads after the k = 0 initialization, and the steps that had any.
+
+  Returns:
+    (count, sorted steps k >= 1 with at least one upload), or None when
+    curves.npz holds no per-worker uploads.
+  """
+  uploads = result['curves'].get('uploads')
+  if uploads is None:
+    return None
+  sent_TxM = uploads[list(result['curves']['algo']).index(algo)][1:]
+  return int(sent_TxM.sum()), (np.flatnonzero(sent_TxM.any(axis=1)) + 1
+                               ).tolist()
+
+
+def upload_note(result: dict[str, Any], algo: str) -> str:
+  """How often `algo` uploaded after k = 0, and whether only when forced."""
+  after = uploads_after_start(result, algo)
+  if after is None:
+    return ''
+  count, steps = after
+  where = (f' (at k = {", ".join(map(str, steps))})' if len(steps) <= 8
+           else f' (at {len(steps):,} distinct steps)')
+  note = f'{algo} uploaded {count:,} times after k = 0{where if count else ""}'
+  # A worker that skips tbar times in a row must upload at the next step.
+  forced = result['config']['max_staleness'] + 1
+  if count and all(k % forced == 0 for k in steps):
+    note += (f', only at steps where the staleness bound tbar = '
+             f'{forced - 1} forces an upload')
+  return note
+
+
+def _why_behind(result: dict[str, Any], algo: str) -> str:
+  """Computed reasons an algorithm fell behind: uploads, loss growth."""
+  notes = [upload_note(result, algo)]
+  c = result['curves']
+  g = list(c['algo']).index(algo)
+  first, last = float(c['loss'][g][0]), float(c['final_loss'][g])
+  if not last <= first:
+    notes.append(f'its loss rose from f(θ^0) = {first:.4g} to '
+                 f'f(θ^T) = {last:.4g}')
+  return '; '.join(n for n in notes if n)
+
+
+def _combine(verdicts) -> bool | None:
+  """False if any is False, else None if any is None, else True."""
+  return False if False in verdicts else None if None in verdicts else True
+
+
+def claims(experiment: paper.Experiment, result: dict[str, Any]
+           ) -> list[dict[str, Any]]:
+  """The paper's claims for one experiment, checked against its results.
+
+  Convex full-batch: at the target residual (exact definition), the lazy
+  algorithm spends far fewer uploads than `uploads_vs` and far fewer bits
+  than `bits_vs`, and it and the baseline converge linearly. The other
+  experiments compare fixed budgets: totals over the same iterations, at
+  similar accuracy. Every experiment: similar test accuracy.
+
+  Returns:
+    [{'claim': words, 'holds': True / False / None, 'evidence': numbers}].
+  """
+  rows = result['rows']
+  lazy, base = experiment.lazy, experiment.baseline
+  out = []
+  target = rows[lazy]['target_residual']
+  convex_full = experiment.convex and not experiment.stochastic
+  if convex_full:
+    for what, column, others in (
+        ('uploads', 'target_uploads', experiment.uploads_vs),
+        ('bits', 'target_bits', experiment.bits_vs)):
+      if rows[lazy][column] is None:
+        verdicts = [False]
+        evidence = [f'{lazy} never reached the target within '
+                    f'{rows[lazy]["iterations"]:,} iterations (final '
+                    f'residual {fmt(rows[lazy]["final_residual"], "sci")})']
+      else:
+        verdicts, evidence = zip(*(
+            _fewer(rows[lazy][column], lazy, rows[other][column], other,
+                   rows[other]['total_' + what]) for other in others))
+      out.append({
+          'claim': (f'{lazy.upper()} reaches residual {target:g} with far '
+                    f'fewer {what} (at most {FAR_FEWER:g}x) than '
+                    f'{", ".join(o.upper() for o in others)}'),
+          'holds': _combine(verdicts), 'evidence': '; '.join(evidence)})
+    for algo in (lazy, base):
+      fit = linear_fit(curve(result, algo, 'residual').value, target)
+      if fit is None:
+        holds, text = None, 'too few positive residuals to fit'
+      else:
+        holds = fit['slope'] < 0 and fit['r2'] >= LINEAR_R2
+        text = (f'log10 residual vs k over k = 0..{fit["last_k"]}: slope '
+                f'{fit["slope"]:.3e}/iteration, rate {fit["rate"]:.5f} per '
+                f'iteration, R^2 = {fit["r2"]:.3f}')
+      out.append({'claim': (f'{algo.upper()} converges linearly (straight '
+                            'line in log residual vs k, R^2 >= '
+                            f'{LINEAR_R2:g})'),
+                  'holds': holds, 'evidence': text})
+  else:
+    # Fixed budget: totals over the whole run, at similar accuracy.
+    gap = 100 * (rows[lazy]['final_test_accuracy']
+                 - rows[base]['final_test_accuracy'])
+    for what, others in (('uploads', experiment.uploads_vs),
+                         ('bits', experiment.bits_vs)):
+      verdicts, evidence = zip(*(
+          _fewer(rows[lazy]['total_' + what], lazy,
+                 rows[other]['total_' + what], other, None)
+          for other in others))
+      evidence = list(evidence)
+      if abs(gap) > ACCURACY_POINTS:
+        verdicts += (False,)
+        evidence.append(f'but not at similar accuracy: {lazy} is '
+                        f'{gap:+.2f} pp from {base}')
+      out.append({
+          'claim': (f'{lazy.upper()} uses far fewer {what} (at most '
+                    f'{FAR_FEWER:g}x) than '
+                    f'{", ".join(o.upper() for o in others)} over the same '
+                    f'{rows[lazy]["iterations"]:,} iterations, at similar '
+                    'accuracy'),
+          'holds': _combine(verdicts), 'evidence': '; '.join(evidence)})
+  # Accuracy.
+  reference = rows[base]['final_test_accuracy']
+  gaps = {a: 100 * (rows[a]['final_test_accuracy'] - reference)
+          for a in experiment.algos if a != base}
+  far = [a for a, g in gaps.items() if abs(g) > ACCURACY_POINTS]
+  why = [_why_behind(result, a) for a in far]
+  out.append({
+      'claim': (f'similar test accuracy: every algorithm within '
+                f'{ACCURACY_POINTS:g} percentage point of {base.upper()}'),
+      'holds': not far,
+      'evidence': f'{base} {fmt(reference, "pct")}; ' + '; '.join(
+          f'{a} {fmt(rows[a]["final_test_accuracy"], "pct")} ({g:+.2f} pp)'
+          for a, g in gaps.items()) + ''.join(f'; {w}' for w in why if w)})
+  return out

@@ -1,0 +1,258 @@
+"""The config layer: its schema, its validation, and a sweep's grid points.
+
+    validate_config(config)               # every field, before anything loads
+    points = points_from_config(config)   # a sweep config's grid points
+
+The schema is `configs/default.py`: its fields are every field a run config
+has (FIELDS), with their defaults; a sweep config adds SWEEP_FIELDS. A config
+is an `ml_collections.ConfigDict` (or any mapping / attribute object). Errors
+name the field, the value given and what is allowed.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+from typing import Any, Iterable, Mapping
+
+import ml_collections
+import numpy as np
+
+from configs import default as default_config
+from laq_jax import data as data_lib
+from laq_jax import sharding
+from laq_jax import sweep as sweep_lib
+from laq_jax.hyper import (ALGORITHMS, DEFAULTS, check_scalar,
+                           get_algorithm, is_integer, is_number)
+from laq_jax.problems import PROBLEMS
+
+FIELDS = tuple(default_config.get_config().keys())
+HYPER_FIELDS = tuple(DEFAULTS)  # the run's numeric hyperparameters
+PRECISIONS = ('float32', 'float64')
+FSTAR_MODES = ('auto', 'none')
+MNIST_TRAIN_SIZE = 60_000
+# A sweep config: config.sweep = {key: [values]}; config.sweep_batch_size:
+# grid points per compiled call (0: all at once).
+SWEEP_FIELDS = ('sweep', 'sweep_batch_size')
+
+
+class ConfigError(ValueError):
+  """A config field holds a value that is not allowed."""
+
+
+def get(config, name):
+  """config[name] or config.name."""
+  if isinstance(config, Mapping):
+    return config[name]
+  return getattr(config, name)
+
+
+def keys(config) -> list[str]:
+  """The field names of a ConfigDict, mapping or attribute object."""
+  if hasattr(config, 'keys'):
+    return list(config.keys())
+  return [k for k in vars(config) if not k.startswith('_')]
+
+
+def to_dict(config) -> dict:
+  """The config as a plain dict (what config.json holds)."""
+  return config.to_dict() if hasattr(config, 'to_dict') else dict(config)
+
+
+def bad(name: str, value, allowed: str) -> ConfigError:
+  """The error for config.NAME=VALUE, naming what is allowed."""
+  return ConfigError(f'config.{name}={value!r} is not allowed: it must be '
+                     f'{allowed}')
+
+
+def parse_dataset(dataset: str) -> tuple[str, str]:
+  """'mnist' -> ('mnist', ''); 'builtin:NAME' / 'libsvm:PATH' -> (kind, rest)."""
+  if dataset == 'mnist':
+    return 'mnist', ''
+  kind, sep, rest = str(dataset).partition(':')
+  if sep and kind in ('builtin', 'libsvm') and rest:
+    return kind, rest
+  raise bad('dataset', dataset, "'mnist', 'builtin:NAME' (NAME in "
+            f"{', '.join(data_lib.BUILTIN_DATASETS)}) or 'libsvm:/path/file'")
+
+
+def fstar_value(fstar) -> float | None:
+  """A number given as config.fstar, or None for 'auto' / 'none'."""
+  if isinstance(fstar, str) and fstar in FSTAR_MODES:
+    return None
+  if not is_number(fstar):
+    raise bad('fstar', fstar, "'auto' (solve it, convex models only), "
+              "'none', or a finite number")
+  return float(fstar)
+
+
+def check_batch_size(algo: str, batch_size: int, shard_size: int) -> None:
+  """A minibatch is drawn without replacement from one worker's shard."""
+  if get_algorithm(algo).stochastic and batch_size > shard_size:
+    raise bad('batch_size', batch_size, f'at most the shard size '
+              f'{shard_size} (samples per worker) for algo={algo!r}')
+
+
+def validate_config(config, *, allow_extra: Iterable[str] = ()) -> None:
+  """Checks every field of a run config; nothing is loaded or compiled.
+
+  Args:
+    config: the fields of `configs/default.py`.
+    allow_extra: names of further fields the caller handles (e.g. a sweep's
+      grid); any other unknown field is an error (a typo would be ignored).
+
+  Raises:
+    ConfigError: names the first bad field, its value and what is allowed.
+  """
+  names = set(keys(config))
+  missing = [f for f in FIELDS if f not in names]
+  if missing:
+    raise ConfigError(f'config lacks field(s) {", ".join(missing)}; start '
+                      'from configs/default.py, which sets every field')
+  extra = sorted(names - set(FIELDS) - set(allow_extra))
+  if extra:
+    raise ConfigError(f'config has unknown field(s) {", ".join(extra)}; '
+                      f'allowed: {", ".join(FIELDS)}')
+  c = {f: get(config, f) for f in FIELDS}
+
+  def choice(name, allowed):
+    if c[name] not in allowed:
+      raise bad(name, c[name], f'one of {", ".join(map(repr, allowed))}')
+
+  def integer(name, low, extra=''):
+    if not is_integer(c[name]) or c[name] < low:
+      raise bad(name, c[name], f'an integer >= {low}{extra}')
+
+  choice('algo', tuple(ALGORITHMS))
+  choice('model', PROBLEMS)
+  choice('split', data_lib.SPLITS)
+  choice('precision', PRECISIONS)
+  choice('workers_on', sharding.WORKERS_ON)
+  integer('num_workers', 1)
+  integer('num_iters', 1)
+  integer('memory', 1, ' (D, the history length)')
+  integer('batch_size', 1)
+  integer('hidden', 1)
+  integer('data_seed', 0)
+  integer('train_subset', 0, ' (0 uses every training sample)')
+  integer('eval_every', 1)
+  integer('checkpoint_every', 0, ' (0 turns checkpoints off)')
+  every, chunk = c['checkpoint_every'], c['eval_every']
+  if every % chunk:
+    near = [n for n in (every // chunk * chunk, (every // chunk + 1) * chunk)
+            if n]
+    raise bad('checkpoint_every', every, f'0 (off) or a multiple of '
+              f'eval_every={chunk}, the chunk length: checkpoints are taken '
+              f'between chunks (e.g. {" or ".join(map(str, near))})')
+  for name in HYPER_FIELDS:
+    try:
+      check_scalar(name, c[name], where=f'config.{name}')
+    except ValueError as e:
+      raise ConfigError(str(e)) from None
+  if not isinstance(c['authors_code'], (bool, np.bool_)):
+    raise bad('authors_code', c['authors_code'], 'True or False')
+  if not (is_number(c['dirichlet_alpha']) and c['dirichlet_alpha'] > 0):
+    raise bad('dirichlet_alpha', c['dirichlet_alpha'], 'a finite number > 0')
+  if not (is_number(c['target_residual']) and c['target_residual'] > 0):
+    raise bad('target_residual', c['target_residual'], 'a finite number > 0')
+  if not isinstance(c['data_dir'], str):
+    raise bad('data_dir', c['data_dir'], "a path, or '' to search "
+              f'${data_lib.DATA_ENV_VAR} and the cache')
+  fstar_value(c['fstar'])
+
+  kind, rest = parse_dataset(c['dataset'])
+  if kind == 'builtin' and rest not in data_lib.BUILTIN_DATASETS:
+    raise bad('dataset', c['dataset'], 'builtin:NAME with NAME one of '
+              f'{", ".join(data_lib.BUILTIN_DATASETS)}')
+  if kind == 'libsvm' and not pathlib.Path(rest).expanduser().is_file():
+    raise bad('dataset', c['dataset'], 'libsvm:PATH with PATH an existing '
+              'LIBSVM file')
+  if kind == 'mnist' and c['data_dir'] and not os.path.isdir(
+      os.path.expanduser(c['data_dir'])):
+    raise bad('data_dir', c['data_dir'], 'an existing directory holding '
+              "the MNIST files, or '' to search "
+              f'${data_lib.DATA_ENV_VAR} and the cache')
+
+  subset, workers = c['train_subset'], c['num_workers']
+  if subset and subset % workers:
+    raise bad('train_subset', subset, f'0 or a multiple of num_workers='
+              f'{workers}, so that every worker gets the same number of '
+              f'samples (e.g. {max(subset // workers, 1) * workers})')
+  if kind == 'mnist':
+    if subset > MNIST_TRAIN_SIZE:
+      raise bad('train_subset', subset, f'at most {MNIST_TRAIN_SIZE} (the '
+                'MNIST training set), or 0 for all of it')
+    num_train = subset or MNIST_TRAIN_SIZE
+    if num_train % workers:
+      raise bad('num_workers', workers, f'a divisor of the {num_train} '
+                'training samples, or set train_subset to a multiple of it')
+    check_batch_size(c['algo'], c['batch_size'], num_train // workers)
+  if c['workers_on'] == 'devices':
+    import jax  # pylint: disable=g-import-not-at-top
+    try:
+      sharding.check_layout(workers, jax.device_count())
+    except ValueError as e:
+      raise ConfigError(f'config.num_workers / config.workers_on: {e}'
+                        ) from None
+
+
+# ----------------------------------------------------------------------------
+# Sweep configs: a run config plus the grid.
+
+def point_config(config, point: Mapping[str, Any]
+                 ) -> ml_collections.ConfigDict:
+  """The run config of one grid point: `config` without the sweep fields,
+  with the point's algo and hyperparameters (what `experiments.train` runs).
+  """
+  values = to_dict(config)
+  for name in SWEEP_FIELDS:
+    values.pop(name, None)
+  values.update({k: point[k] for k in sweep_lib.GRID_KEYS})
+  return ml_collections.ConfigDict(values)
+
+
+def points_from_config(config) -> list[dict[str, Any]]:
+  """Checks a sweep config and returns its grid points.
+
+  Args:
+    config: the fields of `configs/default.py` (the values of every key the
+      grid does not vary) plus `sweep` ({key: [values]}, keys from
+      `laq_jax.sweep.GRID_KEYS`) and `sweep_batch_size` (integer >= 0).
+
+  Returns:
+    The points, as `laq_jax.sweep.expand_grid`.
+
+  Raises:
+    ConfigError: a field is missing or not allowed (named, with its value and
+      what is allowed).
+  """
+  for name in SWEEP_FIELDS:
+    if name not in keys(config):
+      raise ConfigError(
+          f'config lacks field {name!r}: a sweep config declares the grid as '
+          "config.sweep = {'bits': [2, 4], 'xi': [0.4, 0.8], ...} and "
+          'config.sweep_batch_size (0: every point in one program); see '
+          'configs/sweep_bits_xi.py')
+  validate_config(config, allow_extra=SWEEP_FIELDS)
+  size = get(config, 'sweep_batch_size')
+  if not is_integer(size) or size < 0:
+    raise bad('sweep_batch_size', size, 'an integer >= 0 (0 runs every grid '
+              'point in one program)')
+  grid = get(config, 'sweep')
+  grid = grid.to_dict() if hasattr(grid, 'to_dict') else grid
+  try:
+    points = sweep_lib.expand_grid(grid, config)
+  except ValueError as e:
+    raise ConfigError(f'config.{e}' if str(e).startswith('sweep')
+                      else str(e)) from None
+  # Checks that depend on the algorithm (a minibatch must fit a shard).
+  for algo in dict.fromkeys(p['algo'] for p in points):
+    first = next(p for p in points if p['algo'] == algo)
+    validate_config(point_config(config, first))
+  return points
+
+
+__all__ = ['ConfigError', 'FIELDS', 'HYPER_FIELDS', 'PRECISIONS',
+           'SWEEP_FIELDS', 'bad', 'check_batch_size', 'fstar_value', 'get',
+           'keys', 'parse_dataset', 'point_config', 'points_from_config',
+           'to_dict', 'validate_config']

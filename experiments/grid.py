@@ -1,0 +1,223 @@
+"""A sweep from a config into a workdir: the sweep launcher's body.
+
+    rows = sweep_and_evaluate(config, workdir)
+
+See `experiments/sweep.py` for the files a workdir receives. Every grid point
+runs in one compiled program (in batches of `config.sweep_batch_size`
+points); one point of the sweep reproduces `experiments.train` on
+`experiments.config.point_config(config, point)`.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import time
+from typing import Any
+
+from absl import logging
+import numpy as np
+
+import laq_jax
+from experiments import build as build_lib
+from experiments import config as config_lib
+from experiments import fstar as fstar_lib
+from experiments import outputs
+from experiments import progress as progress_lib
+from laq_jax import distributed
+from laq_jax import metrics
+from laq_jax import plotting
+from laq_jax import sweep as sweep_lib
+
+HEATMAP_FIGURE = 'heatmap_bits_to_target.png'
+PARETO_FIGURE = 'pareto.png'
+SWEEP_FILES = ('config.json', 'results.csv', 'curves.npz', 'sweep.json',
+               HEATMAP_FIGURE, PARETO_FIGURE)
+
+
+def _progress_note(fstar: float | None):
+  """The note of a sweep's progress line after a chunk of a batch."""
+  def note(p) -> str:
+    last = p.trace.loss[:, -1]
+    last = last[np.isfinite(last)]
+    if not last.size:
+      best = 'every point of the batch diverged'
+    elif fstar is not None:
+      best = f'best residual {np.min(last - fstar):.3e}'
+    else:
+      best = f'best loss {np.min(last):.6g}'
+    uploads = p.trace.sent_M.sum(axis=(1, 2))
+    chunk = p.trace.loss.shape[1]
+    return (f'batch {p.batch + 1}/{p.num_batches} (points '
+            f'{p.point_indices[0]}-{p.point_indices[-1]}) | {best} | '
+            f'uploads this chunk {int(uploads.min())}..{int(uploads.max())} '
+            f'of {chunk * p.trace.sent_M.shape[-1]}')
+  return note
+
+
+def _compile_count(built) -> int | None:
+  fn = built.run_chunk_fn
+  compiled = laq_jax.run_chunk if fn is None else getattr(fn, 'compiled',
+                                                           None)
+  size = getattr(compiled, '_cache_size', None)
+  return size() if size else None
+
+
+def sweep_and_evaluate(config, workdir: str | os.PathLike, *,
+                       overwrite: bool = False) -> list[dict[str, Any]]:
+  """Runs every grid point of `config` and writes the results into `workdir`.
+
+  With `config.checkpoint_every` = C > 0 the sweep saves checkpoints (orbax,
+  workdir/checkpoints) every C iterations of a batch and after each batch;
+  the same config in the same workdir resumes from the last one and ends
+  bit-identical to a sweep that never stopped. A grid point whose loss
+  becomes NaN/inf is marked in results.csv (`diverged`, `diverged_at`, its
+  figures cut at that iteration, as `experiments.train` does for a run);
+  the other points finish. Only process 0 of a multi-process run writes.
+
+  Args:
+    config: a sweep config (see `experiments.config.points_from_config`).
+    workdir: output folder (created).
+    overwrite: replace another config's results in `workdir` (otherwise
+      refused), or start this sweep over instead of resuming it.
+
+  Returns:
+    The rows of results.csv (dicts, numbers as numbers).
+
+  Raises:
+    experiments.config.ConfigError: a field or grid value is not allowed.
+    laq_jax.data.DataError: the data are missing or corrupt.
+    experiments.outputs.WorkdirError: `workdir` holds another config's
+      results.
+  """
+  wall_start = time.perf_counter()
+  points = config_lib.points_from_config(config)
+  progress_lib.quiet_orbax()
+  workdir = pathlib.Path(workdir)
+  config_dict = config_lib.to_dict(config)
+  outputs.prepare_workdir(workdir, config_dict, overwrite=overwrite,
+                          files=SWEEP_FILES)
+  built = build_lib.build(config_lib.point_config(config, points[0]))
+  writer = distributed.is_writer()
+  if writer:
+    outputs.write_json(workdir / 'config.json', config_dict)
+  varying = sweep_lib.varying_keys(points)
+  batch_size = config.sweep_batch_size or len(points)
+  num_batches = len(sweep_lib.batches(len(points), batch_size))
+  progress_lib.info(
+      'sweep of %d points (%s) on %s, model %s (P=%d), M=%d, %s, %d '
+      'iterations; %d batch(es) of %d points, workers on %s', len(points),
+      ', '.join(f'{k} x{len({p[k] for p in points})}' for k in varying)
+      or 'a single point', config.dataset, config.model, built.num_params,
+      config.num_workers, config.precision, config.num_iters, num_batches,
+      min(batch_size, len(points)), config.workers_on)
+  if ('seed' in varying and config.model == 'logreg'
+      and not built.spec.stochastic and writer):
+    logging.warning('seed varies, but logistic regression starts at zero and '
+                    'full-batch gradients draw nothing at random: the points '
+                    'differing only in seed are identical runs')
+
+  ckpt, resumed_from = None, None
+  if config.checkpoint_every:
+    from laq_jax import checkpoint as checkpoint_lib  # pylint: disable=g-import-not-at-top
+    ckpt = checkpoint_lib.Checkpointer(
+        workdir / outputs.CHECKPOINT_DIR,
+        checkpoint_lib.fingerprint(config_dict))
+    resumed_from = ckpt.latest_step()
+    if resumed_from is not None:
+      progress_lib.info(
+          'resuming from the checkpoint at step %d (batch %d, iteration %d '
+          'of %d) in %s', resumed_from, resumed_from // config.num_iters + 1,
+          resumed_from % config.num_iters, config.num_iters, ckpt.directory)
+  fstars = fstar_lib.resolve_fstars(config, built, points)
+  fstar_G = [fstars[p['l2']]['fstar'] for p in points]
+  progress = progress_lib.Progress('point-steps',
+                                   len(points) * config.num_iters,
+                                   unit='point-it')
+  note = _progress_note(fstar_G[0] if len(fstars) == 1 else None)
+  steps_done = [0]
+
+  def on_chunk(p):
+    steps_done[0] += p.trace.loss.shape[1] * len(p.point_indices)
+    progress.update(steps_done[0], note(p))
+
+  compiles_before = _compile_count(built)
+  run_start = time.perf_counter()
+  progress.restart_clock()
+  result = sweep_lib.run_sweep(
+      built.spec, built.data, points, config.num_iters,
+      batch_size=config.sweep_batch_size or None,
+      chunk_size=config.eval_every, callback=on_chunk,
+      run_chunk_fn=built.run_chunk_fn, checkpointer=ckpt,
+      checkpoint_every=config.checkpoint_every,
+      authors_code=bool(config.authors_code))
+  if ckpt is not None:
+    ckpt.close()
+  run_seconds = time.perf_counter() - run_start
+  compiles_after = _compile_count(built)
+
+  accuracy_G = sweep_lib.accuracies(built.problem, result.theta_GxP,
+                                    built.test_x, built.test_y)
+  rows = metrics.summarize_sweep(result, fstar=fstar_G,
+                                 target=config.target_residual,
+                                 test_accuracy=accuracy_G)
+  diverged = [r for r in rows if r['diverged']]
+  reached = sum(r['target_iteration'] is not None for r in rows)
+  info = {
+      'num_points': len(points),
+      'varying': varying,
+      'batch_size': min(batch_size, len(points)),
+      'num_batches': num_batches,
+      'num_iters': config.num_iters,
+      'chunk_size': config.eval_every,
+      'model': config.model,
+      'dataset': config.dataset,
+      'num_params': built.num_params,
+      'num_workers': config.num_workers,
+      'precision': config.precision,
+      'workers_on': config.workers_on,
+      'test_set': built.test_set,
+      'fstar': [{'l2': l2, **v} for l2, v in fstars.items()],
+      'target_residual': config.target_residual,
+      'points_reaching_target': reached,
+      'points_diverged': [r['point'] for r in diverged],
+      'resumed_from_step': resumed_from,
+      'heatmap_shows': plotting.heatmap_quantity(rows),
+      'run_time_s': round(run_seconds, 3),
+      'point_iterations_per_s': round(
+          len(points) * config.num_iters / max(run_seconds, 1e-9), 1),
+      'programs_compiled': (None if compiles_before is None else
+                            compiles_after - compiles_before),
+      'wall_time_s': round(time.perf_counter() - wall_start, 3),
+  }
+  if not writer:
+    return rows
+  _write_files(workdir, result, rows, info)
+  if diverged:
+    logging.warning(
+        '%d of %d grid points diverged (loss NaN/inf), marked in results.csv '
+        '(diverged, diverged_at); the others finished: %s', len(diverged),
+        len(rows), '; '.join(
+            f'point {r["point"]} ('
+            + ', '.join(f'{k}={r[k]}' for k in varying)
+            + f') at k={r["diverged_at"]}' for r in diverged))
+  logging.info('done in %s: %d points x %d iterations (run %.1f s, %s '
+               'program(s) compiled); %d of %d points reached residual %g; '
+               'results in %s', progress_lib.duration(info['wall_time_s']),
+               len(points), config.num_iters, run_seconds,
+               info['programs_compiled'], reached, len(points),
+               config.target_residual, workdir)
+  return rows
+
+
+def _write_files(workdir: pathlib.Path, result, rows, info) -> None:
+  """results.csv, curves.npz, the figures, and sweep.json last."""
+  outputs.atomic_write(workdir / 'results.csv', outputs.results_csv(rows))
+  outputs.write_npz(workdir / 'curves.npz', metrics.curve_arrays(result))
+  try:
+    outputs.save_figure(plotting.heatmap_figure(rows),
+                        workdir / HEATMAP_FIGURE)
+  except ValueError as e:  # too many panels: the results are still written
+    logging.warning('no %s: %s', HEATMAP_FIGURE, e)
+  outputs.save_figure(plotting.pareto_figure(rows), workdir / PARETO_FIGURE)
+  outputs.write_json(workdir / 'sweep.json', info)

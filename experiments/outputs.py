@@ -1,0 +1,277 @@
+"""A run's files: written whole or not at all, one config per workdir, read back.
+
+    prepare_workdir(workdir, config_dict)     # refuse another config's results
+    atomic_write(workdir / 'summary.json', text)
+    run = load_run(workdir)                   # a finished run, for compare
+
+Every file goes to a temporary file in the same folder, then `os.replace`,
+so a reader (or a killed process) never sees half of one. Writing is for
+process 0 of a multi-process run (`laq_jax.distributed.is_writer`).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import pathlib
+import shutil
+import tempfile
+from typing import Any, NamedTuple, Sequence
+
+import numpy as np
+
+from laq_jax import distributed
+from laq_jax import metrics
+
+METRICS_COLUMNS = ('step', 'loss', 'residual', 'paper_residual',
+                   'grad_norm_sq', 'uploads', 'bits', 'cum_uploads',
+                   'cum_bits', 'test_accuracy')
+FIGURES = {'iterations': 'loss_vs_iterations.png',
+           'uploads': 'loss_vs_uploads.png',
+           'bits': 'loss_vs_bits.png'}
+GRAD_NORM_FIGURES = {'iterations': 'grad_norm_vs_iterations.png',
+                     'uploads': 'grad_norm_vs_uploads.png',
+                     'bits': 'grad_norm_vs_bits.png'}
+RASTER_FIGURE = 'upload_raster.png'
+RUN_FILES = ('config.json', 'metrics.csv', 'uploads.npy', 'summary.json',
+             *FIGURES.values(), *GRAD_NORM_FIGURES.values(), RASTER_FIGURE)
+CHECKPOINT_DIR = 'checkpoints'
+
+
+def _umask() -> int:
+  mask = os.umask(0)
+  os.umask(mask)
+  return mask
+
+
+_FILE_MODE = 0o666 & ~_umask()  # what open() would give; mkstemp gives 0600
+
+
+# ----------------------------------------------------------------------------
+# Files, written atomically.
+
+def atomic_write(path: str | os.PathLike, content: bytes | str) -> None:
+  """Writes `content` to `path` via a temporary file and `os.replace`."""
+  path = pathlib.Path(path)
+  path.parent.mkdir(parents=True, exist_ok=True)
+  if isinstance(content, str):
+    content = content.encode()
+  fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f'.{path.name}.',
+                             suffix='.tmp')
+  try:
+    with os.fdopen(fd, 'wb') as f:
+      f.write(content)
+    os.chmod(tmp, _FILE_MODE)
+    os.replace(tmp, path)
+  except BaseException:
+    pathlib.Path(tmp).unlink(missing_ok=True)
+    raise
+
+
+def write_json(path, obj) -> None:
+  atomic_write(path, json.dumps(obj, indent=2, sort_keys=False) + '\n')
+
+
+def write_npy(path, array) -> None:
+  buffer = io.BytesIO()
+  np.save(buffer, np.asarray(array))
+  atomic_write(path, buffer.getvalue())
+
+
+def save_figure(fig, path, dpi: int = 110) -> None:
+  buffer = io.BytesIO()
+  fig.savefig(buffer, format='png', dpi=dpi)
+  atomic_write(path, buffer.getvalue())
+
+
+def write_npz(path, arrays: dict[str, np.ndarray]) -> None:
+  buffer = io.BytesIO()
+  np.savez_compressed(buffer, **arrays)
+  atomic_write(path, buffer.getvalue())
+
+
+def cell(x) -> str:
+  """A CSV cell: '' for None/NaN, repr of floats (exact round trip)."""
+  if x is None or (isinstance(x, float) and math.isnan(x)):
+    return ''
+  return repr(float(x)) if isinstance(x, (float, np.floating)) else str(x)
+
+
+def metrics_csv(loss_T, grad_norm_sq_T, sent_TxM, bits_TxM,
+                fstar: float | None, accuracy_at: dict[int, float],
+                paper_reference: float) -> str:
+  """The text of metrics.csv (see the module docstring)."""
+  uploads_T, bits_T = metrics.per_step(sent_TxM, bits_TxM)
+  paper, _ = metrics.paper_residual(loss_T, np.shape(sent_TxM)[-1],
+                                    paper_reference)
+  cum_uploads, cum_bits = metrics.cumulative(uploads_T), metrics.cumulative(
+      bits_T)
+  out = io.StringIO()
+  writer = csv.writer(out, lineterminator='\n')
+  writer.writerow(METRICS_COLUMNS)
+  # A diverged run's last loss is written as nan or inf, never left empty.
+  value = lambda x: repr(float(x))
+  for k, loss in enumerate(np.asarray(loss_T, np.float64)):
+    writer.writerow([
+        k, value(loss), '' if fstar is None else value(loss - fstar),
+        value(paper[k]), value(grad_norm_sq_T[k]),
+        int(uploads_T[k]), int(bits_T[k]), int(cum_uploads[k]),
+        int(cum_bits[k]), cell(accuracy_at.get(k))])
+  return out.getvalue()
+
+
+def results_csv(rows: list[dict[str, Any]]) -> str:
+  """The text of a sweep's results.csv: a header, then one line per point."""
+  out = io.StringIO()
+  writer = csv.writer(out, lineterminator='\n')
+  writer.writerow(list(rows[0]))
+  for row in rows:
+    writer.writerow([cell(v) for v in row.values()])
+  return out.getvalue()
+
+
+def read_results(path) -> list[dict[str, str]]:
+  """results.csv as a list of {column: text} (empty text: no value)."""
+  with open(path, newline='') as f:
+    return list(csv.DictReader(f))
+
+
+# ----------------------------------------------------------------------------
+# The workdir: one config's results.
+
+class WorkdirError(ValueError):
+  """The workdir holds another config's results (and overwrite is off)."""
+
+
+def _config_diff(old: dict, new: dict, limit: int = 4) -> str:
+  names = sorted(set(old) | set(new))
+  changed = [n for n in names if old.get(n, '<absent>') != new.get(n,
+                                                                   '<absent>')]
+  text = ', '.join(f'{n}: {old.get(n, "<absent>")!r} -> '
+                   f'{new.get(n, "<absent>")!r}' for n in changed[:limit])
+  if len(changed) > limit:
+    text += f', and {len(changed) - limit} more'
+  return text
+
+
+def _clear_run_files(workdir: pathlib.Path, files: Sequence[str]) -> None:
+  for name in files:
+    (workdir / name).unlink(missing_ok=True)
+  shutil.rmtree(workdir / CHECKPOINT_DIR, ignore_errors=True)
+
+
+def _remove_stale_temporaries(workdir: pathlib.Path,
+                              files: Sequence[str]) -> None:
+  """Temporary files of an `atomic_write` that a killed process left."""
+  for path in workdir.glob('.*.tmp'):
+    if any(path.name.startswith(f'.{name}.') for name in files):
+      path.unlink(missing_ok=True)
+
+
+def prepare_workdir(workdir: pathlib.Path, config_dict: dict, *,
+                    overwrite: bool = False,
+                    files: Sequence[str] = RUN_FILES) -> None:
+  """Checks that `workdir` is free or holds this same config's run.
+
+  A workdir whose config.json equals `config_dict` is this run's own: its
+  checkpoints are resumed. One holding another config's results (or run
+  files without a config.json) is refused, unless `overwrite`, which
+  deletes the run files and checkpoints (nothing else) first.
+
+  Args:
+    workdir: the run's folder (need not exist).
+    config_dict: the resolved config, as `config_to_dict` gives it.
+    overwrite: discard whatever run the workdir holds.
+    files: the names of the run's files (default: a single run's; the
+      sweep passes its own).
+
+  Raises:
+    WorkdirError: another config's results are there and `overwrite` is off.
+  """
+  present = [n for n in (*files, CHECKPOINT_DIR) if (workdir / n).exists()]
+  if present and not overwrite:
+    config_path = workdir / 'config.json'
+    new = json.loads(json.dumps(config_dict))
+    try:
+      old = json.loads(config_path.read_text())
+    except (OSError, ValueError):
+      old = None
+    if old != new:
+      what = (f'another config\'s results ({_config_diff(old, new)})'
+              if isinstance(old, dict) else
+              f'run files ({", ".join(present)}) without a readable '
+              'config.json')
+      raise WorkdirError(
+          f'workdir {str(workdir)!r} holds {what}. Pass --overwrite '
+          '(train_and_evaluate(..., overwrite=True)) to replace them, or '
+          'choose another --workdir.')
+  if distributed.is_writer():
+    workdir.mkdir(parents=True, exist_ok=True)
+    if present and overwrite:
+      _clear_run_files(workdir, files)
+    _remove_stale_temporaries(workdir, files)
+  barrier('laq_jax_prepare_workdir')
+
+
+def barrier(name: str) -> None:
+  """Waits for every process (a no-op in a single-process run)."""
+  if distributed.process_count() > 1:
+    from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
+    multihost_utils.sync_global_devices(name)
+
+
+# ----------------------------------------------------------------------------
+# Reading a finished run back (for compare and notebooks).
+
+class RunResult(NamedTuple):
+  """A finished run read from its workdir."""
+  workdir: pathlib.Path
+  config: dict
+  summary: dict
+  metrics: dict[str, np.ndarray]
+  sent_TxM: np.ndarray
+
+
+def read_metrics(path) -> dict[str, np.ndarray]:
+  """metrics.csv as columns: ints as int64, others float64 (empty -> NaN)."""
+  with open(path, newline='') as f:
+    rows = list(csv.reader(f))
+  header, body = rows[0], rows[1:]
+  columns = {}
+  for j, name in enumerate(header):
+    cells = [r[j] for r in body]
+    if name in ('step', 'uploads', 'bits', 'cum_uploads', 'cum_bits'):
+      columns[name] = np.array([int(c) for c in cells], np.int64)
+    else:
+      columns[name] = np.array([float(c) if c else np.nan for c in cells],
+                               np.float64)
+  return columns
+
+
+def load_run(workdir) -> RunResult:
+  """Reads config.json, summary.json, metrics.csv and uploads.npy."""
+  workdir = pathlib.Path(workdir)
+  missing = [n for n in ('config.json', 'summary.json', 'metrics.csv',
+                         'uploads.npy') if not (workdir / n).is_file()]
+  if missing:
+    raise FileNotFoundError(f'{workdir} is not a finished run: missing '
+                            f'{", ".join(missing)}')
+  return RunResult(workdir, json.loads((workdir / 'config.json').read_text()),
+                   json.loads((workdir / 'summary.json').read_text()),
+                   read_metrics(workdir / 'metrics.csv'),
+                   np.load(workdir / 'uploads.npy'))
+
+
+def run_curve(run: RunResult, label: str | None = None,
+              residual: bool = True) -> metrics.Curve:
+  """The run's Curve; `residual=False` (or no f*) gives the loss itself."""
+  fstar = run.summary.get('fstar') if residual else None
+  final_loss = run.summary.get('final_loss')
+  return metrics.make_curve(label or run.summary['algo'],
+                            run.metrics['loss'],
+                            np.nan if final_loss is None else final_loss,
+                            run.metrics['uploads'], run.metrics['bits'],
+                            fstar)

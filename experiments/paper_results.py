@@ -1,0 +1,164 @@
+"""The results of `experiments.reproduce` on disk, read back.
+
+    result = load_results(experiment, workdir)   # None when missing or stale
+
+Per experiment NAME, WORKDIR/NAME holds the files of `experiments.grid`
+(config.json, results.csv, curves.npz, sweep.json) and INFO, written last.
+WORKDIR/crosscheck holds the cross-check's runs (`experiments.train`).
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+from typing import Any
+
+import numpy as np
+
+from configs import paper
+from experiments import config as config_lib
+from experiments import outputs
+from laq_jax import metrics
+
+INFO = 'reproduce.json'
+RESULT_FILES = ('config.json', 'results.csv', 'curves.npz', 'sweep.json', INFO)
+CROSSCHECK = 'crosscheck'
+CROSSCHECK_EXPERIMENT = 'logreg'
+CROSSCHECK_DEVICES = 2
+# name: (words, workers_on)
+CROSSCHECK_RUNS = {
+    'single': ('run alone (experiments.main, workers vmapped)', 'vmap'),
+    'devices': (f'workers on {CROSSCHECK_DEVICES} CPU devices (shard_map)',
+                'devices'),
+}
+
+
+def as_json(obj) -> Any:
+  """JSON round trip (tuples become lists), to compare configs."""
+  return json.loads(json.dumps(obj))
+
+
+def is_done(experiment: paper.Experiment, workdir: pathlib.Path) -> bool:
+  """Whether `workdir/NAME` holds this experiment's finished results."""
+  out = workdir / experiment.name
+  if not all((out / f).is_file() for f in RESULT_FILES):
+    return False
+  wanted = as_json(config_lib.to_dict(paper.sweep_config(experiment)))
+  return json.loads((out / 'config.json').read_text()) == wanted
+
+
+def _number(text: str):
+  """A results.csv cell as int, float, bool, str or None (empty)."""
+  if text == '':
+    return None
+  if text in ('True', 'False'):
+    return text == 'True'
+  try:
+    return int(text)
+  except ValueError:
+    pass
+  try:
+    return float(text)
+  except ValueError:
+    return text
+
+
+def load_results(experiment: paper.Experiment, workdir: pathlib.Path
+                 ) -> dict[str, Any] | None:
+  """The experiment's results, or None when not (completely) there or when
+  they are another config's.
+
+  Returns:
+    {'rows': {algo: results.csv row (numbers parsed)}, 'curves': curves.npz
+    arrays, 'config': config.json, 'sweep': sweep.json, 'info':
+    reproduce.json}.
+  """
+  if not is_done(experiment, workdir):
+    return None  # missing, incomplete, or another config's (stale) results
+  out = workdir / experiment.name
+  rows = [{k: _number(v) for k, v in row.items()}
+          for row in outputs.read_results(out / 'results.csv')]
+  with np.load(out / 'curves.npz') as npz:
+    curves = {k: npz[k] for k in npz.files}
+  return {'rows': {r['algo']: r for r in rows}, 'curves': curves,
+          'config': json.loads((out / 'config.json').read_text()),
+          'sweep': json.loads((out / 'sweep.json').read_text()),
+          'info': json.loads((out / INFO).read_text())}
+
+
+def curve(result: dict[str, Any], algo: str, quantity: str):
+  """`laq_jax.metrics.Curve` of one algorithm from curves.npz.
+
+  Args:
+    result: from `load_results`.
+    algo: the row.
+    quantity: 'residual' (f - f*), 'paper_residual' (the average worker
+      loss minus the smallest any algorithm reached), 'loss' or
+      'grad_norm_sq'.
+  """
+  c = result['curves']
+  g = list(c['algo']).index(algo)
+  uploads = np.diff(c['cum_uploads'][g], prepend=0)
+  bits = np.diff(c['cum_bits'][g], prepend=0)
+  loss = np.append(c['loss'][g], c['final_loss'][g])
+  if quantity == 'grad_norm_sq':
+    value = c['grad_norm_sq'][g]
+  elif quantity == 'residual':
+    value = loss - result['rows'][algo]['fstar']
+  elif quantity == 'paper_residual':
+    value, _ = metrics.paper_residual(loss, result['sweep']['num_workers'],
+                                      float(c['paper_reference'][g]))
+  else:
+    value = loss
+  return metrics.value_curve(algo, value, uploads, bits, quantity)
+
+
+def main_quantity(result: dict[str, Any]) -> str:
+  """What the loss figures show: the exact residual when f* is known for
+  every row, else the paper's residual."""
+  if all(r['fstar'] is not None for r in result['rows'].values()):
+    return 'residual'
+  return 'paper_residual'
+
+
+def crosscheck_config(experiment: paper.Experiment, name: str) -> dict:
+  """The config of a cross-check run: the lazy row of `experiment`."""
+  config = config_lib.to_dict(paper.run_config(experiment, experiment.lazy))
+  config['workers_on'] = CROSSCHECK_RUNS[name][1]
+  return as_json(config)
+
+
+def crosscheck(experiment: paper.Experiment, result: dict[str, Any],
+               workdir: pathlib.Path) -> list[dict[str, Any]] | None:
+  """Compares the grid program's lazy row with the cross-check runs.
+
+  Returns:
+    One dict per run found: name, words, uploads, first step with other
+    upload decisions (None: none), max relative loss difference, final loss;
+    None when no run is there.
+  """
+  c = result['curves']
+  g = list(c['algo']).index(experiment.lazy)
+  if 'uploads' not in c:
+    return None
+  grid_sent, grid_loss = c['uploads'][g], c['loss'][g]
+  out = []
+  for name, (words, _) in CROSSCHECK_RUNS.items():
+    run_dir = workdir / CROSSCHECK / name
+    try:
+      run = outputs.load_run(run_dir)
+    except FileNotFoundError:
+      continue
+    if run.config != crosscheck_config(experiment, name):
+      continue
+    sent, loss = run.sent_TxM, run.metrics['loss']
+    if sent.shape != grid_sent.shape:
+      continue
+    differ = np.flatnonzero((sent != grid_sent).any(axis=1))
+    out.append({
+        'name': name, 'words': words, 'uploads': int(sent.sum()),
+        'first_other_upload': int(differ[0]) if differ.size else None,
+        'max_relative_loss_difference': float(
+            np.max(np.abs(loss - grid_loss) / np.abs(grid_loss))),
+        'final_loss': run.summary['final_loss']})
+  return out or None

