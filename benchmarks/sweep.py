@@ -45,28 +45,21 @@ import numpy as np
 import laq_jax
 from laq_jax import data as data_lib
 from laq_jax import sweep
+from benchmarks.timing import aot_run_chunk, block
 
 NUM_WORKERS = 10
 GRID = {'bits': [2, 3, 4, 8], 'xi': [0.2, 0.4, 0.8, 1.6], 'seed': [0, 1, 2]}
+# Every Hyper field a grid point holds (laq_jax.sweep.HYPER_KEYS); levels and
+# keep_prob matter only to qsgd and ssgd.
 BASE = dict(algo='laq', step_size=0.02, bits=4, xi=0.8, err_weight=3.0,
-            threshold_offset=0.0, max_staleness=100, l2=0.01, seed=0)
-
-
-def _block(tree):
-  return jax.tree.map(lambda a: a.block_until_ready(), tree)
+            threshold_offset=0.0, max_staleness=100, l2=0.01, seed=0,
+            levels=10_000, keep_prob=0.5)
 
 
 def _timed(fn):
   start = time.perf_counter()
-  _block(fn())
+  block(fn())
   return time.perf_counter() - start
-
-
-def _compile(spec, state, data, hyper, num_steps):
-  start = time.perf_counter()
-  compiled = laq_jax.run_chunk.lower(spec, state, data, hyper,
-                                     num_steps).compile()
-  return compiled, time.perf_counter() - start
 
 
 def bench(spec, data, points, num_steps, repeats):
@@ -74,28 +67,29 @@ def bench(spec, data, points, num_steps, repeats):
   dtype = data.x_MxNxD.dtype
   hyper_G = sweep.stack_points(points, dtype)
   state_G = laq_jax.init_state(spec, hyper_G, dtype)
-  swept, compile_sweep = _compile(spec, state_G, data, hyper_G, num_steps)
+  swept, compile_sweep = aot_run_chunk(spec, state_G, data, hyper_G, num_steps)
 
   singles = []
   for point in points:
     hyper = laq_jax.make_hyper(point['algo'], dtype=dtype,
                                **{k: point[k] for k in sweep.HYPER_KEYS})
     singles.append((laq_jax.init_state(spec, hyper, dtype), hyper))
-  single, compile_single = _compile(spec, singles[0][0], data,
-                                    singles[0][1], num_steps)
+  single, compile_single = aot_run_chunk(spec, singles[0][0], data,
+                                         singles[0][1], num_steps)
 
   # The same points as grids of one: the vmapped program with G = 1.
   ones = []
   for point in points:
     hyper = sweep.stack_points([point], dtype)
     ones.append((laq_jax.init_state(spec, hyper, dtype), hyper))
-  one, compile_one = _compile(spec, ones[0][0], data, ones[0][1], num_steps)
+  one, compile_one = aot_run_chunk(spec, ones[0][0], data, ones[0][1],
+                                   num_steps)
 
   runs = {'sweep': lambda: swept(state_G, data, hyper_G),
           'separate': lambda: [single(s, data, h) for s, h in singles],
           'separate_g1': lambda: [one(s, data, h) for s, h in ones]}
   for fn in runs.values():
-    _block(fn())
+    block(fn())
   seconds = {name: [] for name in runs}
   for _ in range(repeats):
     for name, fn in runs.items():
@@ -130,7 +124,9 @@ def main():
   parser.add_argument('--out', default=None, help='also write JSON here')
   args = parser.parse_args()
 
-  laq_jax.set_precision(args.precision)
+  # float64 on for a float64 run; every array asks for its dtype, so a
+  # float32 run stays float32.
+  jax.config.update('jax_enable_x64', True)
   dtype = np.float64 if args.precision == 'float64' else np.float32
   mnist = data_lib.load_mnist(args.data_dir)
   num = 60_000 if args.full else args.subset

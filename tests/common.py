@@ -9,12 +9,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def mnist_dir():
-  """$LAQ_JAX_DATA, else ../shared/data/mnist beside the checkout, else None."""
-  for candidate in (os.environ.get('LAQ_JAX_DATA'),
-                    os.path.join(ROOT, '..', 'shared', 'data', 'mnist')):
-    if candidate and os.path.isdir(candidate):
-      return os.path.abspath(candidate)
-  return None
+  """Where MNIST is: $LAQ_JAX_DATA, else the cache (laq_jax.data's lookup);
+  None when neither holds it."""
+  from laq_jax import data  # pylint: disable=g-import-not-at-top
+  try:
+    return str(data.find_mnist_dir())
+  except data.DataError:
+    return None
 
 
 @functools.cache
@@ -65,6 +66,14 @@ class IsolatedEnv:
       else:
         os.environ[key] = value
     self.tmp.cleanup()
+
+
+def free_port() -> int:
+  """A TCP port free on localhost right now (for a coordinator)."""
+  import socket  # pylint: disable=g-import-not-at-top
+  with socket.socket() as s:
+    s.bind(('127.0.0.1', 0))
+    return s.getsockname()[1]
 
 
 def run_script(code, **env_extra):

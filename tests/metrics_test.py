@@ -5,7 +5,7 @@ from absl.testing import parameterized
 import numpy as np
 
 from laq_jax import metrics
-from laq_jax import plotting
+from laq_jax import sweep
 
 
 class CountsTest(absltest.TestCase):
@@ -99,48 +99,77 @@ class TargetTest(parameterized.TestCase):
     self.assertIsNone(diverged['final_loss'])
 
 
-class PlottingTest(absltest.TestCase):
+class PaperResidualTest(absltest.TestCase):
 
-  def curves(self, fstar):
-    return [metrics.make_curve(name, [10.0, 6.0, 4.0], 3.5, [2, 0, 1],
-                               [20, 0, 10], fstar=fstar)
-            for name in ('gd', 'laq')]
+  def test_average_minus_the_smallest(self):
+    # M = 2 workers: the average loss is f / 2; the run's own minimum.
+    residual, reference = metrics.paper_residual([8.0, 6.0, 5.0, 5.5], 2)
+    self.assertEqual(reference, 2.5)
+    np.testing.assert_allclose(residual, [1.5, 0.5, 0.0, 0.25])
+    # An experiment's reference (another algorithm went lower).
+    residual, reference = metrics.paper_residual([8.0, 6.0], 2, 2.0)
+    np.testing.assert_allclose(residual, [2.0, 1.0])
+    # A diverged value does not become the minimum.
+    _, reference = metrics.paper_residual([8.0, np.nan, -np.inf, 6.0], 2)
+    self.assertEqual(reference, 3.0)
 
-  def test_loss_figures(self):
-    figures = plotting.loss_figures(self.curves(3.0))
-    self.assertEqual(set(figures), {'iterations', 'uploads', 'bits'})
-    for x, fig in figures.items():
-      ax = fig.axes[0]
-      self.assertEqual(ax.get_yscale(), 'log')
-      self.assertLen(ax.get_lines(), 2)
-      self.assertIn('residual', ax.get_ylabel())
-      np.testing.assert_array_equal(
-          ax.get_lines()[0].get_xdata(),
-          {'iterations': [0, 1, 2, 3], 'uploads': [0, 2, 2, 3],
-           'bits': [np.nan, 20, 20, 30]}[x])  # log x: no 0
-      self.assertEqual(ax.get_xscale(), 'log' if x == 'bits' else 'linear')
+  def test_summary_reports_both_definitions(self):
+    sent = np.ones((4, 2), bool)
+    bits = np.where(sent, 10, 0)
+    # f = 8, 6, 5.00001, 5 (final 5): paper residual (f/2 - 2.5) reaches
+    # 1e-5 at k = 2 (5e-6); the exact one (f* = 4.9) never reaches it.
+    s = metrics.summarize(loss_T=[8.0, 6.0, 5.00001], final_loss=5.0,
+                          sent_TxM=sent[:3], bits_TxM=bits[:3], fstar=4.9,
+                          target=1e-5, grad_norm_sq_T=[4.0, 2.0, 1.0])
+    self.assertIsNone(s['target_iteration'])
+    self.assertEqual(s['paper_reference'], 2.5)
+    self.assertEqual(s['paper_target_iteration'], 2)
+    self.assertEqual(s['paper_target_uploads'], 4)
+    self.assertEqual(s['paper_target_bits'], 40)
+    self.assertEqual(s['paper_final_residual'], 0.0)
+    self.assertEqual(s['last_grad_norm_sq'], 1.0)
 
-  def test_loss_label_without_fstar(self):
-    fig = plotting.loss_figure(self.curves(None), 'bits')
-    self.assertIn('f* unknown', fig.axes[0].get_ylabel())
 
-  def test_mixed_curves_and_bad_axis_raise(self):
-    with self.assertRaisesRegex(ValueError, 'mix'):
-      plotting.loss_figure(self.curves(3.0)[:1] + self.curves(None)[:1])
-    with self.assertRaisesRegex(ValueError, "x='time'"):
-      plotting.loss_figure(self.curves(3.0), 'time')
+class SweepSummaryTest(absltest.TestCase):
 
-  def test_upload_raster(self):
-    sent = np.zeros((50, 4), bool)
-    sent[[0, 7, 49], [0, 3, 2]] = True
-    fig = plotting.upload_raster(sent, title='laq')
-    ax = fig.axes[0]
-    self.assertIn('3 uploads of 200', ax.get_title())
-    events = [c.get_positions() for c in ax.collections]
-    np.testing.assert_array_equal(events[0], [0])
-    np.testing.assert_array_equal(events[2], [49])
-    np.testing.assert_array_equal(events[3], [7])
-    self.assertEmpty(events[1])
+  def result(self):
+    loss = np.array([[4.0, 3.0, 2.5], [4.0, 2.0, 1.5], [4.0, np.nan, np.nan]])
+    return sweep.SweepResult(
+        points=[dict(algo='gd', l2=0.01), dict(algo='laq', l2=0.01),
+                dict(algo='lag', l2=0.1)],
+        loss_GxT=loss, grad_norm_sq_GxT=np.ones((3, 3)),
+        sent_GxTxM=np.ones((3, 3, 2), bool),
+        bits_GxTxM=np.full((3, 3, 2), 7, np.int32),
+        final_loss_G=np.array([2.2, 1.0, np.nan]),
+        theta_GxP=np.zeros((3, 5)))
+
+  def test_paper_reference_per_objective(self):
+    # Points 0 and 1 share l2 (one objective): min of their averages (M = 2)
+    # is 1.0 / 2; point 2 is alone with its l2 and diverged after k = 0.
+    np.testing.assert_allclose(metrics.paper_references(self.result()),
+                               [0.5, 0.5, 2.0])
+
+  def test_rows(self):
+    rows = metrics.summarize_sweep(self.result(), fstar=None, target=0.2)
+    self.assertEqual([r['point'] for r in rows], [0, 1, 2])
+    # Point 0's averages 2, 1.5, 1.25, 1.1 stay 0.6 above 0.5; point 1's
+    # 2, 1, 0.75, 0.5 reach it with the final iterate, k = T = 3.
+    self.assertIsNone(rows[0]['paper_target_iteration'])
+    self.assertEqual(rows[1]['paper_target_iteration'], 3)
+    self.assertEqual(rows[1]['paper_target_uploads'], 6)
+    self.assertEqual(rows[2]['diverged_at'], 1)
+    self.assertTrue(rows[2]['diverged'])
+    self.assertEqual(rows[2]['iterations'], 2)  # steps 0..1 count
+    self.assertEqual(rows[0]['total_bits'], 3 * 2 * 7)
+
+  def test_pareto_front_by_hand(self):
+    cost = [1, 2, 2, 3, 4, np.nan, 5]
+    accuracy = [0.5, 0.7, 0.6, 0.7, 0.9, 0.99, 0.9]
+    np.testing.assert_array_equal(metrics.pareto_front(cost, accuracy),
+                                  [0, 1, 4])
+    residual = [1e-1, 1e-3, 1e-2, 1e-4, 1e-4, 0, 1e-5]
+    np.testing.assert_array_equal(
+        metrics.pareto_front(cost, residual, maximize=False), [0, 1, 3, 6])
 
 
 if __name__ == '__main__':

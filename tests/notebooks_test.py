@@ -6,7 +6,8 @@ LAQ_JAX_QUICK=1 (the notebooks shrink themselves: a data subset, few
 iterations) and LAQ_JAX_DATA pointing at MNIST. Any cell that raises fails
 the test. The outputs stay in memory: the committed notebooks are never
 written. A second test checks the committed files themselves: valid, outputs
-cleared, no absolute paths, and the install cell and quick switch present.
+cleared, no absolute paths, the install cell and quick switch present, float64
+turned on where a float64 config runs, and no name of the old API left.
 """
 
 import json
@@ -20,8 +21,11 @@ import time
 from absl.testing import absltest
 from absl.testing import parameterized
 import nbformat
+import pytest
 
 from tests import common
+
+pytestmark = pytest.mark.slow  # an integration test (see conftest.py)
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 NOTEBOOK_DIR = ROOT / 'notebooks'
@@ -30,6 +34,16 @@ ALGORITHMS = ('gd', 'qgd', 'lag', 'laq')
 WORKERS, PARAMS = 10, 784 * 10 + 10  # the quickstart: MNIST logreg, M = 10
 CELL_TIMEOUT_S = 600
 KERNEL_NAME = 'laq-jax-notebook-test'
+# Notebooks that build float64 configs: they turn float64 on themselves.
+FLOAT64_NOTEBOOKS = ('quickstart', 'sweep')
+# Names the API no longer has (moved to experiments.*, laq_jax.metrics and
+# laq_jax.plotting, or gone); not even the prose may use them.
+OLD_API = (
+    'from laq_jax import build', 'laq_jax.build', 'set_precision',
+    'sweep.summarize', 'sweep.columns', 'sweep.curve_arrays',
+    'sweep.pareto_front', 'sweep.paper_references', 'sweep.heatmap_figure',
+    'sweep.pareto_figure', 'sweep.heatmap_quantity',
+    'sweep.points_from_config', 'sweep.point_config', 'def cell(')
 
 
 def _kernel_manager(workdir: pathlib.Path):
@@ -113,6 +127,24 @@ def cell_outputs(nb, cell_id: str) -> list:
   return cells[0].get('outputs', [])
 
 
+def split_row(line: str) -> list[str]:
+  return [c.strip() for c in line.strip().strip('|').split('|')]
+
+
+def table_header(markdown: str) -> list[str]:
+  """The header cells of a Markdown table (its first line starting with |)."""
+  return split_row(next(line for line in markdown.splitlines()
+                        if line.startswith('|')))
+
+
+def number(text: str) -> float | None:
+  """A table cell as a number ('1,234', '1.2e+07', '90.5%'); None for a dash
+  (not reached)."""
+  if text == '—':
+    return None
+  return float(text.replace(',', '').rstrip('%'))
+
+
 def table_rows(markdown: str, first_column: str) -> dict[str, list[str]]:
   """{first cell: cells} of a Markdown table's body rows."""
   rows = {}
@@ -140,16 +172,16 @@ class NotebooksTest(parameterized.TestCase):
     self.assertLen(rasters, len(ALGORITHMS))
     for out in figures + rasters:
       self.assertGreater(len(out['data']['image/png']), 1000)
-    # The table: one row per algorithm with iterations, uploads and bits.
-    tables = [t for t in outputs(nb, 'text/markdown') if '| algorithm |' in t]
-    self.assertLen(tables, 1)
-    rows = table_rows(tables[0], 'algorithm')
+    # Two tables: the totals, then what each run spent to reach the target.
+    tables = [o['data']['text/markdown'] for o in cell_outputs(nb, 'table')
+              if 'text/markdown' in o.get('data', {})]
+    self.assertLen(tables, 2)
+    totals, to_target = tables
+    rows = table_rows(totals, 'algorithm')
     self.assertEqual(sorted(rows), sorted(ALGORITHMS))
-    header = [c.strip() for c in tables[0].splitlines()[0].strip('|')
-              .split('|')]
+    header = table_header(totals)
     column = {name: header.index(name) for name in (
         'iterations', 'uploads', 'bits', 'test accuracy')}
-    number = lambda text: float(text.replace(',', '').rstrip('%'))
     iterations = {number(r[column['iterations']]) for r in rows.values()}
     self.assertLen(iterations, 1)  # every algorithm ran the same budget
     (steps,) = iterations
@@ -171,6 +203,35 @@ class NotebooksTest(parameterized.TestCase):
     self.assertLess(bits['laq'], bits['lag'])
     for a in ALGORITHMS:
       self.assertBetween(number(rows[a][column['test accuracy']]), 10, 100)
+    # To the target, under the exact and the paper's residual: iterations,
+    # uploads and bits spent before the first iterate at or below it.
+    target_rows = table_rows(to_target, 'algorithm')
+    self.assertEqual(sorted(target_rows), sorted(ALGORITHMS))
+    header = table_header(to_target)
+    reached = {}
+    for name in ('exact', "paper's"):
+      at = {what: header.index(f'{what} ({name})')
+            for what in ('iterations', 'uploads', 'bits')}
+      reached[name] = []
+      for a in ALGORITHMS:
+        k, spent, spent_bits = (number(target_rows[a][at[w]])
+                                for w in ('iterations', 'uploads', 'bits'))
+        if k is None:
+          self.assertIsNone(spent, (name, a))
+          self.assertIsNone(spent_bits, (name, a))
+          continue
+        reached[name].append(a)
+        self.assertBetween(k, 0, steps)  # theta^0 .. theta^T
+        self.assertLessEqual(spent, uploads[a])
+        self.assertLessEqual(spent_bits, bits[a] * (1 + 1e-3))
+        if a in ('gd', 'qgd'):  # steps 0..k-1, every worker
+          self.assertEqual(spent, WORKERS * k, (name, a))
+        if a == 'gd':
+          self.assertAlmostEqual(spent_bits / max(32 * PARAMS * spent, 1),
+                                 1 if k else 0, delta=1e-3)
+    # The paper's residual is measured from the smallest average loss any
+    # of the four reached, so the run that reached it gets there.
+    self.assertNotEmpty(reached["paper's"])
 
   def test_sweep(self):
     start = time.perf_counter()
@@ -224,6 +285,13 @@ class NotebooksTest(parameterized.TestCase):
     # The notebooks call the library, not the launcher through a shell.
     self.assertIsNone(re.search(r'^\s*[!%](?!matplotlib inline)', code,
                                 re.M), f'{name}: a shell or magic line')
+    # float64 configs need float64 on, turned on once in the code (nothing
+    # in the library does it); the prose and code name no removed API.
+    if name in FLOAT64_NOTEBOOKS:
+      self.assertIn("jax.config.update('jax_enable_x64', True)", code)
+    source = '\n'.join(c.source for c in nb.cells)
+    for old in OLD_API:
+      self.assertNotIn(old, source, f'{name} uses the old API: {old!r}')
 
 
 if __name__ == '__main__':

@@ -8,7 +8,11 @@ import textwrap
 
 from absl.testing import absltest
 
+import pytest
+
 from tests import common
+
+pytestmark = pytest.mark.slow  # a fresh process compiling two models
 
 SCRIPT = textwrap.dedent("""
     import numpy as np, jax, jax.numpy as jnp

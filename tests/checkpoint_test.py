@@ -1,0 +1,128 @@
+"""Tests of laq_jax/checkpoint.py: round trip, the last few kept, fingerprint.
+
+The state saved is a real LAQ run's after 6 steps (every field non-trivial,
+so a field lost on the way would show); what comes back must equal it bit
+for bit, with its dtypes.
+"""
+
+import pathlib
+import tempfile
+from unittest import mock
+
+from absl.testing import absltest
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import laq_jax
+from laq_jax import checkpoint
+from tests import common
+
+_tmp = None
+
+
+def setUpModule():
+  global _tmp
+  _tmp = tempfile.TemporaryDirectory(prefix='laq_checkpoint_test_')
+
+
+def tearDownModule():
+  _tmp.cleanup()
+
+
+def assert_trees_equal(test, a, b):
+  test.assertEqual(jax.tree.structure(a), jax.tree.structure(b))
+  for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
+    x, y = np.asarray(x), np.asarray(y)
+    test.assertEqual(x.dtype, y.dtype)
+    np.testing.assert_array_equal(x, y)
+
+
+class CheckpointerTest(absltest.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    x, y = common.mnist_shards(4, 30, np.float64)
+    cls.spec = laq_jax.RunSpec(laq_jax.get_problem('logreg'), 4, memory=3)
+    cls.hyper = laq_jax.make_hyper('laq', dtype=jnp.float64)
+    cls.state, cls.trace = laq_jax.run(
+        cls.spec, laq_jax.Data(jnp.asarray(x), jnp.asarray(y)), cls.hyper, 6)
+    cls.like = laq_jax.init_state(cls.spec, cls.hyper, jnp.float64)
+
+  def folder(self, name):
+    return pathlib.Path(_tmp.name, name)
+
+  def test_round_trip_and_keep(self):
+    state, trace = self.state, self.trace
+    # Every field is non-trivial, so a field lost on the way would show.
+    self.assertEqual(int(state.step), 6)
+    self.assertTrue(np.all(np.asarray(state.rule.history_D) > 0))
+    self.assertTrue(np.any(np.asarray(state.rule.clock_M) > 0))
+    self.assertTrue(np.any(np.asarray(state.rule.last_error_M) > 0))
+    arrays = {'loss': trace.loss, 'sent': trace.sent_M, 'bits': trace.bits_M}
+    with checkpoint.Checkpointer(self.folder('unit'), 'abc', keep=2) as ckpt:
+      self.assertIsNone(ckpt.restore(self.like))
+      self.assertIsNone(ckpt.latest_step())
+      for step in (2, 4, 6):
+        ckpt.save(step, state, arrays, meta={'note': step, 'x': 0.1 + 0.2})
+      self.assertEqual(ckpt.steps(), [4, 6])
+      self.assertEqual(ckpt.latest_step(), 6)
+      restored = ckpt.restore(self.like)
+      older = ckpt.restore(self.like, step=4)
+    self.assertEqual(restored.step, 6)
+    assert_trees_equal(self, restored.state, state)
+    self.assertIsInstance(restored.state, laq_jax.LoopState)
+    for name, value in arrays.items():
+      self.assertEqual(restored.arrays[name].dtype, value.dtype)
+      np.testing.assert_array_equal(restored.arrays[name], value)
+    self.assertEqual(restored.meta, {'note': 6, 'x': 0.1 + 0.2})
+    self.assertEqual((older.step, older.meta['note']), (4, 4))
+    # On disk: one folder per kept step.
+    self.assertEqual(sorted(p.name for p in self.folder('unit').iterdir()
+                            if not p.name.startswith('.')), ['4', '6'])
+    # A new Checkpointer on the same folder finds them.
+    with checkpoint.Checkpointer(self.folder('unit'), 'abc') as ckpt:
+      self.assertEqual(ckpt.latest_step(), 6)
+      assert_trees_equal(self, ckpt.restore(self.like).state, state)
+
+  def test_another_config_or_format_is_refused(self):
+    arrays = {'loss': self.trace.loss}
+    with checkpoint.Checkpointer(self.folder('other'), 'abc') as ckpt:
+      ckpt.save(6, self.state, arrays)
+    with checkpoint.Checkpointer(self.folder('other'), 'xyz') as ckpt:
+      with self.assertRaisesRegex(checkpoint.CheckpointError,
+                                  'saved by another config.*--overwrite'):
+        ckpt.restore(self.like)
+    with mock.patch.object(checkpoint, 'FORMAT', checkpoint.FORMAT - 1):
+      with checkpoint.Checkpointer(self.folder('old'), 'abc') as ckpt:
+        ckpt.save(6, self.state, arrays)
+    with checkpoint.Checkpointer(self.folder('old'), 'abc') as ckpt:
+      with self.assertRaisesRegex(checkpoint.CheckpointError,
+                                  f'has format {checkpoint.FORMAT - 1}.*'
+                                  f'reads format {checkpoint.FORMAT}'):
+        ckpt.restore(self.like)
+
+  def test_keep_must_be_positive(self):
+    with self.assertRaisesRegex(ValueError, 'keep=0 is not allowed'):
+      checkpoint.Checkpointer(self.folder('keep0'), 'abc', keep=0)
+
+
+class FingerprintTest(absltest.TestCase):
+
+  def test_fingerprint(self):
+    import configs  # pylint: disable=g-import-not-at-top
+    a = configs.load('mnist_logreg', 'tiny').to_dict()
+    fp = checkpoint.fingerprint(a)
+    self.assertRegex(fp, '^[0-9a-f]{64}$')
+    self.assertEqual(fp, checkpoint.fingerprint(dict(reversed(list(
+        a.items())))))  # key order does not matter
+    self.assertEqual(fp, checkpoint.fingerprint(dict(a)))
+    changed = dict(a, seed=1)
+    self.assertNotEqual(fp, checkpoint.fingerprint(changed))
+    self.assertNotEqual(fp, checkpoint.fingerprint(dict(a, bits=3)))
+    self.assertNotEqual(fp, checkpoint.fingerprint({**a, 'extra': 0}))
+
+
+if __name__ == '__main__':
+  absltest.main()

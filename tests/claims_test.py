@@ -1,0 +1,87 @@
+"""experiments.claims: the report's verdicts, from numbers worked by hand."""
+
+from absl.testing import absltest
+import numpy as np
+
+from configs import paper
+from experiments import claims
+
+
+def result(rows, uploads_TxM=None):
+  """A minimal experiment result: rows by algorithm (results.csv fields)."""
+  curves = {'algo': np.array(list(rows)),
+            'loss': np.full((len(rows), 3), 5.0),
+            'final_loss': np.full(len(rows), 4.0)}
+  if uploads_TxM is not None:
+    curves['uploads'] = np.stack([uploads_TxM] * len(rows))
+  return {'rows': rows, 'curves': curves,
+          'config': {'max_staleness': 100}, 'sweep': {'num_workers': 2}}
+
+
+def row(uploads, bits, accuracy, **extra):
+  values = dict(total_uploads=uploads, total_bits=bits, iterations=100,
+                final_test_accuracy=accuracy, target_residual=1e-6,
+                final_residual=None, target_uploads=None, target_bits=None)
+  values.update(extra)
+  return values
+
+
+class ClaimsTest(absltest.TestCase):
+
+  def test_linear_fit_of_a_geometric_sequence(self):
+    residual = 3.0 * 0.9 ** np.arange(50)
+    fit = claims.linear_fit(residual, target=1e-300)
+    self.assertAlmostEqual(fit['rate'], 0.9, places=12)
+    self.assertAlmostEqual(fit['r2'], 1.0, places=12)
+    # Only up to the first iterate at the target.
+    fit = claims.linear_fit(residual, target=3.0 * 0.9 ** 10)
+    self.assertEqual(fit['last_k'], 10)
+
+  def test_far_fewer_threshold(self):
+    self.assertTrue(claims._fewer(50, 'laq', 100, 'gd', 100)[0])
+    self.assertFalse(claims._fewer(51, 'laq', 100, 'gd', 100)[0])
+    # The other never reached the target: its whole-run total bounds it.
+    self.assertTrue(claims._fewer(50, 'laq', None, 'gd', 100)[0])
+    self.assertIsNone(claims._fewer(60, 'laq', None, 'gd', 100)[0])
+
+  def test_stochastic_claims(self):
+    experiment = next(e for e in paper.experiments(quick=True)
+                      if e.name == 'logreg_stochastic')
+    rows = {'sgd': row(1000, 10**9, 0.90), 'qsgd': row(1000, 10**8, 0.90),
+            'ssgd': row(1000, 5 * 10**8, 0.899),
+            'slaq': row(100, 10**6, 0.895)}
+    verdicts = [c['holds'] for c in claims.claims(experiment, result(rows))]
+    self.assertEqual(verdicts, [True, True, True])
+    # 499 of 1000 uploads is far fewer; 501 is not.
+    rows['slaq'] = row(501, 10**6, 0.895)
+    verdicts = [c['holds'] for c in claims.claims(experiment, result(rows))]
+    self.assertEqual(verdicts, [False, True, True])
+    # More than a point below SGD: no claim holds at similar accuracy.
+    rows['slaq'] = row(100, 10**6, 0.885)
+    verdicts = [c['holds'] for c in claims.claims(experiment, result(rows))]
+    self.assertEqual(verdicts, [False, False, False])
+
+  def test_convex_claims_at_the_target(self):
+    experiment = paper.experiments(quick=True)[0]
+    residual = 10.0 * 0.5 ** np.arange(40)
+    loss = residual[:-1] + 1.0
+    def convex_row(uploads, bits):
+      return row(uploads * 4, bits * 4, 0.9, target_uploads=uploads,
+                 target_bits=bits, final_residual=residual[-1], fstar=1.0)
+    rows = {'gd': convex_row(400, 10**9), 'qgd': convex_row(400, 10**8),
+            'lag': convex_row(50, 10**7), 'laq': convex_row(40, 10**6)}
+    res = result(rows)
+    res['curves'].update(
+        loss=np.stack([loss] * 4), final_loss=np.full(4, residual[-1] + 1.0),
+        grad_norm_sq=np.ones((4, 39)), cum_uploads=np.ones((4, 39), int),
+        cum_bits=np.ones((4, 39), int), paper_reference=np.ones(4))
+    got = {c['claim'].split(' (')[0]: c['holds']
+           for c in claims.claims(experiment, res)}
+    self.assertEqual(list(got.values()), [True, True, True, True, True])
+    rows['laq'] = convex_row(40, 6 * 10**6)  # 0.6 x LAG's bits
+    verdicts = [c['holds'] for c in claims.claims(experiment, res)]
+    self.assertEqual(verdicts[:2], [True, False])
+
+
+if __name__ == '__main__':
+  absltest.main()

@@ -1,0 +1,433 @@
+"""Tests of the config layer: experiments/config.py and configs/*.py.
+
+Every config file validates; `:ARG` arguments (variants, name=value) apply
+left to right; the stochastic configs hold the LAQ authors' SLAQ settings and
+the network config their b = 8 script's. One parameterized suite has one case
+per validation rule, each asserting that the message names the field, the
+value given and what is allowed. Nothing here loads MNIST or compiles.
+"""
+
+import re
+from unittest import mock
+
+from absl.testing import absltest
+from absl.testing import parameterized
+import jax
+import jax.numpy as jnp
+import ml_collections
+
+import configs
+from configs import default as default_config
+from configs import paper
+from configs import sweep_algos
+from configs import sweep_bits_xi
+from experiments import build
+from experiments import config as config_lib
+from tests import common
+
+ALGORITHMS = ('gd', 'qgd', 'lag', 'laq', 'sgd', 'sqgd', 'slag', 'slaq',
+              'qsgd', 'ssgd')
+
+
+def tiny_config(**overrides):
+  """600 images, M = 10 (60 each), 30 iterations, chunks of 10."""
+  config = configs.load('mnist_logreg', 'tiny')
+  config.update(overrides)
+  return config
+
+
+class ConfigFilesTest(absltest.TestCase):
+
+  def test_every_config_validates(self):
+    for name in configs.NAMES:
+      for arg in (None, 'quick', 'tiny'):
+        with self.subTest(name=name, arg=arg):
+          config_lib.validate_config(configs.load(name, arg))
+
+  def test_every_sweep_config_validates(self):
+    for module in (sweep_bits_xi, sweep_algos):
+      for arg in (None, 'quick', 'tiny'):
+        with self.subTest(module=module.__name__, arg=arg):
+          points = config_lib.points_from_config(module.get_config(arg))
+          self.assertNotEmpty(points)
+    self.assertLen(config_lib.points_from_config(sweep_bits_xi.get_config()),
+                   4 * 4)  # bits x xi
+    self.assertEqual([p['algo'] for p in config_lib.points_from_config(
+        sweep_algos.get_config())], ['gd', 'qgd', 'lag', 'laq'])
+    stochastic = config_lib.points_from_config(
+        sweep_bits_xi.get_config('stochastic'))
+    self.assertEqual({p['algo'] for p in stochastic}, {'slaq'})
+    self.assertEqual({p['seed'] for p in stochastic}, {0, 1, 2})
+
+  def test_every_paper_experiment_validates(self):
+    for quick in (False, True):
+      for experiment in paper.experiments(quick):
+        with self.subTest(name=experiment.name, quick=quick):
+          points = config_lib.points_from_config(
+              paper.sweep_config(experiment))
+          self.assertEqual([p['algo'] for p in points],
+                           list(experiment.algos))
+
+  def test_stochastic_configs_hold_the_authors_settings(self):
+    for name in ('mnist_logreg_stochastic', 'mnist_mlp_stochastic'):
+      c = configs.load(name)
+      self.assertEqual(
+          (c.algo, c.bits, c.step_size, c.err_weight, c.threshold_offset,
+           c.num_iters, c.batch_size, c.precision),
+          ('slaq', 3, 0.008, 1.5, 0.2, 1500, 500, 'float32'), name)
+
+  def test_the_network_config_holds_the_authors_settings(self):
+    # TPAMI-LAQ GD/lasterrtwiceDNN.py: 200 ReLUs, b = 8, 8,000 iterations.
+    c = configs.load('mnist_mlp')
+    self.assertEqual(
+        (c.model, c.hidden, c.bits, c.step_size, c.err_weight, c.xi,
+         c.memory, c.max_staleness, c.l2, c.num_iters, c.precision, c.fstar),
+        ('mlp', 200, 8, 0.02, 3.0, 0.8, 10, 100, 0.01, 8000, 'float32',
+         'none'))
+    mlp = next(e for e in paper.experiments() if e.name == 'mlp')
+    self.assertEqual(paper.run_config(mlp, 'laq').bits, 8)
+
+  def test_the_convex_config_holds_the_papers_settings(self):
+    c = configs.load('mnist_logreg')
+    self.assertEqual(
+        (c.model, c.num_workers, c.split, c.l2, c.step_size, c.bits,
+         c.memory, c.xi, c.err_weight, c.max_staleness, c.precision,
+         c.num_iters, c.target_residual),
+        ('logreg', 10, 'contiguous', 0.01, 0.02, 4, 10, 0.8, 3.0, 100,
+         'float64', 4000, 1e-6))
+
+  def test_schema_is_the_default_config(self):
+    self.assertEqual(set(config_lib.FIELDS),
+                     set(default_config.get_config().keys()))
+    for name in configs.NAMES:
+      self.assertEqual(set(configs.load(name).keys()),
+                       set(config_lib.FIELDS), name)
+
+
+class ArgumentTest(absltest.TestCase):
+  """`configs/NAME.py:ARG`: variants and name=value, left to right."""
+
+  def test_variants_and_values(self):
+    c = configs.load('mnist_logreg', 'algo=lag,quick,bits=3,step_size=0.01')
+    self.assertEqual((c.algo, c.bits, c.step_size, c.num_iters, c.eval_every),
+                     ('lag', 3, 0.01, 300, 50))
+    self.assertIsInstance(c.step_size, float)
+    self.assertIsInstance(c.bits, int)
+    tiny = configs.load('mnist_logreg', 'tiny')
+    self.assertEqual((tiny.train_subset, tiny.num_iters, tiny.eval_every),
+                     (600, 30, 10))
+    # A config's own variant wins over the default one of the same name.
+    self.assertEqual(configs.load('mnist_mlp', 'quick').train_subset, 6000)
+    self.assertEqual(configs.load('mnist_logreg_stochastic', 'tiny'
+                                  ).batch_size, 20)
+
+  def test_items_apply_left_to_right(self):
+    self.assertEqual(configs.load('mnist_logreg', 'tiny,num_iters=7'
+                                  ).num_iters, 7)
+    self.assertEqual(configs.load('mnist_logreg', 'num_iters=7,tiny'
+                                  ).num_iters, 30)
+
+  def test_value_types(self):
+    c = configs.load('mnist_logreg', 'authors_code=true,train_subset=6e3,'
+                     'fstar=none')
+    self.assertIs(c.authors_code, True)
+    self.assertEqual(c.train_subset, 6000)
+    self.assertIsInstance(c.train_subset, int)
+    self.assertEqual(c.fstar, 'none')
+
+  def test_errors(self):
+    with self.assertRaisesRegex(ValueError, "no field 'bitz'"):
+      configs.load('mnist_logreg', 'bitz=3')
+    with self.assertRaisesRegex(ValueError, "'fast': unknown variant.*quick"):
+      configs.load('mnist_logreg', 'fast')
+    with self.assertRaisesRegex(ValueError, "bits='three'.*an integer"):
+      default_config.apply_arg(default_config.get_config(), 'bits=three')
+    with self.assertRaisesRegex(ValueError, "step_size='x'.*a number"):
+      default_config.apply_arg(default_config.get_config(), 'step_size=x')
+    with self.assertRaisesRegex(ValueError, "authors_code='maybe'.*true"):
+      default_config.apply_arg(default_config.get_config(),
+                               'authors_code=maybe')
+    with self.assertRaisesRegex(ValueError, "unknown config 'cifar'"):
+      configs.load('cifar')
+
+
+def _case(name, overrides, field, value, allowed):
+  return (name, overrides, field, value, allowed)
+
+
+class ValidationTest(parameterized.TestCase):
+  """One case per rule of validate_config; nothing is loaded."""
+
+  @parameterized.named_parameters(
+      # Choices.
+      _case('algo', dict(algo='adam'), 'algo', "'adam'",
+            'one of ' + ', '.join(repr(a) for a in ALGORITHMS)),
+      _case('model', dict(model='resnet'), 'model', "'resnet'",
+            "one of 'logreg', 'mlp'"),
+      _case('split', dict(split='shuffled'), 'split', "'shuffled'",
+            "one of 'contiguous', 'iid', 'label_sorted', 'dirichlet'"),
+      _case('precision', dict(precision='float16'), 'precision',
+            "'float16'", "one of 'float32', 'float64'"),
+      _case('workers_on', dict(workers_on='tpu'), 'workers_on', "'tpu'",
+            "one of 'vmap', 'devices'"),
+      # Integers with a lower bound.
+      _case('num_workers', dict(num_workers=0), 'num_workers', '0',
+            'an integer >= 1'),
+      _case('num_iters', dict(num_iters=0), 'num_iters', '0',
+            'an integer >= 1'),
+      _case('num_iters_float', dict(num_iters=2.5), 'num_iters', '2.5',
+            'an integer >= 1'),
+      _case('memory', dict(memory=0), 'memory', '0',
+            r'an integer >= 1 \(D, the history length\)'),
+      _case('batch_size', dict(batch_size=0), 'batch_size', '0',
+            'an integer >= 1'),
+      _case('hidden', dict(hidden=0), 'hidden', '0', 'an integer >= 1'),
+      _case('data_seed', dict(data_seed=-1), 'data_seed', '-1',
+            'an integer >= 0'),
+      _case('train_subset_negative', dict(train_subset=-1), 'train_subset',
+            '-1', r'an integer >= 0 \(0 uses every training sample\)'),
+      _case('eval_every', dict(eval_every=0), 'eval_every', '0',
+            'an integer >= 1'),
+      _case('checkpoint_negative', dict(checkpoint_every=-10),
+            'checkpoint_every', '-10', r'an integer >= 0 \(0 turns'),
+      _case('checkpoint_not_a_multiple_of_chunk', dict(checkpoint_every=15),
+            'checkpoint_every', '15',
+            r'0 \(off\) or a multiple of eval_every=10.*e\.g\. 10 or 20'),
+      # The hyperparameters.
+      _case('bits_below_1', dict(bits=0), 'bits', '0', r'1\.\.32'),
+      _case('bits_above_32', dict(bits=33), 'bits', '33', r'1\.\.32'),
+      _case('bits_not_an_integer', dict(bits=2.5), 'bits', '2.5',
+            'an integer'),
+      _case('step_size_zero', dict(step_size=0.0), 'step_size', '0.0',
+            'a finite number > 0'),
+      _case('step_size_negative', dict(step_size=-0.5), 'step_size', '-0.5',
+            'a finite number > 0'),
+      _case('xi', dict(xi=-0.1), 'xi', '-0.1', 'a finite number >= 0'),
+      _case('err_weight', dict(err_weight=-1.0), 'err_weight', '-1.0',
+            'a finite number >= 0'),
+      _case('threshold_offset', dict(threshold_offset=-1.0),
+            'threshold_offset', '-1.0', 'a finite number >= 0'),
+      _case('max_staleness', dict(max_staleness=-1), 'max_staleness', '-1',
+            r'an integer in 0\.\.'),
+      _case('l2_negative', dict(l2=-1.0), 'l2', '-1.0',
+            'a finite number >= 0'),
+      _case('l2_nan', dict(l2=float('nan')), 'l2', 'nan', 'a finite number'),
+      _case('seed', dict(seed=-1), 'seed', '-1', r'an integer in 0\.\.'),
+      _case('levels', dict(levels=0), 'levels', '0',
+            r'an integer in 1\.\.16777216'),
+      _case('keep_prob_zero', dict(keep_prob=0.0), 'keep_prob', '0.0',
+            r'a number in \(0, 1\]'),
+      _case('keep_prob_above_1', dict(keep_prob=1.5), 'keep_prob', '1.5',
+            r'a number in \(0, 1\]'),
+      # Other fields.
+      _case('authors_code', dict(authors_code=1), 'authors_code', '1',
+            'True or False'),
+      _case('dirichlet_alpha', dict(dirichlet_alpha=0.0), 'dirichlet_alpha',
+            '0.0', 'a finite number > 0'),
+      _case('target_residual', dict(target_residual=0.0), 'target_residual',
+            '0.0', 'a finite number > 0'),
+      _case('data_dir_type', dict(data_dir=3), 'data_dir', '3',
+            r"a path, or '' to search \$LAQ_JAX_DATA"),
+      _case('data_dir_missing', dict(data_dir='/no/such/dir'), 'data_dir',
+            "'/no/such/dir'", 'an existing directory holding the MNIST'),
+      _case('fstar', dict(fstar='abc'), 'fstar', "'abc'",
+            "'auto'.*'none', or a finite number"),
+      _case('dataset', dict(dataset='cifar'), 'dataset', "'cifar'",
+            "'mnist', 'builtin:NAME'.*heart_scale.*'libsvm:/path/file'"),
+      _case('dataset_builtin', dict(dataset='builtin:iris'), 'dataset',
+            "'builtin:iris'", 'builtin:NAME with NAME one of heart_scale'),
+      _case('dataset_libsvm', dict(dataset='libsvm:/no/such/file'),
+            'dataset', "'libsvm:/no/such/file'",
+            'libsvm:PATH with PATH an existing LIBSVM file'),
+      # How the data are split.
+      _case('subset_not_a_multiple_of_workers', dict(train_subset=605),
+            'train_subset', '605', r'0 or a multiple of num_workers=10.*'
+            r'e\.g\. 600'),
+      _case('subset_larger_than_mnist', dict(train_subset=70000),
+            'train_subset', '70000', 'at most 60000'),
+      _case('workers_do_not_divide_mnist',
+            dict(num_workers=7, train_subset=0), 'num_workers', '7',
+            'a divisor of the 60000 training samples'),
+      _case('batch_larger_than_shard', dict(algo='slaq', batch_size=61),
+            'batch_size', '61', "at most the shard size 60 .*'slaq'"),
+  )
+  def test_rule(self, overrides, field, value, allowed):
+    # A plain dict: ConfigDict's own type checks would catch some first.
+    config = tiny_config().to_dict()
+    config.update(overrides)
+    with self.assertRaises(config_lib.ConfigError) as raised:
+      config_lib.validate_config(config)
+    message = str(raised.exception)
+    # The hyperparameters' range checks say "config.bits: bits=0 is ...".
+    self.assertRegex(message, rf'^config\.{field}(: {field})?='
+                     rf'{re.escape(value)} is not allowed: it must be .*'
+                     rf'{allowed}')
+
+  def test_full_batch_algorithms_ignore_the_batch_size(self):
+    config_lib.validate_config(tiny_config(algo='laq', batch_size=61))
+
+  def test_the_tiny_config_is_valid(self):
+    config_lib.validate_config(tiny_config())
+    config_lib.validate_config(tiny_config(checkpoint_every=20))
+    config_lib.validate_config(tiny_config().to_dict())  # a dict works too
+
+  def test_workers_do_not_divide_devices(self):
+    config = tiny_config(workers_on='devices').to_dict()
+    with mock.patch.object(jax, 'device_count', return_value=4):
+      with self.assertRaisesRegex(config_lib.ConfigError,
+                                  'config.num_workers / config.workers_on: '
+                                  'num_workers=10 cannot be split over '
+                                  'num_devices=4.*1, 2, 5, 10'):
+        config_lib.validate_config(config)
+    with mock.patch.object(jax, 'device_count', return_value=5):
+      config_lib.validate_config(config)
+
+  def test_unknown_and_missing_fields(self):
+    config = tiny_config()
+    config.bitz = 3
+    with self.assertRaisesRegex(config_lib.ConfigError,
+                                'unknown field.*bitz; allowed: algo, '):
+      config_lib.validate_config(config)
+    config_lib.validate_config(config, allow_extra=('bitz',))
+    del config['bitz']
+    del config['fstar']
+    with self.assertRaisesRegex(config_lib.ConfigError,
+                                'lacks field.*fstar.*configs/default.py'):
+      config_lib.validate_config(config)
+
+
+class HelpersTest(absltest.TestCase):
+
+  def test_parse_dataset(self):
+    self.assertEqual(config_lib.parse_dataset('mnist'), ('mnist', ''))
+    self.assertEqual(config_lib.parse_dataset('builtin:heart_scale'),
+                     ('builtin', 'heart_scale'))
+    self.assertEqual(config_lib.parse_dataset('libsvm:/a:b'),
+                     ('libsvm', '/a:b'))
+    for bad in ('libsvm:', 'builtin', 'csv:/x', ''):
+      with self.assertRaisesRegex(config_lib.ConfigError,
+                                  f'config.dataset={bad!r}'):
+        config_lib.parse_dataset(bad)
+
+  def test_fstar_value(self):
+    self.assertIsNone(config_lib.fstar_value('auto'))
+    self.assertIsNone(config_lib.fstar_value('none'))
+    self.assertEqual(config_lib.fstar_value(3), 3.0)
+    self.assertIsInstance(config_lib.fstar_value(3), float)
+    for bad in ('1.5', float('inf'), True, None):
+      with self.assertRaisesRegex(config_lib.ConfigError,
+                                  f'config.fstar={bad!r}'):
+        config_lib.fstar_value(bad)
+
+  def test_check_batch_size(self):
+    config_lib.check_batch_size('slaq', 60, 60)
+    config_lib.check_batch_size('laq', 61, 60)  # full batch: not drawn
+    with self.assertRaisesRegex(config_lib.ConfigError,
+                                'config.batch_size=61.*shard size 60'):
+      config_lib.check_batch_size('sgd', 61, 60)
+
+  def test_accessors(self):
+    config = tiny_config()
+
+    class Attributes:
+      algo = 'laq'
+
+      def __init__(self):
+        self.bits = 4
+        self._hidden = 0
+
+    for c in (config, config.to_dict()):
+      self.assertEqual(config_lib.get(c, 'bits'), 4)
+      self.assertEqual(sorted(config_lib.keys(c)), sorted(config_lib.FIELDS))
+      self.assertEqual(config_lib.to_dict(c), config.to_dict())
+    self.assertEqual(config_lib.keys(Attributes()), ['bits'])
+    self.assertEqual(config_lib.get(Attributes(), 'algo'), 'laq')
+    error = config_lib.bad('bits', 0, 'an integer')
+    self.assertIsInstance(error, config_lib.ConfigError)
+    self.assertIsInstance(error, ValueError)
+    self.assertEqual(str(error), 'config.bits=0 is not allowed: it must be '
+                     'an integer')
+
+
+class SweepConfigTest(absltest.TestCase):
+  """A sweep config: a run config plus config.sweep and sweep_batch_size."""
+
+  def sweep(self, grid, **overrides):
+    config = tiny_config(**overrides)
+    config.sweep = ml_collections.ConfigDict(grid)
+    config.sweep_batch_size = 0
+    return config
+
+  def test_points_and_point_config(self):
+    config = self.sweep({'xi': [0.4, 0.8], 'bits': [2, 3]})
+    points = config_lib.points_from_config(config)
+    # GRID_KEYS order (bits before xi), the last key varying fastest.
+    self.assertEqual([(p['bits'], p['xi']) for p in points],
+                     [(2, 0.4), (2, 0.8), (3, 0.4), (3, 0.8)])
+    for p in points:
+      self.assertEqual((p['algo'], p['step_size'], p['seed']),
+                       ('laq', 0.02, 0))
+    run = config_lib.point_config(config, points[3])
+    self.assertNotIn('sweep', run)
+    self.assertNotIn('sweep_batch_size', run)
+    self.assertEqual((run.bits, run.xi, run.num_iters), (3, 0.8, 30))
+    config_lib.validate_config(run)
+
+  def test_errors(self):
+    config = tiny_config()
+    with self.assertRaisesRegex(config_lib.ConfigError,
+                                "lacks field 'sweep'"):
+      config_lib.points_from_config(config)
+    with self.assertRaisesRegex(config_lib.ConfigError,
+                                'config.sweep_batch_size=-1 is not allowed'):
+      config_lib.points_from_config(self.sweep({'bits': [2]}).to_dict()
+                                    | {'sweep_batch_size': -1})
+    with self.assertRaisesRegex(config_lib.ConfigError,
+                                "unknown sweep key.*'bitz'.*allowed: algo"):
+      config_lib.points_from_config(self.sweep({'bitz': [2]}))
+    with self.assertRaisesRegex(config_lib.ConfigError,
+                                r"config.sweep\['bits'\].*0"):
+      config_lib.points_from_config(self.sweep({'bits': [0, 2]}))
+    # A minibatch of 61 does not fit a shard of 60: checked per algorithm.
+    with self.assertRaisesRegex(config_lib.ConfigError,
+                                'config.batch_size=61'):
+      config_lib.points_from_config(self.sweep({'algo': ['slag', 'slaq']},
+                                               batch_size=61))
+
+
+class BuildTest(absltest.TestCase):
+  """The config's dataset and precision, as `experiments.build` sees them."""
+
+  def test_builtin_dataset_builds(self):
+    built = build.build(tiny_config(dataset='builtin:heart_scale',
+                                    train_subset=0, num_workers=10))
+    self.assertEqual(built.data.x_MxNxD.shape, (10, 27, 13))  # 270 samples
+    self.assertEqual(built.num_params, 13 * 2 + 2)
+    self.assertEqual(built.data.x_MxNxD.dtype, jnp.float64)
+    self.assertEqual(built.test_x.shape, (270, 13))
+
+  def test_float64_needs_x64(self):
+    # A fresh process with x64 off: a float64 config is refused with a
+    # ConfigError that says how to turn it on; a float32 one stays float32.
+    code = '\n'.join([
+        'import jax, configs',
+        'from experiments import build, config',
+        'assert not jax.config.jax_enable_x64',
+        "c = configs.load('mnist_logreg', 'tiny,dataset=builtin:heart_scale,"
+        "train_subset=0')",
+        'try:',
+        '  build.build(c)',
+        'except config.ConfigError as e:',
+        "  print('refused:', e)",
+        "c.precision = 'float32'",
+        "print('float32:', build.build(c).data.x_MxNxD.dtype)",
+    ])
+    out = common.run_script(code, JAX_ENABLE_X64='0', JAX_PLATFORMS='cpu')
+    self.assertEqual(out.returncode, 0, out.stderr[-3000:])
+    self.assertRegex(out.stdout, "refused: config.precision='float64' needs "
+                     "float64 turned on.*jax_enable_x64")
+    self.assertIn('float32: float32', out.stdout)
+
+
+if __name__ == '__main__':
+  absltest.main()

@@ -1,0 +1,126 @@
+"""laq_jax.hyper: the presets, the Hyper pytree, and the rules of every field."""
+
+from absl.testing import absltest
+from absl.testing import parameterized
+import jax.numpy as jnp
+import numpy as np
+
+import laq_jax as lj
+from laq_jax import hyper
+
+# docs/algorithm.md's table: name -> (gradient, compressor, compresses the
+# innovation, lazy).
+TABLE = {
+    'gd': ('full', 'identity', False, False),
+    'qgd': ('full', 'uniform', True, False),
+    'lag': ('full', 'identity', False, True),
+    'laq': ('full', 'uniform', True, True),
+    'sgd': ('minibatch', 'identity', False, False),
+    'sqgd': ('minibatch', 'uniform', True, False),
+    'slag': ('minibatch', 'identity', False, True),
+    'slaq': ('minibatch', 'uniform', True, True),
+    'qsgd': ('minibatch', 'qsgd', False, False),
+    'ssgd': ('minibatch', 'rand_p', False, False),
+}
+
+
+class PresetTest(parameterized.TestCase):
+
+  def test_the_table(self):
+    self.assertEqual(sorted(hyper.ALGORITHMS), sorted(TABLE))
+    for name, (gradient, compressor, innovation, lazy) in TABLE.items():
+      a = hyper.get_algorithm(name)
+      self.assertEqual(a.stochastic, gradient == 'minibatch', name)
+      self.assertEqual(a.compressor, compressor, name)
+      self.assertEqual(a.innovation, innovation, name)
+      self.assertEqual(a.lazy, lazy, name)
+      self.assertEqual(a.quantize, compressor == 'uniform', name)
+
+  @parameterized.parameters(*TABLE)
+  def test_make_hyper_carries_the_preset_as_data(self, name):
+    _, compressor, innovation, lazy = TABLE[name]
+    h = hyper.make_hyper(name, dtype=jnp.float64)
+    self.assertEqual(int(h.compressor), lj.COMPRESSORS.index(compressor))
+    self.assertEqual(bool(h.innovation), innovation)
+    self.assertEqual(bool(h.lazy), lazy)
+    self.assertEqual(bool(h.quantize), compressor == 'uniform')
+    self.assertFalse(bool(h.authors_code))
+
+  def test_unknown_algorithm_lists_the_choices(self):
+    with self.assertRaisesRegex(ValueError, "'lax'.*gd, qgd, lag, laq, sgd"):
+      hyper.get_algorithm('lax')
+
+
+class HyperTest(absltest.TestCase):
+
+  def test_dtypes_and_values(self):
+    h = hyper.make_hyper('slaq', dtype=jnp.float64, bits=3, step_size=0.008,
+                         levels=50, keep_prob=0.25, authors_code=True)
+    for name in hyper.FLOAT_FIELDS:
+      self.assertEqual(getattr(h, name).dtype, jnp.float64, name)
+    for name in hyper.INT_FIELDS + ('compressor',):
+      self.assertEqual(getattr(h, name).dtype, jnp.int32, name)
+    self.assertEqual(int(h.bits), 3)
+    self.assertAlmostEqual(float(h.step_size), 0.008)
+    self.assertEqual(int(h.levels), 50)
+    self.assertAlmostEqual(float(h.keep_prob), 0.25)
+    self.assertTrue(bool(h.authors_code))
+    defaults = hyper.make_hyper('laq')
+    self.assertEqual(defaults.step_size.dtype, jnp.float32)
+    for name, value in hyper.DEFAULTS.items():
+      self.assertAlmostEqual(float(getattr(defaults, name)), value, 6, name)
+
+  def test_unknown_override(self):
+    with self.assertRaisesRegex(ValueError, r"\['bitz'\].*allowed"):
+      hyper.make_hyper('laq', bitz=3)
+
+  def test_stack_makes_a_grid_axis(self):
+    grid = hyper.stack_hypers([hyper.make_hyper(a) for a in ('gd', 'laq',
+                                                             'ssgd')])
+    self.assertEqual(grid.step_size.shape, (3,))
+    np.testing.assert_array_equal(
+        grid.compressor, [lj.COMPRESSORS.index(c)
+                          for c in ('identity', 'uniform', 'rand_p')])
+
+
+class RulesOfFieldsTest(parameterized.TestCase):
+  """One case per rule: the message names the field, the value, what is
+  allowed."""
+
+  @parameterized.parameters(
+      ('step_size', 0.0, '> 0'), ('step_size', float('inf'), '> 0'),
+      ('bits', 0, '1..32'), ('bits', 33, '1..32'), ('bits', 2.5, '1..32'),
+      ('xi', -0.1, '>= 0'), ('err_weight', -1.0, '>= 0'),
+      ('threshold_offset', -1e-9, '>= 0'),
+      ('max_staleness', -1, '0..2\\*\\*31-1'), ('l2', -0.01, '>= 0'),
+      ('seed', -3, '0..2\\*\\*31-1'), ('levels', 0, '1..16777216'),
+      ('levels', 2**24 + 1, '1..16777216'), ('keep_prob', 0.0, '\\(0, 1\\]'),
+      ('keep_prob', 1.5, '\\(0, 1\\]'))
+  def test_out_of_range(self, name, value, allowed):
+    with self.assertRaisesRegex(ValueError,
+                                f'{name}={value!r} is not allowed.*{allowed}'):
+      hyper.validate(**{name: value})
+    with self.assertRaisesRegex(ValueError, name):
+      hyper.make_hyper('laq', **{name: value})
+
+  @parameterized.parameters(('bits', 4.0), ('seed', True), ('levels', '10'))
+  def test_integers_must_be_integers(self, name, value):
+    with self.assertRaisesRegex(ValueError, f'cfg.{name}=.*integer'):
+      hyper.check_scalar(name, value, where=f'cfg.{name}')
+
+  def test_numbers_must_be_finite_numbers(self):
+    with self.assertRaisesRegex(ValueError, 'xi=nan.*finite number'):
+      hyper.check_scalar('xi', float('nan'))
+    with self.assertRaisesRegex(ValueError, 'xi=True.*finite number'):
+      hyper.check_scalar('xi', True)
+    hyper.check_scalar('xi', 0)  # an integer is a number
+    hyper.check_scalar('bits', np.int64(8))
+
+  def test_grids_are_checked_element_by_element(self):
+    hyper.validate(bits=np.array([1, 8, 32]))
+    with self.assertRaisesRegex(ValueError, 'bits=.*1..32'):
+      hyper.validate(bits=np.array([1, 8, 33]))
+
+
+if __name__ == '__main__':
+  absltest.main()

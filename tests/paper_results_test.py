@@ -1,0 +1,44 @@
+"""experiments.paper_results: the cross-check's step-by-step comparison."""
+
+import json
+import pathlib
+import tempfile
+
+from absl.testing import absltest
+import numpy as np
+
+from configs import paper
+from experiments import paper_results
+
+
+class CrosscheckTest(absltest.TestCase):
+
+  def test_crosscheck_finds_the_first_other_upload(self):
+    experiment = paper.experiments(quick=True)[0]
+    loss_T = np.array([3.0, 2.0, 1.5, 1.2])
+    sent_TxM = np.array([[1, 1], [0, 1], [1, 0], [0, 0]], bool)
+    result = {'curves': {
+        'algo': np.array(experiment.algos),
+        'loss': np.stack([loss_T] * len(experiment.algos)),
+        'uploads': np.stack([sent_TxM] * len(experiment.algos))}}
+    with tempfile.TemporaryDirectory() as tmp:
+      for name, change in (('single', None), ('devices', (2, 0))):
+        run = pathlib.Path(tmp, paper_results.CROSSCHECK, name)
+        run.mkdir(parents=True)
+        (run / 'config.json').write_text(json.dumps(
+            paper_results.crosscheck_config(experiment, name)))
+        (run / 'summary.json').write_text(json.dumps({'final_loss': 1.0}))
+        other = sent_TxM.copy()
+        if change:
+          other[change] = False
+        np.save(run / 'uploads.npy', other)
+        (run / 'metrics.csv').write_text(
+            'step,loss\n0,3.0\n1,2.0\n2,1.5\n3,1.32\n')
+      checks = paper_results.crosscheck(experiment, result, pathlib.Path(tmp))
+    self.assertEqual([c['first_other_upload'] for c in checks], [None, 2])
+    self.assertEqual([c['uploads'] for c in checks], [4, 3])
+    self.assertAlmostEqual(checks[0]['max_relative_loss_difference'], 0.1)
+
+
+if __name__ == '__main__':
+  absltest.main()

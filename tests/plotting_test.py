@@ -1,0 +1,95 @@
+"""laq_jax.plotting: the paper's figures and the sweep figures."""
+
+from absl.testing import absltest
+import numpy as np
+
+from laq_jax import metrics
+from laq_jax import plotting
+from laq_jax import sweep
+from laq_jax.hyper import DEFAULTS
+
+
+class PlottingTest(absltest.TestCase):
+
+  def curves(self, fstar):
+    return [metrics.make_curve(name, [10.0, 6.0, 4.0], 3.5, [2, 0, 1],
+                               [20, 0, 10], fstar=fstar)
+            for name in ('gd', 'laq')]
+
+  def test_loss_figures(self):
+    figures = plotting.loss_figures(self.curves(3.0))
+    self.assertEqual(set(figures), {'iterations', 'uploads', 'bits'})
+    for x, fig in figures.items():
+      ax = fig.axes[0]
+      self.assertEqual(ax.get_yscale(), 'log')
+      self.assertLen(ax.get_lines(), 2)
+      self.assertIn('residual', ax.get_ylabel())
+      np.testing.assert_array_equal(
+          ax.get_lines()[0].get_xdata(),
+          {'iterations': [0, 1, 2, 3], 'uploads': [0, 2, 2, 3],
+           'bits': [np.nan, 20, 20, 30]}[x])  # log x: no 0
+      self.assertEqual(ax.get_xscale(), 'log' if x == 'bits' else 'linear')
+
+  def test_loss_label_without_fstar(self):
+    fig = plotting.loss_figure(self.curves(None), 'bits')
+    self.assertIn('f* unknown', fig.axes[0].get_ylabel())
+
+  def test_mixed_curves_and_bad_axis_raise(self):
+    with self.assertRaisesRegex(ValueError, 'mix'):
+      plotting.loss_figure(self.curves(3.0)[:1] + self.curves(None)[:1])
+    with self.assertRaisesRegex(ValueError, "x='time'"):
+      plotting.loss_figure(self.curves(3.0), 'time')
+
+  def test_upload_raster(self):
+    sent = np.zeros((50, 4), bool)
+    sent[[0, 7, 49], [0, 3, 2]] = True
+    fig = plotting.upload_raster(sent, title='laq')
+    ax = fig.axes[0]
+    self.assertIn('3 uploads of 200', ax.get_title())
+    events = [c.get_positions() for c in ax.collections]
+    np.testing.assert_array_equal(events[0], [0])
+    np.testing.assert_array_equal(events[2], [49])
+    np.testing.assert_array_equal(events[3], [7])
+    self.assertEmpty(events[1])
+
+  def test_grad_norm_curves_are_labelled(self):
+    curve = metrics.value_curve('laq', [4.0, 2.0, 1.0], [2, 0, 1],
+                                [20, 0, 10], 'grad_norm_sq')
+    np.testing.assert_array_equal(curve.uploads, [0, 2, 2])
+    fig = plotting.loss_figure([curve], 'uploads')
+    self.assertIn('gradient norm', fig.axes[0].get_ylabel())
+    with self.assertRaisesRegex(ValueError, "quantity='norm'"):
+      metrics.value_curve('laq', [1.0], [1], [1], 'norm')
+
+  def test_heatmap_quantity(self):
+    row = lambda bits, res: {'target_bits': bits, 'final_residual': res}
+    self.assertEqual(plotting.heatmap_quantity([row(5, 1e-7), row(9, 1e-8)]),
+                     'target_bits')
+    self.assertEqual(
+        plotting.heatmap_quantity([row(5, 1e-7), row(None, 0.1)]),
+        'target_bits+final_residual')
+    self.assertEqual(plotting.heatmap_quantity([row(None, 1.0)]),
+                     'final_residual')
+    self.assertEqual(plotting.heatmap_quantity([row(None, None)]),
+                     'final_loss')
+
+  def test_sweep_figures(self):
+    base = dict(sweep.expand_grid({}, {'algo': 'laq', **DEFAULTS})[0])
+    rows = [dict(base, algo=a, bits=b, xi=x,
+                 target_bits=None if b == 2 else 1000 * b,
+                 target_residual=1e-6, final_residual=1e-3 / b,
+                 final_loss=1.0, total_bits=10**6 * b,
+                 final_test_accuracy=0.8 + 0.01 * b)
+            for a in ('lag', 'laq') for b in (2, 4) for x in (0.4, 0.8)]
+    fig = plotting.heatmap_figure(rows)
+    self.assertLen([ax for ax in fig.axes if ax.get_visible()
+                    and ax.get_label() != '<colorbar>'], 2)  # one per algo
+    self.assertIn('never reached', fig.get_suptitle())
+    fig = plotting.pareto_figure(rows)
+    self.assertLen(fig.axes, 2)  # accuracy and residual panels
+    with self.assertRaisesRegex(ValueError, 'panels'):
+      plotting.heatmap_figure(rows, max_panels=1)
+
+
+if __name__ == '__main__':
+  absltest.main()
