@@ -128,11 +128,11 @@ def main():
   # float32 run stays float32.
   jax.config.update('jax_enable_x64', True)
   dtype = np.float64 if args.precision == 'float64' else np.float32
-  mnist = data_lib.load_mnist(args.data_dir)
+  mnist = data_lib.load_mnist(args.data_dir, dtype=dtype)
   num = 60_000 if args.full else args.subset
   x, y = data_lib.make_shards(mnist['x_train'][:num], mnist['y_train'][:num],
                               NUM_WORKERS)
-  data = laq_jax.Data(jnp.asarray(x.astype(dtype)), jnp.asarray(y))
+  data = laq_jax.Data(jnp.asarray(x), jnp.asarray(y))
   spec = laq_jax.RunSpec(laq_jax.get_problem('logreg'), NUM_WORKERS)
   all_points = sweep.expand_grid(GRID, BASE)
   sizes = [int(g) for g in args.grid.split(',')]

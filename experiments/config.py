@@ -80,6 +80,11 @@ def fstar_value(fstar) -> float | None:
   """A number given as config.fstar, or None for 'auto' / 'none'."""
   if isinstance(fstar, str) and fstar in FSTAR_MODES:
     return None
+  if isinstance(fstar, str):  # --config.fstar=5.551 arrives as text
+    try:
+      fstar = float(fstar)
+    except ValueError:
+      pass
   if not is_number(fstar):
     raise bad('fstar', fstar, "'auto' (solve it, convex models only), "
               "'none', or a finite number")

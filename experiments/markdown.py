@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping, Sequence
 
+import numpy as np
+
 DASH = '—'  # unknown, not reached, or not a number
 
 
@@ -17,7 +19,8 @@ def fmt(value: Any, kind: str = 'int') -> str:
   """A cell: 'int' 1,234; 'sci' 1.234e-05; 'pct' 90.82%; 'full' 12
   significant digits; any other kind is a format spec ('.4f'). None, NaN and
   inf give a dash."""
-  if value is None or (isinstance(value, float) and not math.isfinite(value)):
+  if value is None or (isinstance(value, (float, np.floating))
+                       and not math.isfinite(value)):
     return DASH
   if kind == 'int':
     return f'{int(value):,}'

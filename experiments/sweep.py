@@ -13,19 +13,26 @@ compiled call (0: all at once); every batch reuses the one program.
 The workdir receives:
   config.json                  the resolved config;
   results.csv                  one row per grid point: `point`, every
-                               hyperparameter (algo, step_size, bits, xi,
+                               grid key (algo, step_size, bits, xi,
                                err_weight, threshold_offset, max_staleness,
-                               l2, seed), then the figures of
-                               `laq_jax.metrics.summarize`: iterations,
-                               total_uploads, total_bits, final_loss,
-                               final_residual, final_test_accuracy, fstar,
-                               target_residual, target_iteration,
-                               target_uploads, target_bits, diverged,
+                               l2, seed, levels, keep_prob), then the
+                               figures of `laq_jax.metrics.summarize`:
+                               iterations, total_uploads, total_bits,
+                               final_loss, final_residual,
+                               final_test_accuracy, fstar, target_residual,
+                               target_iteration, target_uploads, target_bits
+                               (the exact residual), paper_reference,
+                               paper_final_residual, paper_target_iteration,
+                               paper_target_uploads, paper_target_bits (the
+                               paper's residual, from the smallest average
+                               loss any point with the same objective
+                               reached), last_grad_norm_sq, diverged,
                                diverged_at (a diverged point's figures
                                count its iterations 0..diverged_at);
-  curves.npz                   [G, T] loss, uploads, bits, cum_uploads,
-                               cum_bits, [G] final_loss, [G, T, M] sent (when
-                               small), and one [G] array per hyperparameter;
+  curves.npz                   [G, T] loss, grad_norm_sq, cum_uploads,
+                               cum_bits, [G] final_loss, paper_reference,
+                               [G, T, M] uploads (when small), and one [G]
+                               array per grid key;
   sweep.json                   grid size, batches, f*, timings, compiles;
   heatmap_bits_to_target.png   bits to the target residual over bits x xi
                                (the final residual when some point misses
@@ -36,7 +43,7 @@ The workdir receives:
                                checkpoints (laq_jax/checkpoint.py).
 Every file is written whole or not at all (temporary file, then rename).
 One point of the sweep reproduces `experiments.main` run on
-`laq_jax.sweep.point_config(config, point)`.
+`experiments.config.point_config(config, point)`.
 
 Restarting the same command in the same workdir resumes from the last
 checkpoint; a workdir holding another config's results is refused unless

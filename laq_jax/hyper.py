@@ -154,17 +154,11 @@ def check_scalar(name: str, value, where: str | None = None) -> None:
   """Raises ValueError unless `value` is one allowed scalar for field `name`
   of DEFAULTS: an integer for INT_FIELDS, a finite number otherwise, in the
   field's range. `where` names the value in the message (default `name`)."""
-  where = where or name
-  if name in INT_FIELDS and not is_integer(value):
-    raise ValueError(f'{where}={value!r} is not allowed: it must be an '
-                     'integer')
-  if not is_number(value):
-    raise ValueError(f'{where}={value!r} is not allowed: it must be a '
-                     'finite number')
-  try:
-    validate(**{name: value})
-  except ValueError as e:
-    raise ValueError(f'{where}: {e}') from None
+  ok, allowed = CHECKS[name]
+  typed = is_integer(value) if name in INT_FIELDS else is_number(value)
+  if not (typed and ok(value)):
+    raise ValueError(f'{where or name}={value!r} is not allowed: it must be '
+                     f'{allowed}')
 
 
 def _check(v, test) -> bool:

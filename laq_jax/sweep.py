@@ -155,7 +155,7 @@ def check_algorithms(points: Sequence[Mapping[str, Any]]) -> bool:
     raise ValueError(
         f'sweep algorithms {algos} mix full-batch ({", ".join(full)}) and '
         f'stochastic ({", ".join(stochastic)}) gradients, which are different '
-        'compiled programs: sweep gd/qgd/lag/laq and sgd/qsgd/slag/slaq '
+        'compiled programs: sweep the full-batch and the minibatch algorithms '
         'separately')
   return next(iter(kinds.values()))
 

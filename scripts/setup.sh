@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Creates .venv (if missing), installs the pinned requirements, and makes
-# MNIST available: $LAQ_JAX_DATA if it holds the files, else ../shared/data/mnist
-# beside the checkout, else the user cache (fetched on first use).
+# MNIST available: $LAQ_JAX_DATA if it holds the files, else the user cache
+# (downloaded there on first use by `python -m experiments.fetch_data`).
 # Source it: `source scripts/setup.sh`.
 set -e
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -18,9 +18,6 @@ if [ "$(cat "$STAMP" 2>/dev/null)" != "$WANT" ]; then
 fi
 export PATH="$ROOT/.venv/bin:$PATH"
 export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
-if [ -z "${LAQ_JAX_DATA:-}" ] && [ -d "$ROOT/../shared/data/mnist" ]; then
-  export LAQ_JAX_DATA="$(cd "$ROOT/../shared/data/mnist" && pwd)"
-fi
 if ! "$ROOT/.venv/bin/python" -c "from laq_jax import data; data.find_mnist_dir()" 2>/dev/null; then
   "$ROOT/.venv/bin/python" -m experiments.fetch_data
 fi

@@ -39,8 +39,7 @@ M, PER_WORKER, STEPS, CHUNK = 8, 64, 24, 8
 
 
 def problem():
-  lj.set_precision('float64')
-  x, y = common.mnist_shards(M, PER_WORKER)
+  x, y = common.mnist_shards(M, PER_WORKER, np.float64)
   spec = lj.RunSpec(lj.get_problem('logreg'), M)
   hyper = lj.make_hyper('laq', dtype=jnp.float64, step_size=0.02, bits=4)
   return spec, lj.Data(x, y), hyper
@@ -48,14 +47,19 @@ def problem():
 
 def main():
   if MODE == 'distributed':
-    # The coordinator, process count and id come from $LAQ_JAX_*.
+    # The coordinator, process count and id come from $LAQ_JAX_*; joining
+    # comes before any other JAX work.
     assert distributed.maybe_initialize(initialization_timeout=60)
-    # Before any other JAX work: the global view of the devices.
+  # float64, turned on once at startup as the launchers do.
+  jax.config.update('jax_enable_x64', True)
+  if MODE == 'distributed':
+    # The global view of the devices.
     assert jax.process_count() == 2, jax.process_count()
     assert jax.local_device_count() == LOCAL_DEVICES
     assert jax.device_count() == 2 * LOCAL_DEVICES
   spec, data, hyper = problem()
   if MODE == 'reference':
+    assert jax.device_count() == 1, jax.devices()
     state, trace = lj.run(spec, lj.Data(jnp.asarray(data.x_MxNxD),
                                         jnp.asarray(data.y_MxN)), hyper, STEPS)
   else:
@@ -67,6 +71,7 @@ def main():
     state, trace = lj.run(spec, data, hyper, STEPS, chunk_size=CHUNK,
                           run_chunk_fn=sharding.make_run_chunk(mesh))
   theta = np.asarray(state.theta_P)  # replicated: readable on every process
+  assert theta.dtype == np.float64, theta.dtype
   if distributed.is_writer():
     name = ('reference.npz' if MODE == 'reference'
             else f'result-{jax.process_index()}.npz')

@@ -38,7 +38,7 @@ import laq_jax as lj  # pylint: disable=g-import-not-at-top
 from laq_jax import sharding  # pylint: disable=g-import-not-at-top
 from tests import common  # pylint: disable=g-import-not-at-top
 
-lj.set_precision('float64')
+jax.config.update('jax_enable_x64', True)
 
 PER_WORKER = 60
 BATCH = 20

@@ -124,10 +124,6 @@ class WriterTest(absltest.TestCase):
       with mock.patch.object(jax, 'process_index', return_value=index):
         self.assertIs(distributed.is_writer(), writer, index)
 
-  def test_process_count_is_jax(self):
-    with mock.patch.object(jax, 'process_count', return_value=4):
-      self.assertEqual(distributed.process_count(), 4)
-
 
 if __name__ == '__main__':
   absltest.main()

@@ -20,7 +20,6 @@ import pytest
 from experiments import config as config_lib
 from experiments import outputs
 from experiments import train
-from laq_jax import sweep
 from tests import common
 
 P_LOGREG = 784 * 10 + 10
@@ -206,49 +205,6 @@ class ResultsFilesTest(absltest.TestCase):
     info = json.loads((workdir / 'sweep.json').read_text())
     self.assertEqual(info['points_reaching_target'], reached)
     self.assertEqual(info['heatmap_shows'], 'target_bits+final_residual')
-
-
-class SweepConfigTest(absltest.TestCase):
-  """Sweep configs: grid points from a config (fast, nothing runs)."""
-
-  def test_config_needs_the_sweep_fields(self):
-    from configs import default  # pylint: disable=g-import-not-at-top
-    config = default.get_config('tiny')
-    with self.assertRaisesRegex(config_lib.ConfigError, "'sweep'"):
-      config_lib.points_from_config(config)
-    with self.assertRaisesRegex(config_lib.ConfigError,
-                                'sweep_batch_size=-1'):
-      config_lib.points_from_config(tiny_config(sweep_batch_size=-1))
-
-
-  def test_config_level_errors_name_the_field(self):
-    with self.assertRaisesRegex(config_lib.ConfigError, 'full-batch'):
-      config_lib.points_from_config(tiny_config(sweep={'algo': ['gd',
-                                                                'sgd']}))
-    with self.assertRaisesRegex(config_lib.ConfigError, 'bitz'):
-      config_lib.points_from_config(tiny_config(sweep={'bitz': [2]}))
-
-  def test_shipped_sweep_configs(self):
-    from configs import sweep_algos  # pylint: disable=g-import-not-at-top
-    from configs import sweep_bits_xi  # pylint: disable=g-import-not-at-top
-    points = config_lib.points_from_config(sweep_bits_xi.get_config())
-    self.assertLen(points, 16)
-    self.assertEqual(sweep.varying_keys(points), ['bits', 'xi'])
-    quick = sweep_bits_xi.get_config('quick')
-    self.assertLen(config_lib.points_from_config(quick), 16)
-    self.assertLess(quick.num_iters, 4000)
-    stochastic = config_lib.points_from_config(
-        sweep_bits_xi.get_config('stochastic,quick'))
-    self.assertLen(stochastic, 48)
-    self.assertEqual({p['algo'] for p in stochastic}, {'slaq'})
-    self.assertEqual(sweep.varying_keys(stochastic), ['bits', 'xi', 'seed'])
-    algos = config_lib.points_from_config(sweep_algos.get_config('quick'))
-    self.assertEqual([p['algo'] for p in algos], ['gd', 'qgd', 'lag', 'laq'])
-    # A point's run config is a valid experiments.main config.
-    run_config = config_lib.point_config(sweep_algos.get_config(), algos[1])
-    config_lib.validate_config(run_config)
-    self.assertEqual(run_config.algo, 'qgd')
-    self.assertNotIn('sweep', run_config)
 
 
 if __name__ == '__main__':

@@ -3,12 +3,11 @@
 Two processes with 4 forced CPU devices each form one 8-device mesh; a small
 float64 LAQ run (M = 8, real MNIST) on it must upload at the same steps and
 reach the same losses (1e-10) and parameters as a single-process vmap run
-computed in a third process. Only process 0 writes its result.
+computed in a third process. Only process 0 writes its result. How the
+settings are read is tested without processes in distributed_test.py.
 """
 
 import os
-import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -16,25 +15,23 @@ import time
 
 from absl.testing import absltest
 import numpy as np
+import pytest
 
 from laq_jax import distributed
 from tests import common
+
+pytestmark = pytest.mark.slow
 
 SCRIPT = os.path.join(common.ROOT, 'tests', '_multiprocess_worker.py')
 TIMEOUT_S = 240
 
 
-def free_port():
-  with socket.socket() as s:
-    s.bind(('127.0.0.1', 0))
-    return s.getsockname()[1]
-
-
 class TwoProcessTest(absltest.TestCase):
 
   def test_two_processes_equal_one(self):
-    out_dir = tempfile.mkdtemp(prefix='laq_jax_multiprocess_')
-    self.addCleanup(shutil.rmtree, out_dir, ignore_errors=True)
+    tmp = tempfile.TemporaryDirectory(prefix='laq_jax_multiprocess_')
+    self.addCleanup(tmp.cleanup)
+    out_dir = tmp.name
     env = dict(os.environ)
     env.pop('XLA_FLAGS', None)
     env['PYTHONPATH'] = common.ROOT + os.pathsep + env.get('PYTHONPATH', '')
@@ -43,7 +40,7 @@ class TwoProcessTest(absltest.TestCase):
     for name in (distributed.ENV_COORDINATOR, distributed.ENV_NUM_PROCESSES,
                  distributed.ENV_PROCESS_ID):
       env.pop(name, None)
-    port = free_port()
+    port = common.free_port()
     commands = [('reference', env)]
     for process_id in (0, 1):
       commands.append(('distributed', {
@@ -86,62 +83,17 @@ class TwoProcessTest(absltest.TestCase):
     ref = np.load(os.path.join(out_dir, 'reference.npz'))
     got = np.load(os.path.join(out_dir, 'result-0.npz'))
     self.assertEqual(int(got['process_count']), 2)
+    self.assertEqual(int(ref['process_count']), 1)
     self.assertEqual(ref['sent'].shape, (24, 8))
     self.assertTrue(0 < ref['sent'].sum() < ref['sent'].size,
                     'the rule must both upload and skip')
     np.testing.assert_array_equal(got['sent'], ref['sent'])
     np.testing.assert_array_equal(got['bits'], ref['bits'])
+    # b = 4 bits a coordinate and a 32-bit radius per upload, P = 7850.
+    np.testing.assert_array_equal(ref['bits'],
+                                  ref['sent'] * (4 * 7850 + 32))
     np.testing.assert_allclose(got['loss'], ref['loss'], rtol=0, atol=1e-10)
     np.testing.assert_allclose(got['theta'], ref['theta'], rtol=0, atol=1e-10)
-
-
-class SettingsTest(absltest.TestCase):
-  """How initialize() reads flags and the environment (no runtime started)."""
-
-  def setUp(self):
-    super().setUp()
-    self._saved = {k: os.environ.pop(k, None) for k in (
-        distributed.ENV_COORDINATOR, distributed.ENV_NUM_PROCESSES,
-        distributed.ENV_PROCESS_ID)}
-
-  def tearDown(self):
-    for k, v in self._saved.items():
-      os.environ.pop(k, None)
-      if v is not None:
-        os.environ[k] = v
-    super().tearDown()
-
-  def test_environment(self):
-    os.environ[distributed.ENV_COORDINATOR] = '10.0.0.1:1234'
-    os.environ[distributed.ENV_NUM_PROCESSES] = '4'
-    os.environ[distributed.ENV_PROCESS_ID] = '3'
-    self.assertEqual(distributed.settings(), dict(
-        coordinator_address='10.0.0.1:1234', num_processes=4, process_id=3))
-
-  def test_arguments_win_over_environment(self):
-    os.environ[distributed.ENV_NUM_PROCESSES] = '4'
-    self.assertEqual(distributed.settings('h:1', 2, 1), dict(
-        coordinator_address='h:1', num_processes=2, process_id=1))
-
-  def test_nothing_given_leaves_detection_to_jax(self):
-    self.assertEqual(distributed.settings(), dict(
-        coordinator_address=None, num_processes=None, process_id=None))
-
-  def test_bad_values(self):
-    with self.assertRaisesRegex(ValueError, 'process_id=2.*0..1'):
-      distributed.settings('h:1', 2, 2)
-    with self.assertRaisesRegex(ValueError, "coordinator_address='h'"):
-      distributed.settings('h', 2, 0)
-    os.environ[distributed.ENV_NUM_PROCESSES] = 'two'
-    with self.assertRaisesRegex(ValueError, 'LAQ_JAX_NUM_PROCESSES'):
-      distributed.settings()
-
-  def test_maybe_initialize_does_nothing_when_not_asked(self):
-    self.assertFalse(distributed.maybe_initialize())
-
-  def test_single_process_is_writer(self):
-    self.assertTrue(distributed.is_writer())
-    self.assertEqual(distributed.process_count(), 1)
 
 
 if __name__ == '__main__':

@@ -149,7 +149,7 @@ def table_rows(markdown: str, first_column: str) -> dict[str, list[str]]:
   """{first cell: cells} of a Markdown table's body rows."""
   rows = {}
   for line in markdown.splitlines():
-    cells = [c.strip() for c in line.strip().strip('|').split('|')]
+    cells = split_row(line)
     if line.startswith('|') and cells[0] not in (first_column,) and not set(
         cells[0]) <= set('-: '):
       rows[cells[0]] = cells
@@ -231,7 +231,8 @@ class NotebooksTest(parameterized.TestCase):
                                  1 if k else 0, delta=1e-3)
     # The paper's residual is measured from the smallest average loss any
     # of the four reached, so the run that reached it gets there.
-    self.assertNotEmpty(reached["paper's"])
+    self.assertNotEmpty(reached["paper's"],
+                        "no run reached the target under the paper's residual")
 
   def test_sweep(self):
     start = time.perf_counter()
@@ -288,10 +289,11 @@ class NotebooksTest(parameterized.TestCase):
     # float64 configs need float64 on, turned on once in the code (nothing
     # in the library does it); the prose and code name no removed API.
     if name in FLOAT64_NOTEBOOKS:
-      self.assertIn("jax.config.update('jax_enable_x64', True)", code)
+      self.assertTrue("jax.config.update('jax_enable_x64', True)" in code,
+                      f'{name} runs float64 configs but never turns x64 on')
     source = '\n'.join(c.source for c in nb.cells)
     for old in OLD_API:
-      self.assertNotIn(old, source, f'{name} uses the old API: {old!r}')
+      self.assertFalse(old in source, f'{name} uses the old API: {old!r}')
 
 
 if __name__ == '__main__':

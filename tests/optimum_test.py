@@ -14,31 +14,9 @@ import numpy as np
 import laq_jax
 from laq_jax import optimum
 from tests import common
+from tests import reference
 
 WORKERS, PER_WORKER, L2 = 10, 60, 0.01
-
-
-def numpy_objective(x, y, l2):
-  """f(theta) = sum_m [mean cross-entropy of shard m + l2/2 ||theta||^2] and
-  its gradient, theta = (W [784 x 10] row-major, then b), NumPy only."""
-  num_workers = len(x)
-
-  def f_and_grad(theta):
-    w, b = theta[:7840].reshape(784, 10), theta[7840:]
-    value, g = 0.0, np.zeros_like(theta)
-    for xm, ym in zip(x, y):
-      z = xm @ w + b
-      z = z - z.max(1, keepdims=True)
-      logp = z - np.log(np.exp(z).sum(1, keepdims=True))
-      value += -logp[np.arange(len(ym)), ym].mean()
-      p = np.exp(logp)
-      p[np.arange(len(ym)), ym] -= 1
-      g[:7840] += (xm.T @ p / len(ym)).ravel()
-      g[7840:] += p.mean(0)
-    value += num_workers * l2 / 2 * theta @ theta
-    return value, g + num_workers * l2 * theta
-
-  return f_and_grad
 
 
 class SolveTest(absltest.TestCase):
@@ -54,7 +32,7 @@ class SolveTest(absltest.TestCase):
 
   def test_against_scipy(self):
     import scipy.optimize  # pylint: disable=g-import-not-at-top
-    f_and_grad = numpy_objective(self.x, self.y, L2)
+    f_and_grad = lambda theta: reference.objective(theta, self.x, self.y, L2)
     ref = scipy.optimize.minimize(f_and_grad, np.zeros(7850), jac=True,
                                   method='L-BFGS-B',
                                   options=dict(maxiter=5000, gtol=1e-11,
@@ -63,10 +41,8 @@ class SolveTest(absltest.TestCase):
     self.assertLessEqual(opt.value, ref.fun + 1e-12)
     self.assertAlmostEqual(opt.value, ref.fun, delta=1e-9)
     # The value reported is f at the theta reported, and its gradient is
-    # tiny, by the NumPy objective too (the library's flat order is
-    # ravel_pytree's: b, then W).
-    theta = np.asarray(opt.theta_P, np.float64)
-    value, grad = f_and_grad(np.concatenate([theta[10:], theta[:10]]))
+    # tiny, by the NumPy objective too.
+    value, grad = f_and_grad(np.asarray(opt.theta_P, np.float64))
     self.assertAlmostEqual(opt.value, value, delta=1e-11)
     self.assertLess(np.linalg.norm(grad), 1e-9)
     self.assertLess(opt.grad_norm, 1e-9)

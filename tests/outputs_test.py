@@ -10,8 +10,6 @@ import json
 import os
 import pathlib
 import signal
-import subprocess
-import sys
 import tempfile
 from unittest import mock
 
@@ -50,10 +48,10 @@ def folder(name):
 
 
 _CRASH_MID_WRITE = r'''
-import pathlib, resource, signal, sys
+import pathlib, resource, signal
 from experiments import outputs
-path = pathlib.Path(sys.argv[1])
-old = sys.argv[2]
+path = pathlib.Path(PATH)
+old = OLD
 outputs.atomic_write(path, old)
 # The next write dies half-way: past 4 kB the kernel sends SIGXFSZ, which
 # (Python ignores it by default) now kills the process on the spot.
@@ -73,9 +71,9 @@ class AtomicWriteTest(parameterized.TestCase):
     where = folder(f'atomic_{name}')
     old = ('{"old": true}\n' if name.endswith('json')
            else 'step,loss\n0,2.302585092994046\n')
-    result = common.run_script(_CRASH_MID_WRITE.replace(
-        'sys.argv[1]', repr(str(where / name))).replace(
-            'sys.argv[2]', repr(old)), JAX_PLATFORMS='cpu')
+    script = _CRASH_MID_WRITE.replace('PATH', repr(str(where / name))
+                                      ).replace('OLD', repr(old))
+    result = common.run_script(script, JAX_PLATFORMS='cpu')
     self.assertEqual(result.returncode, -signal.SIGXFSZ, result.stderr)
     self.assertEqual((where / name).read_text(), old)
     # What the killed write left is a temporary beside it; a run cleans it.

@@ -74,6 +74,8 @@ def layout(model, dim, classes, hidden=None):
   if model == 'logreg':
     return [('b', (classes,)), ('w', (dim, classes))]
   if model == 'mlp':
+    if not hidden:
+      raise ValueError('the MLP needs its number of hidden units')
     return [('hidden.bias', (hidden,)), ('hidden.kernel', (dim, hidden)),
             ('out.bias', (classes,)), ('out.kernel', (hidden, classes))]
   raise ValueError(f'unknown model {model!r}; allowed: {", ".join(MODELS)}')
@@ -145,6 +147,16 @@ def shard_loss_and_grad(theta, x, y, lam, classes, model='logreg',
 # Compressors: C(v) and its bits.
 
 
+def objective(theta, x_mnd, y_mn, lam, classes=10, model='logreg',
+              hidden=None):
+  """(f(theta), grad f(theta)) with f = sum_m f_m over the M shards."""
+  value, grad = 0.0, np.zeros_like(theta)
+  for x, y in zip(x_mnd, y_mn):
+    f_m, g_m = shard_loss_and_grad(theta, x, y, lam, classes, model, hidden)
+    value, grad = value + f_m, grad + g_m
+  return value, grad
+
+
 def quantize(g, ref, bits):
   """LAQ's b-bit quantizer of g - ref: (Q, e = ||Q - g||^2), in g's dtype."""
   dt = g.dtype.type
@@ -170,6 +182,7 @@ def gamma_length(level):
 
 def qsgd(v, s, uniforms):
   """QSGD with s levels, given one uniform draw per coordinate: (C(v), bits)."""
+  s = v.dtype.type(s)
   norm = np.sqrt(np.sum(v * v))
   if norm == 0:
     return np.zeros_like(v), 32
@@ -178,7 +191,7 @@ def qsgd(v, s, uniforms):
   level += uniforms < scaled - level  # round up with the dropped fraction
   out = norm * np.sign(v) * level / s
   nonzero = level[level > 0].astype(np.float64)  # l <= 2^24: exact
-  gamma = 2 * np.floor(np.log2(nonzero)) + 1
+  gamma = 2 * np.floor(np.log2(nonzero)) + 1  # gamma_length, vectorized
   return out, 32 + int(np.sum(1 + gamma))
 
 
