@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from configs import default as default_config
 from configs import paper
 from experiments import config as config_lib
 from experiments import outputs
@@ -38,13 +39,27 @@ def as_json(obj) -> Any:
   return json.loads(json.dumps(obj))
 
 
+def same_config(written: dict, wanted: dict) -> bool:
+  """Whether a config.json `written` by a run stands for the config `wanted`.
+
+  Equal, or written before the schema grew a field that `wanted` leaves at
+  its default (configs/default.py): such a field did not exist then, and
+  its default keeps the behaviour it had.
+  """
+  defaults = as_json(config_lib.to_dict(default_config.get_config()))
+  new = set(wanted) - set(written)
+  return (set(written) <= set(wanted)
+          and all(written[k] == wanted[k] for k in written)
+          and all(k in defaults and wanted[k] == defaults[k] for k in new))
+
+
 def is_done(experiment: paper.Experiment, workdir: pathlib.Path) -> bool:
   """Whether `workdir/NAME` holds this experiment's finished results."""
   out = workdir / experiment.name
   if not all((out / f).is_file() for f in RESULT_FILES):
     return False
   wanted = as_json(config_lib.to_dict(paper.sweep_config(experiment)))
-  return json.loads((out / 'config.json').read_text()) == wanted
+  return same_config(json.loads((out / 'config.json').read_text()), wanted)
 
 
 def _number(text: str):
@@ -149,7 +164,7 @@ def crosscheck(experiment: paper.Experiment, result: dict[str, Any],
       run = outputs.load_run(run_dir)
     except FileNotFoundError:
       continue
-    if run.config != crosscheck_config(experiment, name):
+    if not same_config(run.config, crosscheck_config(experiment, name)):
       continue
     sent, loss = run.sent_TxM, run.metrics['loss']
     if sent.shape != grid_sent.shape:

@@ -167,7 +167,8 @@ def run_crosscheck(experiment: paper.Experiment, workdir: pathlib.Path
     out = workdir / results_lib.CROSSCHECK / name
     config = results_lib.crosscheck_config(experiment, name)
     try:
-      done = (json.loads((out / 'config.json').read_text()) == config
+      done = (results_lib.same_config(
+          json.loads((out / 'config.json').read_text()), config)
               and (out / 'summary.json').is_file())
     except (OSError, ValueError):
       done = False

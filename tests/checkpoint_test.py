@@ -10,7 +10,6 @@ import tempfile
 from unittest import mock
 
 from absl.testing import absltest
-import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -28,14 +27,6 @@ def setUpModule():
 
 def tearDownModule():
   _tmp.cleanup()
-
-
-def assert_trees_equal(test, a, b):
-  test.assertEqual(jax.tree.structure(a), jax.tree.structure(b))
-  for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
-    x, y = np.asarray(x), np.asarray(y)
-    test.assertEqual(x.dtype, y.dtype)
-    np.testing.assert_array_equal(x, y)
 
 
 class CheckpointerTest(absltest.TestCase):
@@ -71,7 +62,7 @@ class CheckpointerTest(absltest.TestCase):
       restored = ckpt.restore(self.like)
       older = ckpt.restore(self.like, step=4)
     self.assertEqual(restored.step, 6)
-    assert_trees_equal(self, restored.state, state)
+    common.assert_trees_equal(self, restored.state, state)
     self.assertIsInstance(restored.state, laq_jax.LoopState)
     for name, value in arrays.items():
       self.assertEqual(restored.arrays[name].dtype, value.dtype)
@@ -84,7 +75,7 @@ class CheckpointerTest(absltest.TestCase):
     # A new Checkpointer on the same folder finds them.
     with checkpoint.Checkpointer(self.folder('unit'), 'abc') as ckpt:
       self.assertEqual(ckpt.latest_step(), 6)
-      assert_trees_equal(self, ckpt.restore(self.like).state, state)
+      common.assert_trees_equal(self, ckpt.restore(self.like).state, state)
 
   def test_another_config_or_format_is_refused(self):
     arrays = {'loss': self.trace.loss}

@@ -90,3 +90,51 @@ def run_script(code, **env_extra):
     env['LAQ_JAX_DATA'] = mnist_dir()
   return subprocess.run([sys.executable, '-c', code], env=env,
                         capture_output=True, text=True, timeout=600, cwd=ROOT)
+
+
+def tiny_config(**overrides):
+  """configs/mnist_logreg.py:tiny (600 images, M = 10, 30 iterations in
+  chunks of 10) with `overrides`."""
+  import configs  # pylint: disable=g-import-not-at-top
+  config = configs.load('mnist_logreg', 'tiny')
+  config.update(overrides)
+  return config
+
+
+def read_csv(path):
+  """A CSV file as a list of {column: text}."""
+  import csv  # pylint: disable=g-import-not-at-top
+  with open(path, newline='') as f:
+    return list(csv.DictReader(f))
+
+
+def assert_trees_equal(test, a, b):
+  """Same structure, dtypes and values, leaf by leaf (bit for bit)."""
+  import jax  # pylint: disable=g-import-not-at-top
+  test.assertEqual(jax.tree.structure(a), jax.tree.structure(b))
+  for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
+    x, y = np.asarray(x), np.asarray(y)
+    test.assertEqual(x.dtype, y.dtype)
+    np.testing.assert_array_equal(x, y)
+
+
+# 4 workers x 40 real MNIST images: fast, still real. Worker 0 holds exactly
+# 4 images of digits 0, 2, 4 and 9, so at theta = 0 those bias gradients are
+# 0.1 - 4/40: zero in exact arithmetic, +-1e-17 after XLA's or NumPy's
+# summation, a quantizer rounding tie that the tie rule must settle the same
+# way everywhere.
+SMALL_M, SMALL_N = 4, 40
+
+
+def small_run(algo, steps=60, dtype=None, problem='logreg', **hyper):
+  """`algo` on the small shards (float64 data): (state, trace, (x, y))."""
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  import laq_jax as lj  # pylint: disable=g-import-not-at-top
+  dtype = dtype or jnp.float64
+  x, y = mnist_shards(SMALL_M, SMALL_N, dtype=np.float64)
+  data = lj.Data(jnp.asarray(x, dtype), jnp.asarray(y))
+  spec = lj.RunSpec(lj.get_problem(problem, hidden=16), SMALL_M,
+                    stochastic=lj.ALGORITHMS[algo].stochastic, batch_size=10)
+  h = lj.make_hyper(algo, dtype=dtype, **hyper)
+  state, trace = lj.run(spec, data, h, steps)
+  return state, trace, (x, y)

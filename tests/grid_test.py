@@ -21,6 +21,7 @@ from experiments import config as config_lib
 from experiments import outputs
 from experiments import train
 from tests import common
+from tests import reference
 
 P_LOGREG = 784 * 10 + 10
 # 60 images per worker: some shards hold exactly 6 of a digit, so a bias
@@ -38,19 +39,7 @@ SUMMARY_COLUMNS = [
 HYPER_KEYS = ['algo', 'step_size', 'bits', 'xi', 'err_weight',
               'threshold_offset', 'max_staleness', 'l2', 'seed', 'levels',
               'keep_prob']
-# The algorithm table of docs/algorithm.md: algorithm -> (stochastic,
-# compressor, innovation, lazy).
-SPEC_TABLE = {
-    'gd': (False, 'identity', False, False),
-    'qgd': (False, 'uniform', True, False),
-    'lag': (False, 'identity', False, True),
-    'laq': (False, 'uniform', True, True),
-    'sgd': (True, 'identity', False, False),
-    'sqgd': (True, 'uniform', True, False),
-    'slag': (True, 'identity', False, True),
-    'slaq': (True, 'uniform', True, True),
-    'qsgd': (True, 'qsgd', False, False),
-    'ssgd': (True, 'rand_p', False, False)}
+SPEC_TABLE = reference.PRESETS  # docs/algorithm.md's table
 
 
 _env = common.IsolatedEnv('laq_grid_test_')

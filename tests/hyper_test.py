@@ -7,21 +7,9 @@ import numpy as np
 
 import laq_jax as lj
 from laq_jax import hyper
+from tests import reference
 
-# docs/algorithm.md's table: name -> (gradient, compressor, compresses the
-# innovation, lazy).
-TABLE = {
-    'gd': ('full', 'identity', False, False),
-    'qgd': ('full', 'uniform', True, False),
-    'lag': ('full', 'identity', False, True),
-    'laq': ('full', 'uniform', True, True),
-    'sgd': ('minibatch', 'identity', False, False),
-    'sqgd': ('minibatch', 'uniform', True, False),
-    'slag': ('minibatch', 'identity', False, True),
-    'slaq': ('minibatch', 'uniform', True, True),
-    'qsgd': ('minibatch', 'qsgd', False, False),
-    'ssgd': ('minibatch', 'rand_p', False, False),
-}
+TABLE = reference.PRESETS  # (minibatch, compressor, innovation, lazy)
 
 
 class PresetTest(parameterized.TestCase):
@@ -30,7 +18,7 @@ class PresetTest(parameterized.TestCase):
     self.assertEqual(sorted(hyper.ALGORITHMS), sorted(TABLE))
     for name, (gradient, compressor, innovation, lazy) in TABLE.items():
       a = hyper.get_algorithm(name)
-      self.assertEqual(a.stochastic, gradient == 'minibatch', name)
+      self.assertEqual(a.stochastic, gradient, name)
       self.assertEqual(a.compressor, compressor, name)
       self.assertEqual(a.innovation, innovation, name)
       self.assertEqual(a.lazy, lazy, name)

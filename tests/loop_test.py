@@ -14,22 +14,8 @@ import numpy as np
 import laq_jax as lj
 from tests import common
 
-# 4 workers x 40 real MNIST images: fast, still real. Worker 0 holds exactly
-# 4 images of digits 0, 2, 4 and 9, so at theta = 0 those bias gradients are
-# 0.1 - 4/40: zero in exact arithmetic, +-1e-17 after XLA's or NumPy's
-# summation, a quantizer rounding tie that the tie rule must settle the same
-# way in both.
-M, N = 4, 40
-
-
-def small_run(algo, steps=60, dtype=jnp.float64, problem='logreg', **hyper):
-  x, y = common.mnist_shards(M, N, dtype=np.float64)
-  data = lj.Data(jnp.asarray(x, dtype), jnp.asarray(y))
-  spec = lj.RunSpec(lj.get_problem(problem, hidden=16), M,
-                    stochastic=lj.ALGORITHMS[algo].stochastic, batch_size=10)
-  h = lj.make_hyper(algo, dtype=dtype, **hyper)
-  state, trace = lj.run(spec, data, h, steps)
-  return state, trace, (x, y)
+M, N = common.SMALL_M, common.SMALL_N
+small_run = common.small_run
 
 
 class LoopTest(parameterized.TestCase):

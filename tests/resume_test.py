@@ -9,7 +9,6 @@ seed give the same uploads on every path: twice in one process, and on the
 devices path over two processes (one CPU device each), also when resumed.
 """
 
-import csv
 import json
 import os
 import pathlib
@@ -21,13 +20,11 @@ import time
 from unittest import mock
 
 from absl.testing import absltest
-import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
 import pytest
 
-import configs
 from configs import sweep_bits_xi
 from experiments import build
 from experiments import grid
@@ -53,21 +50,8 @@ def tearDownModule():
   _env.exit()
 
 
-def tiny_config(**overrides):
-  """600 images, M = 10 (60 each), 30 iterations, chunks of 10, no f*."""
-  config = configs.load('mnist_logreg', 'tiny')
-  config.fstar = 'none'
-  config.update(overrides)
-  return config
-
-
 def workdir(name):
   return pathlib.Path(_env.name, name)
-
-
-def read_csv(path):
-  with open(path, newline='') as f:
-    return list(csv.DictReader(f))
 
 
 def subprocess_env(**extra):
@@ -96,14 +80,6 @@ def checkpoint_steps(directory):
   return sorted(int(p.name) for p in directory.iterdir() if p.name.isdigit())
 
 
-def assert_trees_equal(test, a, b):
-  test.assertEqual(jax.tree.structure(a), jax.tree.structure(b))
-  for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
-    x, y = np.asarray(x), np.asarray(y)
-    test.assertEqual(x.dtype, y.dtype)
-    np.testing.assert_array_equal(x, y)
-
-
 def _poll(predicate, process, timeout):
   deadline = time.monotonic() + timeout
   while time.monotonic() < deadline and process.poll() is None:
@@ -118,7 +94,7 @@ class ResumeTest(absltest.TestCase):
   def test_killed_run_resumes_bit_identically(self):
     # 24 chunks of 5 iterations, a checkpoint every 10: the process is
     # SIGKILLed as soon as its first checkpoint is complete.
-    config = tiny_config(num_iters=120, eval_every=5, checkpoint_every=10)
+    config = common.tiny_config(num_iters=120, eval_every=5, checkpoint_every=10)
     killed = workdir('killed')
     command = [sys.executable, '-m', 'experiments.main',
                '--config=configs/mnist_logreg.py:tiny', f'--workdir={killed}',
@@ -156,7 +132,7 @@ class ResumeTest(absltest.TestCase):
                      (whole / 'metrics.csv').read_text())
     np.testing.assert_array_equal(np.load(killed / 'uploads.npy'),
                                   np.load(whole / 'uploads.npy'))
-    self.assertLen(read_csv(killed / 'metrics.csv'), 120)
+    self.assertLen(common.read_csv(killed / 'metrics.csv'), 120)
     for key in ('final_loss', 'final_test_accuracy', 'total_uploads',
                 'total_bits', 'diverged', 'paper_reference',
                 'last_grad_norm_sq'):
@@ -167,12 +143,12 @@ class ResumeTest(absltest.TestCase):
     got = restore_final(killed / 'checkpoints', config, like)
     want = restore_final(whole / 'checkpoints', config, like)
     self.assertEqual((got.step, want.step), (120, 120))
-    assert_trees_equal(self, got.state, want.state)
+    common.assert_trees_equal(self, got.state, want.state)
     # Only the last few are kept.
     self.assertEqual(checkpoint_steps(killed / 'checkpoints'), [100, 110, 120])
 
   def test_same_config_resumes_a_finished_run(self):
-    config = tiny_config(checkpoint_every=10)
+    config = common.tiny_config(checkpoint_every=10)
     where = workdir('finished')
     first = train.train_and_evaluate(config, where)
     csv_text = (where / 'metrics.csv').read_text()
@@ -187,7 +163,7 @@ class ResumeTest(absltest.TestCase):
       self.assertEqual(again[key], first[key], key)
 
   def test_overwrite_starts_over(self):
-    config = tiny_config(num_iters=10, checkpoint_every=10)
+    config = common.tiny_config(num_iters=10, checkpoint_every=10)
     where = workdir('started_over')
     train.train_and_evaluate(config, where)
     with mock.patch.object(laq_jax, 'run_chunk',
@@ -277,20 +253,20 @@ class DeterminismTest(absltest.TestCase):
                    fstar='none')
 
   def test_runs_and_paths_agree(self):
-    config = tiny_config(**self.OVERRIDES)
+    config = common.tiny_config(**self.OVERRIDES)
     a = workdir('determinism_a')
     b = workdir('determinism_b')
     train.train_and_evaluate(config, a)
     train.train_and_evaluate(config, b)
     sent = np.load(a / 'uploads.npy')
     self.assertTrue(0 < sent.sum() < sent.size, 'the rule must skip some')
-    rows_a, rows_b = read_csv(a / 'metrics.csv'), read_csv(b / 'metrics.csv')
+    rows_a, rows_b = common.read_csv(a / 'metrics.csv'), common.read_csv(b / 'metrics.csv')
     np.testing.assert_array_equal(np.load(b / 'uploads.npy'), sent)
     self.assertEqual(rows_a, rows_b)
     # Another seed draws other minibatches: the check above can fail.
     other = workdir('determinism_seed1')
-    train.train_and_evaluate(tiny_config(**self.OVERRIDES, seed=1), other)
-    self.assertNotEqual(read_csv(other / 'metrics.csv'), rows_a)
+    train.train_and_evaluate(common.tiny_config(**self.OVERRIDES, seed=1), other)
+    self.assertNotEqual(common.read_csv(other / 'metrics.csv'), rows_a)
 
     # The devices path over two processes (one CPU device each): the mesh,
     # collectives, checkpoints and files of a multi-host run.
@@ -304,7 +280,7 @@ class DeterminismTest(absltest.TestCase):
     for run in ('whole', 'interrupted'):
       np.testing.assert_array_equal(np.load(devices / run / 'uploads.npy'),
                                     sent, run)
-      rows = read_csv(devices / run / 'metrics.csv')
+      rows = common.read_csv(devices / run / 'metrics.csv')
       self.assertEqual([r['bits'] for r in rows],
                        [r['bits'] for r in rows_a], run)
       np.testing.assert_allclose([float(r['loss']) for r in rows],
@@ -315,8 +291,8 @@ class DeterminismTest(absltest.TestCase):
                      (devices / 'whole' / 'metrics.csv').read_text())
     built = build.build(config)
     like = laq_jax.init_state(built.spec, built.hyper, built.dtype)
-    devices_config = tiny_config(**self.OVERRIDES, workers_on='devices')
-    assert_trees_equal(
+    devices_config = common.tiny_config(**self.OVERRIDES, workers_on='devices')
+    common.assert_trees_equal(
         self,
         restore_final(devices / 'interrupted' / 'checkpoints',
                       devices_config, like).state,

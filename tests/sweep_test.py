@@ -15,36 +15,14 @@ import pytest
 import laq_jax as lj
 from laq_jax import sweep
 from tests import common
+from tests import reference
 
 P_LOGREG = 784 * 10 + 10
-# 60 images per worker: some shards hold exactly 6 of a digit, so a bias
-# gradient at theta = 0 is zero up to rounding, a quantizer tie that the two
-# reduction orders (grid vs single run) must settle alike.
-SUBSET = 600
-GRID = {'algo': ['lag', 'laq'], 'bits': [3, 8], 'xi': [0.2, 1.6]}
-TARGET = 3.0  # reached by some points of the tiny sweep, not by all
-SUMMARY_COLUMNS = [
-    'iterations', 'total_uploads', 'total_bits', 'final_loss',
-    'final_residual', 'final_test_accuracy', 'fstar', 'target_residual',
-    'target_iteration', 'target_uploads', 'target_bits', 'paper_reference',
-    'paper_final_residual', 'paper_target_iteration', 'paper_target_uploads',
-    'paper_target_bits', 'last_grad_norm_sq', 'diverged', 'diverged_at']
 HYPER_KEYS = ['algo', 'step_size', 'bits', 'xi', 'err_weight',
               'threshold_offset', 'max_staleness', 'l2', 'seed', 'levels',
               'keep_prob']
-# The algorithm table of docs/algorithm.md: algorithm -> (stochastic,
-# compressor, innovation, lazy).
-SPEC_TABLE = {
-    'gd': (False, 'identity', False, False),
-    'qgd': (False, 'uniform', True, False),
-    'lag': (False, 'identity', False, True),
-    'laq': (False, 'uniform', True, True),
-    'sgd': (True, 'identity', False, False),
-    'sqgd': (True, 'uniform', True, False),
-    'slag': (True, 'identity', False, True),
-    'slaq': (True, 'uniform', True, True),
-    'qsgd': (True, 'qsgd', False, False),
-    'ssgd': (True, 'rand_p', False, False)}
+SPEC_TABLE = reference.PRESETS  # docs/algorithm.md's table
+
 
 def small_data(num_workers=4, per_worker=40):
   x, y = common.mnist_shards(num_workers, per_worker, dtype=np.float64)
@@ -187,6 +165,7 @@ SHARDED_SCRIPT = textwrap.dedent("""
     import laq_jax as lj
     from laq_jax import sharding, sweep
     from tests import common
+from tests import reference
     x, y = common.mnist_shards(4, 40, dtype=np.float64)
     data = lj.Data(jnp.asarray(x), jnp.asarray(y))
     spec = lj.RunSpec(lj.get_problem('logreg'), 4)

@@ -10,7 +10,6 @@ data, another config's workdir), the launcher's exit statuses (1 with one
 line, 3 on divergence), the devices path on forced CPU devices, and compare.
 """
 
-import csv
 import gzip
 import json
 import os
@@ -25,7 +24,6 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import configs
 from experiments import build
 from experiments import compare
 from experiments import config as config_lib
@@ -59,20 +57,8 @@ def tearDownModule():
   _env.exit()
 
 
-def tiny_config(**overrides):
-  """600 images, M = 10 (60 each), 30 iterations, chunks of 10."""
-  config = configs.load('mnist_logreg', 'tiny')
-  config.update(overrides)
-  return config
-
-
 def workdir(name):
   return pathlib.Path(_env.name, name)
-
-
-def read_csv(path):
-  with open(path, newline='') as f:
-    return list(csv.DictReader(f))
 
 
 def run_main(*args, timeout=300, **env):
@@ -112,7 +98,7 @@ class _Runs:
   def get(cls, algo):
     if algo not in cls.cache:
       where = workdir(f'runs_{algo}')
-      summary = train.train_and_evaluate(tiny_config(algo=algo), where)
+      summary = train.train_and_evaluate(common.tiny_config(algo=algo), where)
       cls.cache[algo] = (where, summary)
     return cls.cache[algo]
 
@@ -129,12 +115,12 @@ class RunFilesTest(parameterized.TestCase):
       content = (where / name).read_bytes()
       self.assertEqual(content[:8], PNG_MAGIC, name)
       self.assertGreater(len(content), 5000, name)
-    rows = read_csv(where / 'metrics.csv')
+    rows = common.read_csv(where / 'metrics.csv')
     self.assertLen(rows, STEPS)
     self.assertEqual(tuple(rows[0]), COLUMNS)
     self.assertEqual([int(r['step']) for r in rows], list(range(STEPS)))
     self.assertEqual(json.loads((where / 'config.json').read_text()),
-                     tiny_config(algo=algo).to_dict())
+                     common.tiny_config(algo=algo).to_dict())
     self.assertEqual(list(where.glob('.*.tmp')), [])
     self.assertFalse((where / 'checkpoints').exists())  # checkpoint_every=0
 
@@ -142,7 +128,7 @@ class RunFilesTest(parameterized.TestCase):
   def test_numbers_agree_with_the_library(self, algo):
     where, summary = _Runs.get(algo)
     spec, data, hyper, state, trace = direct_run(algo)
-    rows = read_csv(where / 'metrics.csv')
+    rows = common.read_csv(where / 'metrics.csv')
     col = lambda name, kind=float: np.array([kind(r[name]) for r in rows])
     sent = np.load(where / 'uploads.npy')
     self.assertEqual(sent.dtype, bool)
@@ -195,7 +181,7 @@ class RunFilesTest(parameterized.TestCase):
   def test_test_accuracy_at_eval_steps(self):
     where, summary = _Runs.get('laq')
     *_, state, _ = direct_run('laq')
-    rows = read_csv(where / 'metrics.csv')
+    rows = common.read_csv(where / 'metrics.csv')
     evaluated = [int(r['step']) for r in rows if r['test_accuracy']]
     self.assertEqual(evaluated, list(range(0, STEPS, EVAL_EVERY)))
     test = common.mnist(np.float64)
@@ -269,7 +255,7 @@ class RefusedTest(absltest.TestCase):
     with mock.patch.object(build, 'build') as built, \
         mock.patch.object(laq_jax, 'run_chunk') as run_chunk:
       with self.assertRaisesRegex(config_lib.ConfigError, 'config.bits'):
-        train.train_and_evaluate(tiny_config(bits=40), out)
+        train.train_and_evaluate(common.tiny_config(bits=40), out)
     built.assert_not_called()
     run_chunk.assert_not_called()
     self.assertFalse(out.exists())
@@ -281,7 +267,7 @@ class RefusedTest(absltest.TestCase):
     with self.assertRaisesRegex(data_lib.DataError,
                                 'does not hold the MNIST files: missing '
                                 'train-images-idx3-ubyte'):
-      train.train_and_evaluate(tiny_config(data_dir=str(empty)), out)
+      train.train_and_evaluate(common.tiny_config(data_dir=str(empty)), out)
     self.assertEqual(list(out.glob('*')), [])
 
   def test_corrupt_file(self):
@@ -299,7 +285,7 @@ class RefusedTest(absltest.TestCase):
     with self.assertRaisesRegex(data_lib.DataError,
                                 'train-labels-idx1-ubyte is not the canonical'
                                 '.*SHA-256'):
-      train.train_and_evaluate(tiny_config(data_dir=str(corrupt)), out)
+      train.train_and_evaluate(common.tiny_config(data_dir=str(corrupt)), out)
     self.assertEqual(list(out.glob('*')), [])
 
 
@@ -307,7 +293,7 @@ def foreign_run(name, **overrides):
   """A workdir holding another config's run, and a file of the user's."""
   where = workdir(name)
   where.mkdir()
-  outputs.write_json(where / 'config.json', tiny_config(**overrides).to_dict())
+  outputs.write_json(where / 'config.json', common.tiny_config(**overrides).to_dict())
   (where / 'metrics.csv').write_text('step,loss\n0,1.0\n')
   (where / 'checkpoints' / '10').mkdir(parents=True)
   (where / 'notes.txt').write_text('not ours')
@@ -322,19 +308,19 @@ class WorkdirTest(absltest.TestCase):
       with self.assertRaisesRegex(outputs.WorkdirError,
                                   "another config's results.*bits: 3 -> 4, "
                                   'seed: 5 -> 0.*--overwrite'):
-        train.train_and_evaluate(tiny_config(), where)
+        train.train_and_evaluate(common.tiny_config(), where)
     built.assert_not_called()
     self.assertEqual((where / 'metrics.csv').read_text(),
                      'step,loss\n0,1.0\n')
 
   def test_overwrite_replaces_only_run_files(self):
     where = foreign_run('overwritten', bits=3)
-    config = tiny_config(num_iters=10, checkpoint_every=10, fstar='none')
+    config = common.tiny_config(num_iters=10, checkpoint_every=10, fstar='none')
     summary = train.train_and_evaluate(config, where, overwrite=True)
     self.assertIsNone(summary['resumed_from'])  # not the foreign checkpoint
     self.assertEqual(json.loads((where / 'config.json').read_text()),
                      config.to_dict())
-    self.assertLen(read_csv(where / 'metrics.csv'), 10)
+    self.assertLen(common.read_csv(where / 'metrics.csv'), 10)
     self.assertEqual((where / 'notes.txt').read_text(), 'not ours')
     self.assertEqual(sorted(p.name for p in (where / 'checkpoints').iterdir()
                             if not p.name.startswith('.')), ['10'])
@@ -351,7 +337,7 @@ class MainTest(absltest.TestCase):
     self.assertEqual(result.returncode, 0, result.stderr[-3000:])
     summary = json.loads((where / 'summary.json').read_text())
     self.assertEqual((summary['algo'], summary['iterations']), ('lag', 12))
-    rows = read_csv(where / 'metrics.csv')
+    rows = common.read_csv(where / 'metrics.csv')
     self.assertLen(rows, 12)
     self.assertEqual([int(r['step']) for r in rows if r['test_accuracy']],
                      [0, 5, 10])
@@ -396,7 +382,7 @@ class MainTest(absltest.TestCase):
     self.assertEqual(done.returncode, 0, done.stderr[-3000:])
     self.assertEqual(json.loads((where / 'config.json').read_text())['bits'],
                      4)
-    self.assertLen(read_csv(where / 'metrics.csv'), 5)
+    self.assertLen(common.read_csv(where / 'metrics.csv'), 5)
     self.assertEqual((where / 'notes.txt').read_text(), 'not ours')
 
   def test_launcher_checks_the_process_flags(self):
@@ -422,13 +408,13 @@ class MainTest(absltest.TestCase):
         '--config.fstar=none',
         XLA_FLAGS='--xla_force_host_platform_device_count=2')
     self.assertEqual(result.returncode, 0, result.stderr[-3000:])
-    built = build.build(tiny_config(train_subset=640))
+    built = build.build(common.tiny_config(train_subset=640))
     self.assertIsNone(built.mesh)  # this process: the vmap path
     _, trace = laq_jax.run(built.spec, built.data, built.hyper, STEPS)
     sent = np.load(devices / 'uploads.npy')
     self.assertTrue(0 < sent.sum() < sent.size, 'the rule must skip some')
     np.testing.assert_array_equal(sent, trace.sent_M)
-    losses = [float(r['loss']) for r in read_csv(devices / 'metrics.csv')]
+    losses = [float(r['loss']) for r in common.read_csv(devices / 'metrics.csv')]
     np.testing.assert_allclose(losses, trace.loss, rtol=1e-10)
 
 
@@ -469,7 +455,7 @@ class DivergenceTest(absltest.TestCase):
     where = workdir('diverged')
     result = run_main('--config=configs/mnist_logreg.py:tiny',
                       f'--workdir={where}',
-                      *config_flags(tiny_config(**DIVERGING)))
+                      *config_flags(common.tiny_config(**DIVERGING)))
     self.assertEqual(result.returncode, 3, result.stderr[-3000:])
     last = result.stderr.strip().splitlines()[-1]
     self.assertTrue(last.startswith('error: diverged: the loss f(theta^k) '
@@ -483,7 +469,7 @@ class DivergenceTest(absltest.TestCase):
     self.assertEqual(summary['total_uploads'], (k + 1) * WORKERS)
     self.assertIsNone(summary['final_loss'])
     self.assertIsNone(summary['final_test_accuracy'])
-    rows = read_csv(where / 'metrics.csv')
+    rows = common.read_csv(where / 'metrics.csv')
     self.assertEqual([int(r['step']) for r in rows], list(range(k + 1)))
     got = np.array([float(r['loss']) for r in rows])
     np.testing.assert_allclose(got[:k], self.loss[:k], rtol=1e-5)
@@ -501,17 +487,17 @@ class DivergenceTest(absltest.TestCase):
     # Stop right before: every f(theta^0..k-1) is finite, f(theta^k) is not.
     where = workdir('diverged_at_end')
     summary = train.train_and_evaluate(
-        tiny_config(**{**DIVERGING, 'num_iters': k, 'checkpoint_every': 0}),
+        common.tiny_config(**{**DIVERGING, 'num_iters': k, 'checkpoint_every': 0}),
         where)
     self.assertEqual((summary['diverged'], summary['diverged_at']), (True, k))
     self.assertIsNone(summary['final_loss'])
     self.assertIn(f'at iteration k={k}', summary['diverged_message'])
-    self.assertLen(read_csv(where / 'metrics.csv'), k)
+    self.assertLen(common.read_csv(where / 'metrics.csv'), k)
 
   def test_finite_run_is_not_marked(self):
     k = self.k
     summary = train.train_and_evaluate(
-        tiny_config(**{**DIVERGING, 'num_iters': k - 1,
+        common.tiny_config(**{**DIVERGING, 'num_iters': k - 1,
                        'checkpoint_every': 0}), workdir('finite'))
     self.assertEqual((summary['diverged'], summary['diverged_at'],
                       summary['diverged_message']), (False, None, None))
