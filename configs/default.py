@@ -22,7 +22,9 @@ VARIANTS = {
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   """The defaults: LAQ on full MNIST logistic regression (Sun et al. 2019)."""
   config = ml_collections.ConfigDict()
-  # Algorithm: gd, qgd, lag, laq; sgd, sqgd, slag, slaq; qsgd, ssgd.
+  # Algorithm (laq_jax.ALGORITHMS): the paper's gd, qgd, lag, laq, sgd,
+  # sqgd, slag, slaq, qsgd, ssgd; the field's terngrad, ef_signsgd, topk_ef,
+  # ef21, ef21_sgd, clag, two_laq (docs/algorithm.md).
   config.algo = 'laq'
   config.num_workers = 10  # M
   config.num_iters = 4000  # iterations T
@@ -37,6 +39,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.batch_size = 500  # samples per worker per step (stochastic algos)
   config.levels = 10_000  # s, levels of the qsgd compressor (authors': 1e4)
   config.keep_prob = 0.5  # p, the probability ssgd keeps a coordinate
+  config.top_k = 0.01  # top_k's k: a fraction of p (< 1) or a count (>= 1)
+  config.zeta = 20.0  # CLAG: upload iff ||g - Qhat||^2 > zeta h_1
+  config.downlink_bits = 0  # two_laq's broadcast bits (0: the uplink's b)
   config.seed = 0  # model init, minibatch draws, random compressors
   # The authors' scripts where they depart from Algorithm 1: no forced upload
   # at k = 0, history weights xi / k for k <= D, b*p bits per quantized

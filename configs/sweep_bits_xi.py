@@ -18,8 +18,8 @@ two minutes on a 2-core CPU):
 The grid is data: `config.sweep = {key: [values]}` with keys from
 `laq_jax.sweep.GRID_KEYS` (algo, step_size, bits, xi, err_weight,
 threshold_offset, max_staleness, l2, seed); every other field is a run
-config's (configs/default.py). `algo` may be a grid axis too (full-batch
-gd/qgd/lag/laq, or minibatch sgd/sqgd/slag/slaq/qsgd/ssgd: not both in one sweep).
+config's (configs/default.py). `algo` may be a grid axis too (any of
+laq_jax.ALGORITHMS; full-batch and minibatch ones run as two programs).
 Logistic regression starts at zero, so `seed` changes nothing in a
 full-batch run; it varies the minibatch draws of the stochastic variant:
 

@@ -177,7 +177,9 @@ def build(config) -> Built:
   spec = RunSpec(problem, workers, memory=get('memory'),
                  stochastic=algorithm.stochastic,
                  batch_size=get('batch_size'),
-                 compressors=(algorithm.compressor,))
+                 compressors=(algorithm.compressor,),
+                 error_feedback=algorithm.error_feedback,
+                 downlink=algorithm.downlink)
   hyper = make_hyper(algorithm, dtype=dtype,
                      authors_code=bool(get('authors_code')),
                      **{f: get(f) for f in config_lib.HYPER_FIELDS})

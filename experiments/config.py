@@ -32,8 +32,12 @@ PRECISIONS = ('float32', 'float64')
 FSTAR_MODES = ('auto', 'none')
 MNIST_TRAIN_SIZE = 60_000
 # A sweep config: config.sweep = {key: [values]}; config.sweep_batch_size:
-# grid points per compiled call (0: all at once).
+# grid points per compiled call (0: all at once); optionally
+# config.algo_settings = {algo: {key: value}}, values that replace the
+# config's for that algorithm's points (e.g. minibatch presets at their own
+# step size), still data of the same programs.
 SWEEP_FIELDS = ('sweep', 'sweep_batch_size')
+OPTIONAL_SWEEP_FIELDS = ('algo_settings',)
 
 
 class ConfigError(ValueError):
@@ -210,7 +214,7 @@ def point_config(config, point: Mapping[str, Any]
   with the point's algo and hyperparameters (what `experiments.train` runs).
   """
   values = to_dict(config)
-  for name in SWEEP_FIELDS:
+  for name in SWEEP_FIELDS + OPTIONAL_SWEEP_FIELDS:
     values.pop(name, None)
   values.update({k: point[k] for k in sweep_lib.GRID_KEYS})
   return ml_collections.ConfigDict(values)
@@ -238,7 +242,7 @@ def points_from_config(config) -> list[dict[str, Any]]:
           "config.sweep = {'bits': [2, 4], 'xi': [0.4, 0.8], ...} and "
           'config.sweep_batch_size (0: every point in one program); see '
           'configs/sweep_bits_xi.py')
-  validate_config(config, allow_extra=SWEEP_FIELDS)
+  validate_config(config, allow_extra=SWEEP_FIELDS + OPTIONAL_SWEEP_FIELDS)
   size = get(config, 'sweep_batch_size')
   if not is_integer(size) or size < 0:
     raise bad('sweep_batch_size', size, 'an integer >= 0 (0 runs every grid '
@@ -250,11 +254,45 @@ def points_from_config(config) -> list[dict[str, Any]]:
   except ValueError as e:
     raise ConfigError(f'config.{e}' if str(e).startswith('sweep')
                       else str(e)) from None
+  settings = (get(config, 'algo_settings')
+              if 'algo_settings' in keys(config) else {})
+  settings = settings.to_dict() if hasattr(settings, 'to_dict') else settings
+  points = apply_algo_settings(points, settings, varied=set(grid))
   # Checks that depend on the algorithm (a minibatch must fit a shard).
   for algo in dict.fromkeys(p['algo'] for p in points):
     first = next(p for p in points if p['algo'] == algo)
     validate_config(point_config(config, first))
   return points
+
+
+def apply_algo_settings(points: list[dict[str, Any]],
+                        settings: Mapping[str, Mapping[str, Any]],
+                        varied=frozenset()) -> list[dict[str, Any]]:
+  """The points with each algorithm's settings applied (see SWEEP_FIELDS).
+
+  Raises:
+    ConfigError: an unknown algorithm or key, a key the grid varies, or a
+      value that is not allowed (named, with what is allowed).
+  """
+  if not isinstance(settings, Mapping):
+    raise bad('algo_settings', settings, 'a mapping {algo: {key: value}}')
+  keys_allowed = [k for k in sweep_lib.GRID_KEYS if k != 'algo']
+  for algo, values in settings.items():
+    if algo not in ALGORITHMS:
+      raise bad('algo_settings', algo, 'keyed by algorithms: one of '
+                f'{", ".join(ALGORITHMS)}')
+    for key, value in values.items():
+      where = f'config.algo_settings.{algo}.{key}'
+      if key not in keys_allowed:
+        raise ConfigError(f'{where} is not allowed: keys are '
+                          f'{", ".join(keys_allowed)}')
+      if key in varied:
+        raise ConfigError(f'{where} is not allowed: the grid varies {key}')
+      try:
+        sweep_lib.check_value(key, value, where=where)
+      except ValueError as e:
+        raise ConfigError(str(e)) from None
+  return [{**p, **settings.get(p['algo'], {})} for p in points]
 
 
 __all__ = ['ConfigError', 'FIELDS', 'HYPER_FIELDS', 'PRECISIONS',

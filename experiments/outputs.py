@@ -27,11 +27,13 @@ from laq_jax import distributed
 from laq_jax import metrics
 
 METRICS_COLUMNS = ('step', 'loss', 'residual', 'paper_residual',
-                   'grad_norm_sq', 'uploads', 'bits', 'cum_uploads',
-                   'cum_bits', 'test_accuracy')
+                   'grad_norm_sq', 'uploads', 'bits', 'bits_down',
+                   'cum_uploads', 'cum_bits', 'cum_bits_down',
+                   'test_accuracy')
 FIGURES = {'iterations': 'loss_vs_iterations.png',
            'uploads': 'loss_vs_uploads.png',
-           'bits': 'loss_vs_bits.png'}
+           'bits': 'loss_vs_bits.png',
+           'bits_total': 'loss_vs_total_bits.png'}
 GRAD_NORM_FIGURES = {'iterations': 'grad_norm_vs_iterations.png',
                      'uploads': 'grad_norm_vs_uploads.png',
                      'bits': 'grad_norm_vs_bits.png'}
@@ -100,15 +102,16 @@ def cell(x) -> str:
   return repr(float(x)) if isinstance(x, (float, np.floating)) else str(x)
 
 
-def metrics_csv(loss_T, grad_norm_sq_T, sent_TxM, bits_TxM,
+def metrics_csv(loss_T, grad_norm_sq_T, sent_TxM, bits_TxM, bits_down_TxM,
                 fstar: float | None, accuracy_at: dict[int, float],
                 paper_reference: float) -> str:
-  """The text of metrics.csv (see the module docstring)."""
+  """The text of metrics.csv (see experiments/train.py's docstring)."""
   uploads_T, bits_T = metrics.per_step(sent_TxM, bits_TxM)
+  _, down_T = metrics.per_step(sent_TxM, bits_down_TxM)
   paper, _ = metrics.paper_residual(loss_T, np.shape(sent_TxM)[-1],
                                     paper_reference)
-  cum_uploads, cum_bits = metrics.cumulative(uploads_T), metrics.cumulative(
-      bits_T)
+  cum_uploads, cum_bits, cum_down = (metrics.cumulative(x) for x in
+                                     (uploads_T, bits_T, down_T))
   out = io.StringIO()
   writer = csv.writer(out, lineterminator='\n')
   writer.writerow(METRICS_COLUMNS)
@@ -118,8 +121,9 @@ def metrics_csv(loss_T, grad_norm_sq_T, sent_TxM, bits_TxM,
     writer.writerow([
         k, value(loss), '' if fstar is None else value(loss - fstar),
         value(paper[k]), value(grad_norm_sq_T[k]),
-        int(uploads_T[k]), int(bits_T[k]), int(cum_uploads[k]),
-        int(cum_bits[k]), cell(accuracy_at.get(k))])
+        int(uploads_T[k]), int(bits_T[k]), int(down_T[k]),
+        int(cum_uploads[k]), int(cum_bits[k]), int(cum_down[k]),
+        cell(accuracy_at.get(k))])
   return out.getvalue()
 
 
@@ -243,7 +247,8 @@ def read_metrics(path) -> dict[str, np.ndarray]:
   columns = {}
   for j, name in enumerate(header):
     cells = [r[j] for r in body]
-    if name in ('step', 'uploads', 'bits', 'cum_uploads', 'cum_bits'):
+    if name in ('step', 'uploads', 'bits', 'bits_down', 'cum_uploads',
+                'cum_bits', 'cum_bits_down'):
       columns[name] = np.array([int(c) for c in cells], np.int64)
     else:
       columns[name] = np.array([float(c) if c else np.nan for c in cells],
@@ -274,4 +279,4 @@ def run_curve(run: RunResult, label: str | None = None,
                             run.metrics['loss'],
                             np.nan if final_loss is None else final_loss,
                             run.metrics['uploads'], run.metrics['bits'],
-                            fstar)
+                            fstar, run.metrics.get('bits_down'))

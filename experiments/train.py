@@ -8,16 +8,18 @@ writes into `workdir`:
                    (loss - f*, empty without f*), paper_residual (loss / M
                    minus the smallest such value of the run, the authors'
                    residual), grad_norm_sq (||sum_m g_m||^2 at theta^k),
-                   uploads and bits of step k, cum_uploads, cum_bits
-                   (through step k), test_accuracy of theta^k (at
-                   evaluation steps, empty elsewhere);
+                   uploads, bits (uplink) and bits_down (the broadcast
+                   after it, all workers) of step k, cum_uploads, cum_bits,
+                   cum_bits_down (through step k), test_accuracy of theta^k
+                   (at evaluation steps, empty elsewhere);
   uploads.npy      bool [T, M], who uploaded at each step;
   summary.json     totals, final loss / accuracy of theta^T, f* and how it was
                    computed, the iteration / uploads / bits at which each
                    residual (exact: target_*; the paper's: paper_target_*)
                    first reached config.target_residual (or null);
-  loss_vs_iterations.png, loss_vs_uploads.png, loss_vs_bits.png (the
-  residual with f*, else the loss), grad_norm_vs_iterations.png,
+  loss_vs_iterations.png, loss_vs_uploads.png, loss_vs_bits.png,
+  loss_vs_total_bits.png (uplink + downlink; the residual with f*, else the
+  loss), grad_norm_vs_iterations.png,
   grad_norm_vs_uploads.png, grad_norm_vs_bits.png, upload_raster.png;
   checkpoints/     with config.checkpoint_every > 0: orbax checkpoints (the
                    full LoopState and the metrics so far, see
@@ -77,6 +79,9 @@ def full_objective(built: build_lib.Built, theta_P) -> float:
                                  built.host_data, built.hyper.l2))
 
 
+_RECORD_NAMES = ('loss', 'grad_norm', 'sent', 'bits', 'bits_down')
+
+
 class _Record:
   """What a run has produced so far: per-step rows and test accuracies.
 
@@ -91,9 +96,11 @@ class _Record:
     self.bits = 0
     self.accuracy_at: dict[int, float] = {}
 
-  def append(self, loss_T, grad_norm_sq_T, sent_TxM, bits_TxM) -> None:
+  def append(self, loss_T, grad_norm_sq_T, sent_TxM, bits_TxM,
+             bits_down_TxM) -> None:
     part = (np.asarray(loss_T), np.asarray(grad_norm_sq_T),
-            np.asarray(sent_TxM, bool), np.asarray(bits_TxM))
+            np.asarray(sent_TxM, bool), np.asarray(bits_TxM),
+            np.asarray(bits_down_TxM))
     self.parts.append(part)
     uploads_T, bits_T = metrics.per_step(part[2], part[3])
     self.uploads += int(uploads_T.sum())
@@ -104,15 +111,16 @@ class _Record:
     return float(self.parts[-1][0][-1])
 
   def arrays(self) -> dict[str, np.ndarray]:
-    """{'loss': [K], 'grad_norm': [K], 'sent': bool [K, M], 'bits': [K, M]}
-    of steps 0..K-1."""
+    """{'loss': [K], 'grad_norm': [K], 'sent': bool [K, M], 'bits': [K, M],
+    'bits_down': [K, M]} of steps 0..K-1."""
     if not self.parts:
       m = self.num_workers
       return {'loss': np.zeros((0,)), 'grad_norm': np.zeros((0,)),
               'sent': np.zeros((0, m), bool),
-              'bits': np.zeros((0, m), np.int32)}
-    loss, grad_norm, sent, bits = (np.concatenate(x) for x in zip(*self.parts))
-    return {'loss': loss, 'grad_norm': grad_norm, 'sent': sent, 'bits': bits}
+              'bits': np.zeros((0, m), np.int32),
+              'bits_down': np.zeros((0, m), np.int32)}
+    return dict(zip(_RECORD_NAMES, (np.concatenate(x)
+                                    for x in zip(*self.parts))))
 
   def meta(self) -> dict[str, Any]:
     # JSON floats round-trip exactly (repr), so resumed accuracies are equal.
@@ -123,7 +131,7 @@ class _Record:
                       restored: checkpoint_lib.Restored) -> _Record:
     record = cls(num_workers)
     a = restored.arrays
-    record.append(a['loss'], a['grad_norm'], a['sent'], a['bits'])
+    record.append(*(a[n] for n in _RECORD_NAMES))
     record.accuracy_at = {int(k): float(v) for k, v in
                           restored.meta['accuracy_at'].items()}
     return record
@@ -250,7 +258,8 @@ def _run(config, built, workdir, config_dict, fstar) -> _Ran:
     state, trace = run_chunk(built.spec, state, built.data, built.hyper,
                              length)
     rows = (np.asarray(trace.loss), np.asarray(trace.grad_norm_sq),
-            np.asarray(trace.sent_M), np.asarray(trace.bits_M))
+            np.asarray(trace.sent_M), np.asarray(trace.bits_M),
+            np.asarray(trace.bits_down_M))
     bad = np.flatnonzero(~np.isfinite(rows[0]))
     if bad.size:  # keep the steps up to and including the first bad one
       keep = int(bad[0]) + 1
@@ -308,7 +317,8 @@ def _summarize(config, built, ran: _Ran, fstar_info, workdir) -> dict:
       loss_T=loss_K, final_loss=final_loss, sent_TxM=arrays['sent'],
       bits_TxM=arrays['bits'], fstar=fstar_info['fstar'],
       target=config.target_residual, final_test_accuracy=final_accuracy,
-      grad_norm_sq_T=arrays['grad_norm'], algo=config.algo,
+      grad_norm_sq_T=arrays['grad_norm'], bits_down_TxM=arrays['bits_down'],
+      algo=config.algo,
       model=config.model, dataset=config.dataset,
       num_workers=config.num_workers, num_params=built.num_params,
       precision=config.precision, test_set=built.test_set)
@@ -332,19 +342,21 @@ def _write_files(config, workdir: pathlib.Path, ran: _Ran,
   grad_norm_K = arrays['grad_norm']
   fstar = summary['fstar']
   outputs.atomic_write(workdir / 'metrics.csv', outputs.metrics_csv(
-      loss_K, grad_norm_K, sent_KxM, bits_KxM, fstar,
+      loss_K, grad_norm_K, sent_KxM, bits_KxM, arrays['bits_down'], fstar,
       ran.record.accuracy_at, summary['paper_reference']))
   outputs.write_npy(workdir / 'uploads.npy', sent_KxM)
   uploads_K, bits_K = metrics.per_step(sent_KxM, bits_KxM)
+  _, bits_down_K = metrics.per_step(sent_KxM, arrays['bits_down'])
   # Figures skip non-finite points (NaN leaves a gap; inf breaks log axes).
   finite = lambda x: np.where(np.isfinite(x), x, np.nan)
   final_loss = (math.nan if summary['final_loss'] is None
                 else summary['final_loss'])
   curve = metrics.make_curve(config.algo, finite(loss_K), final_loss,
-                             uploads_K, bits_K, fstar)
+                             uploads_K, bits_K, fstar, bits_down_K)
   curve = curve._replace(value=finite(curve.value))
   norm_curve = metrics.value_curve(config.algo, finite(grad_norm_K),
-                                   uploads_K, bits_K, 'grad_norm_sq')
+                                   uploads_K, bits_K, 'grad_norm_sq',
+                                   bits_down_K)
   title = f'{config.algo}, {config.model}, M={config.num_workers}'
   if summary['diverged']:
     title += f' (diverged at k={summary["diverged_at"]})'

@@ -19,26 +19,38 @@ import jax.numpy as jnp
 import numpy as np
 
 from laq_jax import compressors
+from laq_jax.trigger import TRIGGERS
 
 
 @dataclasses.dataclass(frozen=True)
 class Algorithm:
-  """A preset of the one rule.
+  """A preset of the one rule: which parts it plugs in.
 
   Attributes:
     name: what configs and sweeps call it.
     stochastic: minibatch gradients (else full shards).
     compressor: one of `compressors.COMPRESSORS`.
-    innovation: compress g - Qhat (LAQ) rather than g itself (QSGD, SSGD).
-    lazy: workers may skip an upload (the LAG/LAQ trigger).
-    description: one line for docs and reports.
+    innovation: compress g - Qhat (LAQ, EF21) rather than g itself (QSGD).
+    trigger: one of TRIGGERS: 'eager' (always upload), 'laq' (the LAG/LAQ
+      rule), 'clag' (CLAG's, Richtarik et al. 2022).
+    error_feedback: add what earlier compressions dropped before compressing.
+    downlink: the server's broadcast is quantized too (b bits, LAQ's
+      quantizer on the parameters' innovation).
+    reference: where it comes from.
   """
   name: str
   stochastic: bool
   compressor: str
   innovation: bool
-  lazy: bool
-  description: str = ''
+  trigger: str = 'eager'
+  error_feedback: bool = False
+  downlink: bool = False
+  reference: str = ''
+
+  @property
+  def lazy(self) -> bool:
+    """Whether workers may skip an upload."""
+    return self.trigger != 'eager'
 
   @property
   def quantize(self) -> bool:
@@ -46,30 +58,43 @@ class Algorithm:
     return self.compressor == 'uniform'
 
 
+_A = Algorithm
 ALGORITHMS: dict[str, Algorithm] = {
     a.name: a for a in (
-        Algorithm('gd', False, 'identity', False, False,
-                  'gradient descent: every worker uploads its gradient'),
-        Algorithm('qgd', False, 'uniform', True, False,
-                  'GD with the b-bit innovation quantizer, never skipping'),
-        Algorithm('lag', False, 'identity', False, True,
-                  'lazily aggregated gradients (LAG-WK, Chen et al. 2018)'),
-        Algorithm('laq', False, 'uniform', True, True,
-                  'lazily aggregated quantized gradients (Sun et al. 2019)'),
-        Algorithm('sgd', True, 'identity', False, False,
-                  'minibatch SGD: every worker uploads its gradient'),
-        Algorithm('sqgd', True, 'uniform', True, False,
-                  'SGD with the b-bit innovation quantizer, never skipping'),
-        Algorithm('slag', True, 'identity', False, True,
-                  'LAG with minibatch gradients'),
-        Algorithm('slaq', True, 'uniform', True, True,
-                  'LAQ with minibatch gradients (the paper\'s SLAQ)'),
-        Algorithm('qsgd', True, 'qsgd', False, False,
-                  'QSGD (Alistarh et al. 2017): the gradient through the '
-                  'unbiased s-level stochastic quantizer'),
-        Algorithm('ssgd', True, 'rand_p', False, False,
-                  'sparsified SGD (Wangni et al. 2018): each coordinate kept '
-                  'with probability p, scaled by 1/p'),
+        # The LAQ paper's family (Sun et al. 2019).
+        _A('gd', False, 'identity', False, 'eager', reference='GD'),
+        _A('qgd', False, 'uniform', True, 'eager',
+           reference='Sun et al. 2019: QGD, the quantizer that never skips'),
+        _A('lag', False, 'identity', False, 'laq',
+           reference='Chen et al. 2018: LAG-WK'),
+        _A('laq', False, 'uniform', True, 'laq', reference='Sun et al. 2019'),
+        _A('sgd', True, 'identity', False, 'eager', reference='SGD'),
+        _A('sqgd', True, 'uniform', True, 'eager',
+           reference='QGD with minibatch gradients'),
+        _A('slag', True, 'identity', False, 'laq',
+           reference='LAG with minibatch gradients'),
+        _A('slaq', True, 'uniform', True, 'laq',
+           reference='Sun et al. 2019: SLAQ'),
+        # The field's compressors and rules.
+        _A('qsgd', True, 'qsgd', False, 'eager',
+           reference='Alistarh et al. 2017: QSGD'),
+        _A('ssgd', True, 'rand_p', False, 'eager',
+           reference='Wangni et al. 2018: sparsified SGD'),
+        _A('terngrad', True, 'terngrad', False, 'eager',
+           reference='Wen et al. 2017: TernGrad'),
+        _A('ef_signsgd', True, 'sign', False, 'eager', error_feedback=True,
+           reference='Karimireddy et al. 2019: EF-SignSGD'),
+        _A('topk_ef', True, 'top_k', False, 'eager', error_feedback=True,
+           reference='Stich et al. 2018; Lin et al. 2018 (DGC\'s core)'),
+        _A('ef21', False, 'top_k', True, 'eager',
+           reference='Richtarik, Sokolov, Fatkhullin 2021: EF21'),
+        _A('ef21_sgd', True, 'top_k', True, 'eager',
+           reference='EF21 with minibatch gradients'),
+        _A('clag', False, 'top_k', True, 'clag',
+           reference='Richtarik et al. 2022 (3PC): CLAG'),
+        _A('two_laq', False, 'uniform', True, 'laq', downlink=True,
+           reference='Sun et al., TPAMI 2020: LAQ with a quantized '
+                     'broadcast'),
     )
 }
 
@@ -99,9 +124,14 @@ class Hyper(NamedTuple):
       compressors (int32).
     levels: s, the number of levels of the qsgd compressor (int32).
     keep_prob: p, the probability rand_p keeps a coordinate.
+    top_k: top_k's k: a fraction of p (< 1) or a count (>= 1).
+    zeta: CLAG's trigger weight (upload iff ||g - Qhat||^2 > zeta h_1).
+    downlink_bits: bits of the quantized broadcast, 0 for a full-precision
+      one (int32).
     compressor: index into `compressors.COMPRESSORS` (int32).
     innovation: compress g - Qhat rather than g (bool).
-    lazy: whether workers may skip (the LAG/LAQ trigger) (bool).
+    trigger: index into TRIGGERS (int32).
+    error_feedback: add the worker's error memory before compressing (bool).
     authors_code: follow the authors' released scripts where they depart
       from Algorithm 1 (no forced upload at k = 0; history weights xi / k
       for k <= D; b*p bits per quantized upload) (bool).
@@ -116,10 +146,19 @@ class Hyper(NamedTuple):
   seed: Any
   levels: Any
   keep_prob: Any
+  top_k: Any
+  zeta: Any
+  downlink_bits: Any
   compressor: Any
   innovation: Any
-  lazy: Any
+  trigger: Any
+  error_feedback: Any
   authors_code: Any
+
+  @property
+  def lazy(self):
+    """Whether workers may skip an upload (bool)."""
+    return self.trigger != TRIGGERS.index('eager')
 
   @property
   def quantize(self):
@@ -129,12 +168,15 @@ class Hyper(NamedTuple):
 
 # The numeric fields a config or a grid sets directly; the preset sets
 # compressor, innovation and lazy.
+# (The preset sets compressor, innovation, trigger and error feedback;
+# downlink_bits 0 means "b" for a preset that quantizes the broadcast.)
 DEFAULTS = dict(step_size=0.02, bits=4, xi=0.8, err_weight=3.0,
                 threshold_offset=0.0, max_staleness=100, l2=0.01, seed=0,
-                levels=10_000, keep_prob=0.5)
+                levels=10_000, keep_prob=0.5, top_k=0.01, zeta=20.0,
+                downlink_bits=0)
 FLOAT_FIELDS = ('step_size', 'xi', 'err_weight', 'threshold_offset', 'l2',
-                'keep_prob')
-INT_FIELDS = ('bits', 'max_staleness', 'seed', 'levels')
+                'keep_prob', 'top_k', 'zeta')
+INT_FIELDS = ('bits', 'max_staleness', 'seed', 'levels', 'downlink_bits')
 MAX_LEVELS = 2**24  # s: l_i <= s fits a float32 exactly
 
 
@@ -193,6 +235,13 @@ CHECKS = {
                f'an integer in 1..{MAX_LEVELS} (s, the qsgd levels)'),
     'keep_prob': (lambda v: _check(v, lambda a: (a > 0) & (a <= 1)),
                   'a number in (0, 1] (p, the rand_p keep probability)'),
+    'top_k': (lambda v: _check(v, lambda a: np.isfinite(a) & (a > 0) & (
+        (a < 1) | (a == np.round(a)))),
+              'a fraction of p in (0, 1) or a whole count >= 1 (top_k\'s k)'),
+    'zeta': (lambda v: _check(v, lambda a: np.isfinite(a) & (a >= 0)),
+             'a finite number >= 0 (CLAG\'s trigger weight)'),
+    'downlink_bits': (lambda v: _integer(v, 0, 32),
+                      'an integer in 0..32 (0: the preset\'s default)'),
 }
 
 
@@ -219,8 +268,8 @@ def make_hyper(algo: str | Algorithm = 'laq', *, dtype=jnp.float32,
   """Builds a `Hyper` for one run from a preset name plus overrides.
 
   Args:
-    algo: one of ALGORITHMS (or an Algorithm); sets compressor, innovation
-      and lazy.
+    algo: one of ALGORITHMS (or an Algorithm); sets compressor, innovation,
+      trigger, error feedback and whether the broadcast is quantized.
     dtype: float dtype of the numeric fields (float32 or float64).
     authors_code: follow the authors' scripts (see `Hyper`).
     **overrides: any field of DEFAULTS; array values make a grid (see
@@ -236,15 +285,26 @@ def make_hyper(algo: str | Algorithm = 'laq', *, dtype=jnp.float32,
                      f'allowed: {sorted(DEFAULTS)}')
   values = {**DEFAULTS, **overrides}
   validate(**values)
+  values['downlink_bits'] = downlink_bits(algorithm, values['bits'],
+                                          values['downlink_bits'])
   return Hyper(
       **{f: jnp.asarray(values[f], dtype) for f in FLOAT_FIELDS},
       **{f: jnp.asarray(values[f], jnp.int32) for f in INT_FIELDS},
       compressor=jnp.asarray(compressors.index(algorithm.compressor),
                              jnp.int32),
       innovation=jnp.asarray(algorithm.innovation, bool),
-      lazy=jnp.asarray(algorithm.lazy, bool),
+      trigger=jnp.asarray(TRIGGERS.index(algorithm.trigger), jnp.int32),
+      error_feedback=jnp.asarray(algorithm.error_feedback, bool),
       authors_code=jnp.asarray(authors_code, bool),
   )
+
+
+def downlink_bits(algorithm: Algorithm, bits, requested):
+  """The broadcast's bits for `algorithm`: 0 (full precision) unless the
+  preset quantizes it, then `requested`, or b when `requested` is 0."""
+  if not algorithm.downlink:
+    return np.zeros_like(np.asarray(requested))
+  return np.where(np.asarray(requested) > 0, requested, bits)
 
 
 def stack_hypers(hypers: list[Hyper]) -> Hyper:

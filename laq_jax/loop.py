@@ -40,6 +40,11 @@ class RunSpec:
     batch_size: samples per worker per iteration when stochastic.
     compressors: the compressors the program may meet (`Hyper.compressor`
       picks one at run time); only these are compiled in.
+    error_feedback: compile error feedback in (`Hyper.error_feedback`
+      switches it per run).
+    downlink: compile the quantized broadcast in (`Hyper.downlink_bits`);
+      then the workers' gradients are taken at the broadcast parameters and
+      the loss, at the server's, costs one more forward pass.
     rule: the communication rule the loop runs (`rules.Rule`).
   """
   problem: Problem
@@ -48,7 +53,14 @@ class RunSpec:
   stochastic: bool = False
   batch_size: int = 500
   compressors: tuple[str, ...] = compressors.COMPRESSORS
+  error_feedback: bool = True
+  downlink: bool = True
   rule: rules.Rule = rules.LAQ
+
+  @property
+  def parts(self) -> rules.Parts:
+    """The rule's parts this program compiles in."""
+    return rules.Parts(self.compressors, self.error_feedback, self.downlink)
 
   def __post_init__(self):
     if self.num_workers < 1:
@@ -64,9 +76,11 @@ class RunSpec:
                        compressors.check_names(self.compressors))
 
   def check_hyper(self, hyper: Hyper) -> None:
-    """Raises ValueError if `hyper` picks a compressor not compiled in."""
+    """Raises ValueError if `hyper` uses a part not compiled in."""
     try:
       used = np.unique(np.asarray(hyper.compressor))
+      feedback = bool(np.any(np.asarray(hyper.error_feedback)))
+      downlink = bool(np.any(np.asarray(hyper.downlink_bits) > 0))
     except jax.errors.TracerArrayConversionError:
       return  # traced: the caller checked the concrete values
     names = [compressors.COMPRESSORS[int(i)] for i in used]
@@ -75,6 +89,11 @@ class RunSpec:
       raise ValueError(f'hyper uses compressor(s) {", ".join(missing)} but '
                        f'RunSpec.compressors={self.compressors}; list them '
                        'there')
+    for used_it, name in ((feedback, 'error_feedback'),
+                          (downlink, 'downlink')):
+      if used_it and not getattr(self, name):
+        raise ValueError(f'hyper uses {name} but RunSpec.{name}=False; '
+                         'set it True')
 
 
 class Data(NamedTuple):
@@ -100,12 +119,15 @@ class Trace(NamedTuple):
   """Per-step outputs of a chunk, leading axis T (then M for per-worker).
 
   `loss` is the full objective f(theta^k) = sum_m f_m(theta^k) at the
-  parameters the step started from; `grad_norm_sq` is ||sum_m g_m||^2 of the
-  gradients the workers computed there (||grad f(theta^k)||^2 in a full-batch
-  run; the minibatch gradients' sum in a stochastic one).
+  server's parameters the step started from; `grad_norm_sq` is
+  ||sum_m g_m||^2 of the gradients the workers computed (at the parameters
+  they hold: ||grad f(theta^k)||^2 in a full-batch run without a quantized
+  broadcast; the minibatch gradients' sum in a stochastic one);
+  `bits_down_M` the bits each worker received after the step.
   """
   loss: jax.Array
   grad_norm_sq: jax.Array
+  bits_down_M: jax.Array
   sent_M: jax.Array
   bits_M: jax.Array
   innovation_M: jax.Array
@@ -143,15 +165,14 @@ def init_state(spec: RunSpec, hyper: Hyper, dtype=jnp.float32,
     return jax.vmap(lambda h: init_state(spec, h, dtype, num_local_workers))(
         hyper)
   theta_P, _ = flat_params(spec.problem, hyper.seed, dtype)
-  rule_state = spec.rule.init(theta_P.size,
-                              num_local_workers or spec.num_workers,
-                              spec.memory, dtype, hyper)
+  rule_state = spec.rule.init(theta_P, num_local_workers or spec.num_workers,
+                              spec.memory, hyper)
   return LoopState(jnp.int32(0), theta_P, rule_state)
 
 
 def _cast_hyper(hyper: Hyper, dtype) -> Hyper:
   floats = ('step_size', 'xi', 'err_weight', 'threshold_offset', 'l2',
-            'keep_prob')
+            'keep_prob', 'top_k', 'zeta')
   return hyper._replace(**{f: jnp.asarray(getattr(hyper, f), dtype)
                            for f in floats})
 
@@ -195,28 +216,39 @@ def make_step(spec: RunSpec, data: Data, hyper: Hyper, *,
 
   def body(state: LoopState, _):
     theta_P = state.theta_P
+    # The workers compute at the parameters they hold: theta itself, or its
+    # quantized broadcast (compiled in only when a point quantizes it).
+    at_P = state.rule.broadcast_P if spec.downlink else theta_P
     if axis_name is not None:
       # Under shard_map theta is replicated; differentiating at it directly
       # would psum the gradients over devices (the transpose of the implicit
       # broadcast). Each worker needs its own gradient: mark theta varying.
       theta_P = jax.lax.pcast(theta_P, axis_name, to='varying')
+      at_P = jax.lax.pcast(at_P, axis_name, to='varying')
     if spec.stochastic:
       xb, yb = jax.vmap(minibatch, in_axes=(None, 0, 0, 0))(
           state.step, worker_ids_M, data.x_MxNxD, data.y_MxN)
-      _, grads_MxP = value_and_grad(theta_P, xb, yb)
+      _, grads_MxP = value_and_grad(at_P, xb, yb)
       loss = total(jnp.sum(values(theta_P, data.x_MxNxD, data.y_MxN)))
     else:
-      losses_M, grads_MxP = value_and_grad(theta_P, data.x_MxNxD,
-                                           data.y_MxN)
+      losses_M, grads_MxP = value_and_grad(at_P, data.x_MxNxD, data.y_MxN)
+      if spec.downlink:  # the loss at the server's theta, not the broadcast
+        # (a conditional: a run with a full-precision broadcast, where the
+        # two agree, skips the extra forward pass)
+        losses_M = jax.lax.cond(
+            hyper.downlink_bits > 0,
+            lambda: values(theta_P, data.x_MxNxD, data.y_MxN),
+            lambda: losses_M)
       loss = total(jnp.sum(losses_M))
     grad_norm_sq = jnp.sum(jnp.square(collectives.sum_workers(grads_MxP,
                                                               axis_name)))
     theta_P, rule_state, stats = spec.rule.step(
         grads_MxP, state.rule, state.theta_P, hyper, step_count=state.step,
         worker_ids_M=worker_ids_M, num_workers=spec.num_workers,
-        axis_name=axis_name, compressor_names=spec.compressors)
-    row = Trace(loss, grad_norm_sq, stats.sent_M, stats.bits_M,
-                stats.innovation_M, stats.threshold_M, stats.error_M)
+        axis_name=axis_name, parts=spec.parts)
+    row = Trace(loss, grad_norm_sq, stats.bits_down_M, stats.sent_M,
+                stats.bits_M, stats.innovation_M, stats.threshold_M,
+                stats.error_M)
     return LoopState(state.step + 1, theta_P, rule_state), row
 
   return body

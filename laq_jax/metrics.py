@@ -42,26 +42,33 @@ def first_at_or_below(values, target: float) -> int | None:
   return int(hits[0]) if hits.size else None
 
 
-def at_target(residual_K, uploads_T, bits_T, target: float
-              ) -> dict[str, int | None]:
+def at_target(residual_K, uploads_T, bits_T, target: float,
+              bits_down_T=None) -> dict[str, int | None]:
   """Iteration, uploads and bits at which the residual first reaches `target`.
 
   Args:
     residual_K: f(theta^k) - f* for k = 0..K-1; K may be T + 1 (the last
       entry is the final parameters after all T steps) or T.
     uploads_T: uploads of each step (summed over workers).
-    bits_T: bits of each step.
+    bits_T: (uplink) bits of each step.
     target: e.g. 1e-6.
+    bits_down_T: downlink bits of each step, or None.
 
   Returns:
     {'iteration': k, 'uploads': uploads of steps 0..k-1, 'bits': their bits}
-    for the first k with residual <= target; every value None if none.
+    for the first k with residual <= target, and 'bits_down' with
+    `bits_down_T`; every value None if none.
   """
   k = first_at_or_below(residual_K, target)
+  out = {'iteration': k, 'uploads': None, 'bits': None}
+  if bits_down_T is not None:
+    out['bits_down'] = None
   if k is None:
-    return {'iteration': None, 'uploads': None, 'bits': None}
-  return {'iteration': k, 'uploads': int(spent(uploads_T)[k]),
-          'bits': int(spent(bits_T)[k])}
+    return out
+  out.update(uploads=int(spent(uploads_T)[k]), bits=int(spent(bits_T)[k]))
+  if bits_down_T is not None:
+    out['bits_down'] = int(spent(bits_down_T)[k])
+  return out
 
 
 def diverged_at(loss_T, final_loss: float) -> int | None:
@@ -93,7 +100,7 @@ QUANTITIES = {
 
 
 class Curve(NamedTuple):
-  """One run's curve against three x axes, at theta^0 .. theta^(K-1).
+  """One run's curve against its x axes, at theta^0 .. theta^(K-1).
 
   Attributes:
     label: legend entry.
@@ -101,8 +108,9 @@ class Curve(NamedTuple):
       parameters after the last step, else T).
     iterations: [K] k.
     uploads: [K] uploads spent to reach theta^k (starts at 0).
-    bits: [K] bits spent to reach theta^k (starts at 0).
+    bits: [K] uplink bits spent to reach theta^k (starts at 0).
     quantity: what `value` is, a key of QUANTITIES.
+    bits_down: [K] downlink bits spent to reach theta^k, or None.
   """
   label: str
   value: np.ndarray
@@ -110,34 +118,42 @@ class Curve(NamedTuple):
   uploads: np.ndarray
   bits: np.ndarray
   quantity: str
+  bits_down: np.ndarray | None = None
 
   @property
   def is_residual(self) -> bool:
     """Whether `value` is the exact residual f(theta^k) - f*."""
     return self.quantity == 'residual'
 
+  @property
+  def bits_total(self) -> np.ndarray:
+    """Uplink and downlink bits spent to reach theta^k."""
+    return self.bits if self.bits_down is None else self.bits + self.bits_down
+
 
 def value_curve(label: str, value_K, uploads_T, bits_T,
-                quantity: str) -> Curve:
+                quantity: str, bits_down_T=None) -> Curve:
   """A Curve of any per-iterate quantity (K <= T + 1 values from theta^0)."""
   if quantity not in QUANTITIES:
     raise ValueError(f'quantity={quantity!r} is not allowed: use one of '
                      f'{", ".join(QUANTITIES)}')
   value = np.asarray(value_K, np.float64)
   size = value.shape[-1]
+  down = None if bits_down_T is None else spent(bits_down_T)[..., :size]
   return Curve(label, value, np.arange(size, dtype=np.int64),
                spent(uploads_T)[..., :size], spent(bits_T)[..., :size],
-               quantity)
+               quantity, down)
 
 
 def make_curve(label: str, loss_T, final_loss: float, uploads_T, bits_T,
-               fstar: float | None = None) -> Curve:
+               fstar: float | None = None, bits_down_T=None) -> Curve:
   """A Curve from the per-step loss, the loss after the last step, and costs:
   the residual f(theta^k) - f* with f*, else the loss itself."""
   loss = np.append(np.asarray(loss_T, np.float64), float(final_loss))
   if fstar is None:
-    return value_curve(label, loss, uploads_T, bits_T, 'loss')
-  return value_curve(label, loss - fstar, uploads_T, bits_T, 'residual')
+    return value_curve(label, loss, uploads_T, bits_T, 'loss', bits_down_T)
+  return value_curve(label, loss - fstar, uploads_T, bits_T, 'residual',
+                     bits_down_T)
 
 
 def paper_residual(loss_K, num_workers: int, reference: float | None = None
@@ -172,7 +188,7 @@ def summarize(*, loss_T, final_loss: float, sent_TxM, bits_TxM,
               fstar: float | None, target: float,
               final_test_accuracy: float | None = None,
               grad_norm_sq_T=None, paper_reference: float | None = None,
-              **extra: Any) -> dict[str, Any]:
+              bits_down_TxM=None, **extra: Any) -> dict[str, Any]:
   """The summary of one run as a JSON-ready dict.
 
   Two residuals, each with its own at-target figures: the exact one,
@@ -191,6 +207,8 @@ def summarize(*, loss_T, final_loss: float, sent_TxM, bits_TxM,
     grad_norm_sq_T: ||sum_m g_m||^2 at each step, if recorded.
     paper_reference: the smallest average loss of the experiment (None: this
       run's own).
+    bits_down_TxM: bits each worker received at each step (the broadcast),
+      or None.
     **extra: further keys copied in first (algo, model, wall time, ...).
 
   Returns:
@@ -198,17 +216,20 @@ def summarize(*, loss_T, final_loss: float, sent_TxM, bits_TxM,
     final_test_accuracy, fstar, target_residual, target_iteration,
     target_uploads, target_bits (None where f* is unknown or the target is not
     reached), paper_reference, paper_final_residual, paper_target_iteration,
-    paper_target_uploads, paper_target_bits, last_grad_norm_sq, diverged,
-    plus `extra`.
+    paper_target_uploads, paper_target_bits, last_grad_norm_sq, diverged;
+    with `bits_down_TxM` also total_bits_down, target_bits_down and
+    paper_target_bits_down; plus `extra`.
   """
   uploads_T, bits_T = per_step(sent_TxM, bits_TxM)
+  down_T = (None if bits_down_TxM is None else
+            per_step(sent_TxM, bits_down_TxM)[1])
   loss = np.append(np.asarray(loss_T, np.float64), float(final_loss))
-  hit = {'iteration': None, 'uploads': None, 'bits': None}
+  hit = {'iteration': None, 'uploads': None, 'bits': None, 'bits_down': None}
   if fstar is not None:
-    hit = at_target(loss - fstar, uploads_T, bits_T, target)
+    hit = at_target(loss - fstar, uploads_T, bits_T, target, down_T)
   num_workers = np.shape(sent_TxM)[-1]
   paper, reference = paper_residual(loss, num_workers, paper_reference)
-  paper_hit = at_target(paper, uploads_T, bits_T, target)
+  paper_hit = at_target(paper, uploads_T, bits_T, target, down_T)
   last_norm = (None if grad_norm_sq_T is None or not len(grad_norm_sq_T)
                else _number(np.asarray(grad_norm_sq_T)[-1]))
   return {
@@ -231,6 +252,10 @@ def summarize(*, loss_T, final_loss: float, sent_TxM, bits_TxM,
       'paper_target_uploads': paper_hit['uploads'],
       'paper_target_bits': paper_hit['bits'],
       'last_grad_norm_sq': last_norm,
+      **({} if down_T is None else {
+          'total_bits_down': int(down_T.sum()),
+          'target_bits_down': hit['bits_down'],
+          'paper_target_bits_down': paper_hit['bits_down']}),
       'diverged': not bool(np.all(np.isfinite(loss))),
   }
 
@@ -304,7 +329,8 @@ def summarize_sweep(result, *, fstar, target: float, test_accuracy=None
         fstar=None if fstar[g] is None else float(fstar[g]), target=target,
         final_test_accuracy=acc,
         grad_norm_sq_T=result.grad_norm_sq_GxT[g][steps],
-        paper_reference=float(references[g]), point=g, **point)
+        paper_reference=float(references[g]),
+        bits_down_TxM=result.bits_down_GxTxM[g][steps], point=g, **point)
     row['diverged_at'] = at
     rows.append(row)
   return rows
@@ -334,13 +360,13 @@ def curve_arrays(result, *, max_upload_elements: int = 10**8
   Returns:
     loss [G,T] (f(theta^k) before step k), final_loss [G] (f(theta^T)),
     grad_norm_sq [G,T] (||sum_m g_m||^2 at theta^k), paper_reference [G]
-    (see `paper_references`), cum_uploads and cum_bits [G,T] (int64, through
-    step k, summed over workers), uploads [G,T,M] bool (who uploaded at step
-    k; only when G*T*M <= max_upload_elements), and one [G] array per
-    GRID_KEYS key (algo as strings).
+    (see `paper_references`), cum_uploads, cum_bits and cum_bits_down
+    [G,T] (int64, through step k, summed over workers), uploads [G,T,M] bool
+    (who uploaded at step k; only when G*T*M <= max_upload_elements), and
+    one [G] array per GRID_KEYS key (algo as strings).
   """
-  uploads_GxT, bits_GxT = per_step(result.sent_GxTxM,
-                                           result.bits_GxTxM)
+  uploads_GxT, bits_GxT = per_step(result.sent_GxTxM, result.bits_GxTxM)
+  _, bits_down_GxT = per_step(result.sent_GxTxM, result.bits_down_GxTxM)
   out = {
       'loss': np.asarray(result.loss_GxT, np.float64),
       'final_loss': np.asarray(result.final_loss_G, np.float64),
@@ -348,6 +374,7 @@ def curve_arrays(result, *, max_upload_elements: int = 10**8
       'paper_reference': paper_references(result),
       'cum_uploads': cumulative(uploads_GxT),
       'cum_bits': cumulative(bits_GxT),
+      'cum_bits_down': cumulative(bits_down_GxT),
   }
   if result.sent_GxTxM.size <= max_upload_elements:
     out['uploads'] = np.asarray(result.sent_GxTxM, bool)

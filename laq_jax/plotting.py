@@ -27,7 +27,9 @@ X_AXES = {
     'iterations': ('iterations', 'iteration k'),
     'uploads': ('uploads', 'cumulative uploads (all workers)'),
     'bits': ('bits', 'cumulative bits uploaded'),
+    'bits_total': ('bits_total', 'cumulative bits, uploaded + broadcast'),
 }
+PAPER_AXES = ('iterations', 'uploads', 'bits')  # the paper's three figures
 
 
 def y_label(curves: Sequence[Curve]) -> str:
@@ -47,6 +49,8 @@ def loss_figure(curves: Sequence[Curve], x: str = 'iterations', *,
     title: optional axes title.
     log_x: log-scale x axis; default only for bits, whose totals span orders
       of magnitude across algorithms (the point at 0 bits is then left out).
+      'bits_total' counts the broadcast too (curves without downlink bits
+      count the uplink alone).
     figsize: inches.
 
   Returns:
@@ -62,7 +66,7 @@ def loss_figure(curves: Sequence[Curve], x: str = 'iterations', *,
                      'build every curve the same way (e.g. with fstar=None to '
                      'compare losses)')
   if log_x is None:  # (a run without a single upload stays linear)
-    log_x = x == 'bits' and any(np.any(np.asarray(getattr(c, field)) > 0)
+    log_x = x.startswith('bits') and any(np.any(np.asarray(getattr(c, field)) > 0)
                                 for c in curves)
   fig = Figure(figsize=figsize, layout='constrained')
   ax = fig.add_subplot()
@@ -88,10 +92,11 @@ def loss_figure(curves: Sequence[Curve], x: str = 'iterations', *,
   return fig
 
 
-def loss_figures(curves: Sequence[Curve], *, title: str | None = None
-                 ) -> dict[str, Figure]:
-  """The three figures of the paper, keyed 'iterations', 'uploads', 'bits'."""
-  return {x: loss_figure(curves, x, title=title) for x in X_AXES}
+def loss_figures(curves: Sequence[Curve], *, title: str | None = None,
+                 axes: Sequence[str] = PAPER_AXES) -> dict[str, Figure]:
+  """One figure per x axis, keyed by it (default: the paper's three,
+  'iterations', 'uploads', 'bits')."""
+  return {x: loss_figure(curves, x, title=title) for x in axes}
 
 
 def upload_raster(sent_TxM, *, title: str | None = None,
@@ -328,4 +333,51 @@ def pareto_figure(rows: Sequence[Mapping[str, Any]]):
           if silent else '')
   fig.suptitle(f'Pareto front: quality against total bits ({len(rows)} '
                f'points{note})', fontsize=10)
+  return fig
+
+
+def tradeoff_figure(labels: Sequence[str], cost, value, *, x_label: str,
+                    y_label: str, title: str | None = None,
+                    log_y: bool = True,
+                    figsize: tuple[float, float] = (6.5, 4.6)) -> Figure:
+  """One point per run: value (lower is better) against cost, log-log, the
+  Pareto front (`metrics.pareto_front`: no other run costs less and does no
+  worse) drawn and its points labelled in bold.
+
+  Args:
+    labels: one per run.
+    cost: e.g. total bits; value: e.g. final residual or loss.
+    x_label, y_label, title: the axes' words.
+    log_y: log scale for the value (for residuals).
+    figsize: inches.
+  """
+  cost = np.asarray(cost, np.float64)
+  value = np.asarray(value, np.float64)
+  front = pareto_front(cost, value, maximize=False)
+  fig = Figure(figsize=figsize, layout='constrained')
+  ax = fig.add_subplot()
+  shown = np.isfinite(cost) & np.isfinite(value) & (cost > 0)
+  if log_y:
+    shown &= value > 0
+  ax.scatter(cost[shown], value[shown], s=22, color='tab:blue', zorder=2)
+  on_front = [i for i in front if shown[i]]
+  if on_front:
+    ax.step(cost[on_front], value[on_front], where='post', color='black',
+            linewidth=1.0, label='Pareto front', zorder=1)
+    ax.scatter(cost[on_front], value[on_front], s=60, facecolors='none',
+               edgecolors='black', zorder=3)
+  for i in np.flatnonzero(shown):
+    ax.annotate(labels[i], (cost[i], value[i]), fontsize=7,
+                xytext=(3, 3), textcoords='offset points',
+                fontweight='bold' if i in on_front else 'normal')
+  ax.set_xscale('log')
+  if log_y:
+    ax.set_yscale('log')
+  ax.set_xlabel(x_label)
+  ax.set_ylabel(y_label)
+  ax.grid(True, which='major', alpha=0.3)
+  if on_front:
+    ax.legend(fontsize=8)
+  if title:
+    ax.set_title(title, fontsize=10)
   return fig

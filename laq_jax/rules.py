@@ -1,10 +1,12 @@
 """The communication rule: compress, decide, aggregate, step. One for all.
 
-Every algorithm is this one rule with different data in `Hyper`: which
-compressor (`compressors.COMPRESSORS`), whether it compresses the innovation
-g - Qhat (LAQ) or the gradient itself (QSGD, SSGD), whether workers may skip
-(the LAG/LAQ trigger); the loop feeds full or minibatch gradients. So one rule,
-written once, serves every algorithm and every point of a sweep.
+Every algorithm is this one rule with different parts plugged in, each chosen
+by data in `Hyper`: which compressor (`compressors.COMPRESSORS`), whether it
+compresses the innovation g - Qhat (LAQ, EF21) or the gradient itself (QSGD),
+error feedback, the trigger (eager, LAG/LAQ's, CLAG's), and a quantized
+broadcast; the loop feeds full or minibatch gradients. So one rule, written
+once, serves every algorithm and every point of a sweep. `Parts` (static)
+says which of them a program compiles in.
 
 Arrays are flat: a worker's gradient is a vector of all P parameters, because
 the quantizer's radius and the trigger's norms are taken over the whole
@@ -15,6 +17,7 @@ axis M. Under `jax.shard_map` the worker axis is split over devices; pass
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable, NamedTuple
 
 import jax
@@ -22,6 +25,7 @@ import jax.numpy as jnp
 
 from laq_jax import collectives
 from laq_jax import compressors
+from laq_jax import quantize
 from laq_jax import randomness
 from laq_jax import trigger as trigger_lib
 from laq_jax.hyper import Hyper
@@ -31,18 +35,24 @@ class RuleState(NamedTuple):
   """Server and worker memory.
 
   Attributes:
-    last_upload_MxP: Qhat_m, each worker's last upload (0 at start).
-    last_error_M: ehat_m, ||eps||^2 of that upload (0 at start).
+    last_upload_MxP: Qhat_m, what the server holds of worker m (0 at start).
+    last_error_M: ehat_m, ||Q - g||^2 of that upload (0 at start).
     clock_M: t_m, consecutive skips so far (int32); NEVER_UPLOADED before a
       worker's first upload.
+    error_MxP: error feedback's memory: what earlier compressions dropped (0
+      at start, and always 0 without error feedback).
     aggregate_P: sum_m Qhat_m, what the server steps with (all workers).
     history_D: h_d = ||theta^{k+1-d} - theta^{k-d}||^2, d = 1..D ([0] newest).
+    broadcast_P: thetahat, the parameters the workers hold: theta itself, or
+      its quantized broadcast when the downlink is quantized.
   """
   last_upload_MxP: jax.Array
   last_error_M: jax.Array
   clock_M: jax.Array
+  error_MxP: jax.Array
   aggregate_P: jax.Array
   history_D: jax.Array
+  broadcast_P: jax.Array
 
 
 class StepStats(NamedTuple):
@@ -51,79 +61,125 @@ class StepStats(NamedTuple):
   Attributes:
     sent_M: whether each worker uploaded.
     bits_M: bits each worker uploaded (0 on a skip), int32.
-    innovation_M: ||Q - Qhat||^2, the trigger's left-hand side.
+    bits_down_M: bits each worker received: the broadcast of the new
+      parameters (32 p, or b_down p + 32 quantized), int32.
+    innovation_M: the trigger's left-hand side: ||Q - Qhat||^2 (eager and
+      LAG/LAQ), ||g - Qhat||^2 (CLAG).
     threshold_M: the trigger's right-hand side.
     error_M: e = ||Q - g||^2 of this step's compression (0 at full
       precision).
   """
   sent_M: jax.Array
   bits_M: jax.Array
+  bits_down_M: jax.Array
   innovation_M: jax.Array
   threshold_M: jax.Array
   error_M: jax.Array
 
 
-# A worker that has never uploaded counts as infinitely stale, so every worker
-# uploads at k = 0 whatever the trigger says: the paper's Algorithm 1 (and
-# LAG's) starts the server from every worker's initial upload, "Initialize
-# theta^1, {Q_m(theta_hat_m^0)}". Starting the clocks at 0 instead (the
-# authors' scripts, `Hyper.authors_code`) lets a worker skip at k = 0 when
-# c_e * e exceeds ||Q||^2 (at b = 4 that silences the whole MLP for tbar
-# steps). Any int32 tbar is <= this, and the forced upload resets the clock
-# before it could overflow.
-NEVER_UPLOADED = 2**31 - 1
+NEVER_UPLOADED = trigger_lib.NEVER_UPLOADED
 
 
-def init(num_params: int, num_workers: int, memory: int,
-         dtype=jnp.float32, authors_code=False) -> RuleState:
-  """All-zero state for `num_workers` workers (the local count under shard_map).
+@dataclasses.dataclass(frozen=True)
+class Parts:
+  """The parts a program compiles in (static); `Hyper` picks among them.
+
+  Attributes:
+    compressors: the compressors it may meet.
+    error_feedback: whether any point uses error feedback.
+    downlink: whether any point quantizes the broadcast.
+  """
+  compressors: tuple[str, ...] = compressors.COMPRESSORS
+  error_feedback: bool = True
+  downlink: bool = True
+
+
+def init(theta_P: jax.Array, num_workers: int, memory: int,
+         authors_code=False) -> RuleState:
+  """Zero memory for `num_workers` workers (the local count under shard_map).
 
   With `authors_code` the clocks start at 0, as in the authors' scripts, and
-  the trigger alone decides at k = 0; otherwise at NEVER_UPLOADED.
+  the trigger alone decides at k = 0; otherwise at NEVER_UPLOADED. The
+  workers start from theta^0 (the seeded initialization, not broadcast).
   """
+  num_params, dtype = theta_P.shape[-1], theta_P.dtype
   clock = jnp.where(authors_code, 0, NEVER_UPLOADED).astype(jnp.int32)
   return RuleState(
       last_upload_MxP=jnp.zeros((num_workers, num_params), dtype),
       last_error_M=jnp.zeros((num_workers,), dtype),
       clock_M=jnp.full((num_workers,), clock, jnp.int32),
+      error_MxP=jnp.zeros((num_workers, num_params), dtype),
       aggregate_P=jnp.zeros((num_params,), dtype),
       history_D=jnp.zeros((memory,), dtype),
+      broadcast_P=theta_P,
   )
 
 
-def _worker(grad_P, last_upload_P, last_error, clock, key, shared_threshold,
-            hyper: Hyper, compressor_names):
-  """One worker: compress, decide. Returns (new Qhat, ehat, clock, delta, stats)."""
+def _worker(grad_P, last_upload_P, last_error, clock, error_P, key,
+            laq_shared, last_step_sq, hyper: Hyper, parts: Parts):
+  """One worker: compress, decide. Returns (Qhat, ehat, clock, error memory,
+  delta for the aggregate, stats)."""
   ref_P = jnp.where(hyper.innovation, last_upload_P,
                     jnp.zeros_like(last_upload_P))
-  out = compressors.compress(grad_P, ref_P, key, hyper, compressor_names)
+  sent_P = grad_P  # what the worker compresses (with error feedback's memory)
+  if parts.error_feedback:
+    sent_P = jnp.where(hyper.error_feedback, grad_P + error_P, grad_P)
+  out = compressors.compress(sent_P, ref_P, key, hyper, parts.compressors)
   value_P = out.value_P
   error = jnp.sum(jnp.square(value_P - grad_P))
-  innovation = jnp.sum(jnp.square(value_P - last_upload_P))
-  rhs = trigger_lib.threshold(shared_threshold, error, last_error,
-                              hyper.err_weight, hyper.threshold_offset)
-  sent = trigger_lib.should_upload(innovation, rhs, clock, hyper.max_staleness,
-                                   hyper.lazy)
+  compressed_sq = jnp.sum(jnp.square(value_P - last_upload_P))
+  raw_sq = jnp.sum(jnp.square(grad_P - last_upload_P))
+  laq_rhs = trigger_lib.threshold(laq_shared, error, last_error,
+                                  hyper.err_weight, hyper.threshold_offset)
+  clag_rhs = hyper.zeta * last_step_sq
+  is_clag = hyper.trigger == trigger_lib.CLAG
+  sent = jnp.where(
+      is_clag, trigger_lib.clag_upload(raw_sq, hyper.zeta, last_step_sq,
+                                       clock),
+      trigger_lib.should_upload(compressed_sq, laq_rhs, clock,
+                                hyper.max_staleness, hyper.lazy))
   delta_P = jnp.where(sent, value_P - last_upload_P, jnp.zeros_like(value_P))
   new_upload_P = jnp.where(sent, value_P, last_upload_P)
   new_error = jnp.where(sent, error, last_error)
   new_clock = jnp.where(sent, jnp.zeros_like(clock), clock + 1)
+  if parts.error_feedback:
+    error_P = jnp.where(sent & hyper.error_feedback, sent_P - value_P, error_P)
   bits = jnp.where(sent, out.bits, jnp.int32(0))
-  stats = StepStats(sent, bits, innovation, rhs, error)
-  return new_upload_P, new_error, new_clock, delta_P, stats
+  stats = StepStats(sent, bits, jnp.zeros_like(bits),
+                    jnp.where(is_clag, raw_sq, compressed_sq),
+                    jnp.where(is_clag, clag_rhs, laq_rhs), error)
+  return new_upload_P, new_error, new_clock, error_P, delta_P, stats
+
+
+def broadcast(theta_P, last_broadcast_P, hyper: Hyper, parts: Parts):
+  """(thetahat^{k+1}, bits each worker receives): theta itself (32 p), or
+  thetahat^k + Q(theta^{k+1} - thetahat^k) with LAQ's quantizer at
+  `hyper.downlink_bits` (b_down p + 32)."""
+  num_params = theta_P.shape[-1]
+  full = jnp.int32(32 * num_params)
+  if not parts.downlink:
+    return theta_P, full
+  def quantized():
+    q = quantize.quantize_innovation(theta_P, last_broadcast_P,
+                                     jnp.maximum(hyper.downlink_bits, 1))
+    return q.value_P, hyper.downlink_bits * num_params + 32
+
+  # A conditional: a run with a full-precision broadcast pays nothing.
+  return jax.lax.cond(hyper.downlink_bits > 0, quantized,
+                      lambda: (theta_P, full))
 
 
 def step(grads_MxP: jax.Array, state: RuleState, theta_P: jax.Array,
          hyper: Hyper, *, step_count=0, worker_ids_M=None,
          num_workers: int | None = None, axis_name: str | None = None,
-         compressor_names=compressors.COMPRESSORS
-         ) -> tuple[jax.Array, RuleState, StepStats]:
+         parts: Parts = Parts()) -> tuple[jax.Array, RuleState, StepStats]:
   """One iteration k of the family (docs/algorithm.md, "One iteration").
 
   Args:
-    grads_MxP: each (local) worker's gradient at theta^k.
+    grads_MxP: each (local) worker's gradient at thetahat^k (= theta^k
+      unless the broadcast is quantized).
     state: the rule state at iteration k.
-    theta_P: the parameters theta^k (flat).
+    theta_P: the server's parameters theta^k (flat).
     hyper: scalar hyperparameters of this run.
     step_count: k (seeds the random compressors; the authors' history
       weights).
@@ -131,7 +187,7 @@ def step(grads_MxP: jax.Array, state: RuleState, theta_P: jax.Array,
       with the step and the seed they key the random compressors.
     num_workers: M over all devices (defaults to the local count).
     axis_name: mesh axis the workers are split over (under shard_map), or None.
-    compressor_names: the compressors this program may meet (static).
+    parts: the parts compiled in (static).
 
   Returns:
     (theta^{k+1}, state^{k+1}, per-worker StepStats).
@@ -140,21 +196,27 @@ def step(grads_MxP: jax.Array, state: RuleState, theta_P: jax.Array,
   num_workers = num_workers or num_local
   if worker_ids_M is None:
     worker_ids_M = jnp.arange(num_local, dtype=jnp.int32)
-  shared = trigger_lib.history_threshold(state.history_D, hyper.step_size,
-                                         hyper.xi, num_workers, step_count,
-                                         hyper.authors_code)
+  laq_shared = trigger_lib.history_threshold(
+      state.history_D, hyper.step_size, hyper.xi, num_workers, step_count,
+      hyper.authors_code)
   keys = jax.vmap(lambda w: randomness.compress_key(hyper.seed, step_count,
                                                     w))(worker_ids_M)
-  worker = jax.vmap(_worker, in_axes=(0, 0, 0, 0, 0, None, None, None))
-  new_upload, new_error, new_clock, delta_MxP, stats = worker(
+  worker = jax.vmap(_worker, in_axes=(0, 0, 0, 0, 0, 0, None, None, None,
+                                      None))
+  new_upload, new_error, new_clock, error_MxP, delta_MxP, stats = worker(
       grads_MxP, state.last_upload_MxP, state.last_error_M, state.clock_M,
-      keys, shared, hyper, compressor_names)
+      state.error_MxP, keys, laq_shared, state.history_D[0], hyper, parts)
   aggregate_P = state.aggregate_P + collectives.sum_workers(delta_MxP,
                                                             axis_name)
   new_theta_P = theta_P - hyper.step_size * aggregate_P
   moved = jnp.sum(jnp.square(new_theta_P - theta_P))
   history = jnp.concatenate([moved[None], state.history_D[:-1]])
-  new_state = RuleState(new_upload, new_error, new_clock, aggregate_P, history)
+  broadcast_P, bits_down = broadcast(new_theta_P, state.broadcast_P, hyper,
+                                     parts)
+  stats = stats._replace(bits_down_M=jnp.broadcast_to(
+      bits_down, stats.bits_M.shape).astype(jnp.int32))
+  new_state = RuleState(new_upload, new_error, new_clock, error_MxP,
+                        aggregate_P, history, broadcast_P)
   return new_theta_P, new_state, stats
 
 
@@ -165,21 +227,21 @@ class Rule(NamedTuple):
   plugs in without editing the loop. Its state is a NamedTuple whose
   per-worker fields carry a leading worker axis and a name ending in `_M...`
   (`last_upload_MxP`, `clock_M`): under shard_map those are split over the
-  devices, the others replicated.
+  devices, the others replicated. The workers compute their gradients at the
+  state's `broadcast_P`.
 
   Attributes:
-    init: (num_params, num_workers, memory, dtype, hyper) -> state, for the
-      local workers.
+    init: (theta_P, num_workers, memory, hyper) -> state, for the local
+      workers.
     step: (grads_MxP, state, theta_P, hyper, *, step_count, worker_ids_M,
-      num_workers, axis_name, compressor_names) -> (theta^{k+1}, state,
-      StepStats).
+      num_workers, axis_name, parts) -> (theta^{k+1}, state, StepStats).
   """
   init: Callable[..., NamedTuple]
   step: Callable[..., tuple[jax.Array, NamedTuple, StepStats]]
 
 
-def _init(num_params, num_workers, memory, dtype, hyper) -> RuleState:
-  return init(num_params, num_workers, memory, dtype, hyper.authors_code)
+def _init(theta_P, num_workers, memory, hyper) -> RuleState:
+  return init(theta_P, num_workers, memory, hyper.authors_code)
 
 
 # The LAQ family: every preset of `laq_jax.hyper.ALGORITHMS`.

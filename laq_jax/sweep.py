@@ -37,7 +37,7 @@ import numpy as np
 from laq_jax import compressors
 from laq_jax import loop
 from laq_jax.hyper import (ALGORITHMS, DEFAULTS, Hyper, check_scalar,
-                           get_algorithm, make_hyper)
+                           get_algorithm, make_hyper, stack_hypers)
 from laq_jax.loop import Data, LoopState, RunSpec, Trace
 from laq_jax.problems import Problem
 
@@ -119,8 +119,7 @@ def expand_grid(grid: Mapping[str, Sequence[Any]], base: Any
     the last key varying fastest.
 
   Raises:
-    ValueError: as `check_grid`, or the points mix full-batch and stochastic
-      algorithms.
+    ValueError: as `check_grid`.
   """
   axes = check_grid(grid)
   fixed = {}
@@ -134,30 +133,36 @@ def expand_grid(grid: Mapping[str, Sequence[Any]], base: Any
   for combo in itertools.product(*axes.values()):
     point = {**fixed, **dict(zip(axes, combo))}
     points.append({k: point[k] for k in GRID_KEYS})
-  check_algorithms(points)
   return points
 
 
-def check_algorithms(points: Sequence[Mapping[str, Any]]) -> bool:
-  """Returns whether the points are stochastic; all must agree.
+def programs(points: Sequence[Mapping[str, Any]]
+             ) -> list[tuple[bool, list[int]]]:
+  """The compiled programs a sweep needs: one per kind of gradient.
 
-  Raises:
-    ValueError: the points mix full-batch and minibatch algorithms (the
-      gradient is a static part of the compiled program).
+  Full-batch and minibatch gradients are different programs (the gradient
+  is static); every other choice is data in one program.
+
+  Returns:
+    [(stochastic, indices of its points)], in the order the kinds first
+    appear.
   """
   if not points:
     raise ValueError('a sweep needs at least one grid point')
-  algos = list(dict.fromkeys(p['algo'] for p in points))
-  kinds = {a: get_algorithm(a).stochastic for a in algos}
-  if len(set(kinds.values())) > 1:
-    full = [a for a in algos if not kinds[a]]
-    stochastic = [a for a in algos if kinds[a]]
-    raise ValueError(
-        f'sweep algorithms {algos} mix full-batch ({", ".join(full)}) and '
-        f'stochastic ({", ".join(stochastic)}) gradients, which are different '
-        'compiled programs: sweep the full-batch and the minibatch algorithms '
-        'separately')
-  return next(iter(kinds.values()))
+  groups: dict[bool, list[int]] = {}
+  for i, p in enumerate(points):
+    groups.setdefault(get_algorithm(p['algo']).stochastic, []).append(i)
+  return list(groups.items())
+
+
+def parts_of(points: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+  """The RunSpec parts the points' algorithms need (what a program
+  compiles in): compressors, error_feedback, downlink."""
+  algos = [get_algorithm(p['algo']) for p in points]
+  return dict(
+      compressors=compressors.check_names({a.compressor for a in algos}),
+      error_feedback=any(a.error_feedback for a in algos),
+      downlink=any(a.downlink for a in algos))
 
 
 def varying_keys(points: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -173,25 +178,11 @@ def point_label(point: Mapping[str, Any], keys: Sequence[str]) -> str:
 
 def stack_points(points: Sequence[Mapping[str, Any]], dtype=jnp.float32,
                  authors_code: bool = False) -> Hyper:
-  """The grid Hyper [G] of the points (compressor, innovation and lazy from
-  each point's algo)."""
-  check_algorithms(points)
-  values = {k: np.asarray([p[k] for p in points]) for k in HYPER_KEYS}
-  hyper = make_hyper(points[0]['algo'], dtype=dtype,
-                     authors_code=authors_code, **values)
-  algos = [get_algorithm(p['algo']) for p in points]
-  return hyper._replace(
-      compressor=jnp.asarray([compressors.index(a.compressor) for a in algos],
-                             jnp.int32),
-      innovation=jnp.asarray([a.innovation for a in algos], bool),
-      lazy=jnp.asarray([a.lazy for a in algos], bool),
-      authors_code=jnp.full((len(points),), authors_code, bool))
-
-
-def compressors_of(points: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
-  """The compressors the points' algorithms use (what a program compiles)."""
-  return compressors.check_names(
-      {get_algorithm(p['algo']).compressor for p in points})
+  """The grid Hyper [G] of the points (compressor, innovation, trigger,
+  error feedback and the broadcast's bits from each point's algo)."""
+  return stack_hypers([
+      make_hyper(p['algo'], dtype=dtype, authors_code=authors_code,
+                 **{k: p[k] for k in HYPER_KEYS}) for p in points])
 
 
 def batches(num_points: int, batch_size: int | None
@@ -227,6 +218,7 @@ class SweepResult(NamedTuple):
     grad_norm_sq_GxT: ||sum_m g_m||^2 at theta^k.
     sent_GxTxM: who uploaded at each step.
     bits_GxTxM: bits each worker uploaded at each step (int32).
+    bits_down_GxTxM: bits each worker received at each step (int32).
     final_loss_G: f(theta^T) after the last step.
     theta_GxP: the final parameters theta^T.
   """
@@ -235,6 +227,7 @@ class SweepResult(NamedTuple):
   grad_norm_sq_GxT: np.ndarray
   sent_GxTxM: np.ndarray
   bits_GxTxM: np.ndarray
+  bits_down_GxTxM: np.ndarray
   final_loss_G: np.ndarray
   theta_GxP: np.ndarray
 
@@ -277,14 +270,19 @@ def run_sweep(spec: RunSpec, data: Data, points: Sequence[Mapping[str, Any]],
               authors_code: bool = False) -> SweepResult:
   """Runs every grid point for `num_steps` iterations, batches of one program.
 
+  Full-batch and minibatch algorithms run as two programs (`programs`), each
+  compiling only the parts its points use (`parts_of`); everything else the
+  points vary is data.
+
   Args:
-    spec: the static RunSpec shared by every point; `spec.stochastic` must
-      match the points' algorithms.
+    spec: the static RunSpec shared by every point (its `stochastic` and
+      parts are set per program from the points).
     data: worker shards (their dtype is the run's precision).
     points: from `expand_grid`.
     num_steps: T, iterations per point.
-    batch_size: grid points per compiled call (None or 0: all at once). The
-      last batch is padded to this size, so all batches share one program.
+    batch_size: grid points per compiled call (None or 0: all of a program's
+      points at once). The last batch of a program is padded to this size,
+      so its batches share one compiled program.
     chunk_size: iterations per compiled call (default: all T at once); a
       shorter last chunk compiles once more, the same for every batch.
     callback: called with a `Progress` after each chunk of each batch.
@@ -303,58 +301,56 @@ def run_sweep(spec: RunSpec, data: Data, points: Sequence[Mapping[str, Any]],
       `laq_jax.Hyper`).
 
   Returns:
-    A SweepResult (padding dropped). The program compiles the compressors of
-    the points' algorithms (`spec.compressors` is set to them).
+    A SweepResult in the order of `points` (padding dropped).
 
   Raises:
-    ValueError: the points mix full-batch and stochastic algorithms, or do
-      not match `spec.stochastic`; checkpoint_every is not a multiple of
+    ValueError: num_steps < 1; checkpoint_every is not a multiple of
       chunk_size.
   """
   points = [dict(p) for p in points]
-  stochastic = check_algorithms(points)
-  if stochastic != spec.stochastic:
-    kind = 'stochastic' if stochastic else 'full-batch'
-    raise ValueError(f'the grid points are {kind} algorithms '
-                     f'({sorted({p["algo"] for p in points})}) but '
-                     f'spec.stochastic={spec.stochastic}; build the RunSpec '
-                     'for the grid\'s algorithms')
   if num_steps < 1:
     raise ValueError(f'num_steps={num_steps} is not allowed: it must be an '
                      'integer >= 1')
-  spec = dataclasses.replace(spec, compressors=compressors_of(points))
-  stack = lambda pts: stack_points(pts, dtype, authors_code)
   chunk = chunk_size or num_steps
   if checkpoint_every < 0 or checkpoint_every % chunk:
     raise ValueError(f'checkpoint_every={checkpoint_every} is not allowed: '
                      f'it must be 0 or a multiple of chunk_size={chunk}')
   dtype = data.x_MxNxD.dtype
-  plan = batches(len(points), batch_size)
-  parts = []  # finished batches: _PART_NAMES, real rows
+  stack = lambda indices: stack_points([points[i] for i in indices], dtype,
+                                       authors_code)
+  # (the program's spec, real point indices, padded indices) per batch.
+  plan = []
+  for stochastic, members in programs(points):
+    program = dataclasses.replace(
+        spec, stochastic=stochastic,
+        **parts_of([points[i] for i in members]))
+    for real, padded in batches(len(members), batch_size):
+      plan.append((program, [members[i] for i in real],
+                   [members[i] for i in padded]))
+  finished = []  # finished batches: _PART_NAMES, real rows
   start_batch, resume = 0, None
   if checkpointer is not None:
-    like = loop.init_state(spec, stack([points[i] for i in plan[0][1]]),
-                           dtype)
+    like = loop.init_state(plan[0][0], stack(plan[0][2]), dtype)
     restored = checkpointer.restore(like)
     if restored is not None:
       start_batch, steps_done = divmod(restored.step, num_steps)
       a = restored.arrays
       if 'done_loss' in a:
-        parts.append(tuple(a[f'done_{n}'] for n in _PART_NAMES))
+        finished.append(tuple(a[f'done_{n}'] for n in _PART_NAMES))
       if steps_done:
         resume = (restored.state, steps_done,
                   tuple(a[n] for n in _TRACE_NAMES))
 
   def finished_arrays():
-    if not parts:
+    if not finished:
       return {}
     return {f'done_{n}': np.concatenate(x)
-            for n, x in zip(_PART_NAMES, zip(*parts))}
+            for n, x in zip(_PART_NAMES, zip(*finished))}
 
-  for b, (real, padded) in enumerate(plan):
+  for b, (program, real, padded) in enumerate(plan):
     if b < start_batch:
       continue
-    hyper = stack([points[i] for i in padded])
+    hyper = stack(padded)
     keep = len(real)
     state, done, recorded = None, 0, []
     if resume is not None and b == start_batch:
@@ -365,8 +361,9 @@ def run_sweep(spec: RunSpec, data: Data, points: Sequence[Mapping[str, Any]],
     def on_chunk(state, trace, b=b, real=real, keep=keep, recorded=recorded):
       nonlocal done
       done += trace.loss.shape[1]
-      recorded.append((trace.loss[:keep], trace.grad_norm_sq[:keep],
-                       trace.sent_M[:keep], trace.bits_M[:keep]))
+      recorded.append(tuple(
+          np.asarray(getattr(trace, field))[:keep]
+          for field in _TRACE_FIELDS))
       if callback is not None:
         callback(Progress(b, len(plan), real, done, num_steps, state,
                           jax.tree.map(lambda a: a[:keep], trace)))
@@ -375,24 +372,29 @@ def run_sweep(spec: RunSpec, data: Data, points: Sequence[Mapping[str, Any]],
         checkpointer.save(b * num_steps + done, state,
                           {**finished_arrays(), **_joined(recorded)})
 
-    state, _ = loop.run(spec, data, hyper, num_steps - steps_before,
+    state, _ = loop.run(program, data, hyper, num_steps - steps_before,
                         chunk_size=chunk_size, state=state,
                         callback=on_chunk, run_chunk_fn=run_chunk_fn)
-    final = _final_losses(spec.problem, state.theta_P, data, hyper.l2)
+    final = _final_losses(program.problem, state.theta_P, data, hyper.l2)
     joined = _joined(recorded)
-    parts.append(tuple(joined[n] for n in _TRACE_NAMES)
-                 + (np.asarray(final)[:keep],
-                    np.asarray(state.theta_P)[:keep]))
+    finished.append(tuple(joined[n] for n in _TRACE_NAMES)
+                    + (np.asarray(final)[:keep],
+                       np.asarray(state.theta_P)[:keep]))
     if checkpointer is not None:
       checkpointer.save((b + 1) * num_steps, state, finished_arrays())
-  loss, grad_norm, sent, bits, final, theta = (np.concatenate(x)
-                                               for x in zip(*parts))
-  return SweepResult(points, loss, grad_norm, sent.astype(bool), bits, final,
-                     theta)
+  # Back to the order of `points` (the programs ran kind by kind).
+  order = np.argsort(np.concatenate([real for _, real, _ in plan]),
+                     kind='stable')
+  columns = [np.concatenate(x)[order] for x in zip(*finished)]
+  loss, grad_norm, sent, bits, bits_down, final, theta = columns
+  return SweepResult(points, loss, grad_norm, sent.astype(bool), bits,
+                     bits_down, final, theta)
 
 
-# What a batch records per step, and what a finished batch keeps.
-_TRACE_NAMES = ('loss', 'grad_norm', 'sent', 'bits')
+# What a batch records per step (the Trace fields), and what a finished
+# batch keeps.
+_TRACE_NAMES = ('loss', 'grad_norm', 'sent', 'bits', 'bits_down')
+_TRACE_FIELDS = ('loss', 'grad_norm_sq', 'sent_M', 'bits_M', 'bits_down_M')
 _PART_NAMES = _TRACE_NAMES + ('final', 'theta')
 
 

@@ -1,22 +1,41 @@
-"""The lazy upload rule of LAG/LAQ (Chen et al. 2018; Sun et al. 2019, eq. 7-8).
+"""When a worker uploads: eagerly, by the LAG/LAQ rule, or by CLAG's.
 
-Worker m uploads at iteration k iff
+LAG/LAQ (Chen et al. 2018; Sun et al. 2019, eq. 7-8): worker m uploads at
+iteration k iff
 
   ||Q - Qhat||^2 >= (1 / (alpha^2 M^2)) sum_d xi_d ||theta^{k+1-d} - theta^{k-d}||^2
                      + c_e (e + ehat) + c_0,
-  or its staleness clock has reached tbar.
+  or its staleness clock has reached tbar,
 
-With xi_d = xi / D. Unquantized LAG is the same rule with e = ehat = 0.
+with xi_d = xi / D (unquantized LAG: e = ehat = 0). The authors' released
+scripts weight the history xi / k while k <= D (the k parameter steps that
+exist so far), then xi / D; `history_threshold` takes that as an option.
 
-The authors' released scripts weight the history xi / k while k <= D (the k
-parameter steps that exist so far), then xi / D; `history_threshold` takes
-that as an option.
+CLAG (Richtarik et al. 2022, the 3PC family): worker m uploads iff
+||g - Qhat||^2 > zeta ||theta^k - theta^{k-1}||^2 (the uncompressed
+innovation against the last parameter step); it has no staleness bound.
+
+Under either rule a worker that has never uploaded uploads (its clock holds
+NEVER_UPLOADED), which starts the server from every worker's upload at k = 0.
 """
 
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+
+TRIGGERS = ('eager', 'laq', 'clag')
+EAGER, LAQ, CLAG = range(3)
+
+# A worker that has never uploaded counts as infinitely stale, so every worker
+# uploads at k = 0 whatever the trigger says: the paper's Algorithm 1 (and
+# LAG's) starts the server from every worker's initial upload, "Initialize
+# theta^1, {Q_m(theta_hat_m^0)}". Starting the clocks at 0 instead (the
+# authors' scripts, `Hyper.authors_code`) lets a worker skip at k = 0 when
+# c_e * e exceeds ||Q||^2 (at b = 4 that silences the whole MLP for tbar
+# steps). Any int32 tbar is <= this, and the forced upload resets the clock
+# before it could overflow.
+NEVER_UPLOADED = 2**31 - 1
 
 
 def history_threshold(hist_D: jax.Array, step_size: jax.Array, xi: jax.Array,
@@ -44,11 +63,17 @@ def history_threshold(hist_D: jax.Array, step_size: jax.Array, xi: jax.Array,
 
 def threshold(shared: jax.Array, error_sq: jax.Array, last_error_sq: jax.Array,
               err_weight: jax.Array, threshold_offset: jax.Array) -> jax.Array:
-  """The full right-hand side for one worker."""
+  """The LAG/LAQ rule's full right-hand side for one worker."""
   return shared + err_weight * (error_sq + last_error_sq) + threshold_offset
 
 
 def should_upload(innovation_sq: jax.Array, rhs: jax.Array, clock: jax.Array,
                   max_staleness: jax.Array, lazy: jax.Array) -> jax.Array:
-  """True where the worker uploads: always when not lazy, else by the rule."""
+  """The LAG/LAQ rule: always when not lazy, else by the threshold or tbar."""
   return jnp.logical_not(lazy) | (innovation_sq >= rhs) | (clock >= max_staleness)
+
+
+def clag_upload(raw_innovation_sq: jax.Array, zeta: jax.Array,
+                last_step_sq: jax.Array, clock: jax.Array) -> jax.Array:
+  """CLAG's rule: ||g - Qhat||^2 > zeta h_1, or the first upload."""
+  return (raw_innovation_sq > zeta * last_step_sq) | (clock >= NEVER_UPLOADED)

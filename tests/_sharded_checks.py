@@ -62,8 +62,9 @@ def compare(ref, got, steps):
     where = np.argwhere(sent_ref != sent_got)
     problems.append(f'uploads differ at {len(where)} (.., step, worker) '
                     f'entries, first {where[:5].tolist()}')
-  if not np.array_equal(ref.bits_M, got.bits_M):
-    problems.append('bits_M differ')
+  for field in ('bits_M', 'bits_down_M'):
+    if not np.array_equal(getattr(ref, field), getattr(got, field)):
+      problems.append(f'{field} differ')
   for field in ('loss', 'grad_norm_sq', 'innovation_M', 'threshold_M',
                 'error_M'):
     a, b = np.asarray(getattr(ref, field)), np.asarray(getattr(got, field))
@@ -180,7 +181,10 @@ CASES = {
         # A long convex LAQ run: the same uploads at every one of 400 steps.
         ('laq-logreg-M10-long', 'laq', 'logreg', 10, 400, 16, None, 100),
         ('ssgd-qsgd-logreg-M10-grid', 'ssgd', 'logreg', 10, 20, 16, None,
-         None, None, ('qsgd', 'ssgd', 'slaq')),
+         None, None, ('qsgd', 'ssgd', 'slaq', 'terngrad', 'topk_ef',
+                      'ef_signsgd')),
+        ('family-full-batch-M10-grid', 'laq', 'logreg', 10, 20, 16, None,
+         None, None, ('ef21', 'clag', 'two_laq', 'laq')),
         # hidden=200 (159,010 parameters): 8 bits, or the quantization error
         # term of the trigger keeps every worker silent in the first steps.
         ('laq-mlp200-M10-chunked', 'laq', 'mlp', 10, 12, 200, None, 4,

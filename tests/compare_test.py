@@ -57,8 +57,8 @@ def write_run(name, algo, sent, **fields):
   outputs.write_json(where / 'config.json', {'algo': algo})
   outputs.write_json(where / 'summary.json', s)
   outputs.atomic_write(where / 'metrics.csv', outputs.metrics_csv(
-      loss, np.ones(len(sent)), sent, sent * 32 * P, s['fstar'], {0: 0.1},
-      1.0))
+      loss, np.ones(len(sent)), sent, sent * 32 * P,
+      np.full(np.shape(sent), 32 * P), s['fstar'], {0: 0.1}, 1.0))
   outputs.write_npy(where / 'uploads.npy', sent)
   return str(where)
 

@@ -47,8 +47,59 @@ class CompressorTest(parameterized.TestCase):
       np.testing.assert_allclose(np.asarray(out.value_P), g, atol=1e-15)
       self.assertEqual(int(out.bits), 32 * 500 + 32)
 
+  @parameterized.parameters((0.01, np.float64), (0.3, np.float32), (5, np.float64),
+                            (1, np.float32))
+  def test_top_k_matches_numpy(self, top_k, dtype):
+    rng = np.random.default_rng(3)
+    g = rng.normal(size=1025).astype(dtype)
+    g[100:110] = g[5]  # ties at some magnitudes: the lowest indices win
+    g[200:205] = -g[5]
+    out = jax.jit(compressors.top_k)(jnp.asarray(g), jnp.zeros(1025, dtype),
+                                     None, hyper(top_k=top_k))
+    k = reference.top_k_count(top_k, 1025)
+    c, bits = reference.top_k(g, k)
+    np.testing.assert_array_equal(np.asarray(out.value_P), c)
+    self.assertEqual(int(out.bits), bits)
+    self.assertEqual(np.count_nonzero(np.asarray(out.value_P)), k)
+
+  @parameterized.parameters(0.001, 0.01, 0.1, 0.5)
+  def test_top_k_contracts(self, top_k):
+    # ||C(v) - v||^2 <= (1 - k/p) ||v||^2 for every v.
+    for seed in range(5):
+      v = np.random.default_rng(seed).standard_t(2, size=4000)
+      out = compressors.top_k(jnp.asarray(v), jnp.zeros(4000), None,
+                              hyper(top_k=top_k))
+      k = int(compressors.top_k_count(top_k, 4000))
+      lost = np.sum((np.asarray(out.value_P) - v) ** 2)
+      self.assertLessEqual(lost, (1 - k / 4000) * np.sum(v**2) * (1 + 1e-12))
+
+  @parameterized.parameters(np.float64, np.float32)
+  def test_sign_matches_numpy(self, dtype):
+    g = np.random.default_rng(4).normal(size=300).astype(dtype)
+    g[:3] = [0.0, 1e-20, -1e-20]  # zero up to noise: sign 0
+    out = jax.jit(compressors.sign)(jnp.asarray(g), jnp.zeros(300, dtype),
+                                    None, hyper())
+    c, bits = reference.sign(g)
+    np.testing.assert_allclose(np.asarray(out.value_P), c, rtol=1e-6)
+    np.testing.assert_array_equal(np.asarray(out.value_P)[:3], 0)
+    self.assertEqual(int(out.bits), bits)
+    # The scale is the mean magnitude: ||C(v)||_1 <= ||v||_1.
+    self.assertLessEqual(np.abs(np.asarray(out.value_P)).sum(),
+                         np.abs(g).sum() * (1 + 1e-6))
+
+  def test_terngrad_matches_numpy(self):
+    g = np.random.default_rng(5).normal(size=500)
+    key = jax.random.key(11)
+    out = jax.jit(compressors.terngrad)(jnp.asarray(g), jnp.zeros(500), key,
+                                        hyper())
+    c, bits = reference.terngrad(g, draws(key, 500))
+    np.testing.assert_allclose(np.asarray(out.value_P), c, atol=1e-15)
+    self.assertEqual(int(out.bits), bits)
+    self.assertLen(np.unique(np.abs(np.asarray(out.value_P))), 2)  # 0, max
+
   @parameterized.parameters(('qsgd', dict(levels=3)),
-                            ('rand_p', dict(keep_prob=0.25)))
+                            ('rand_p', dict(keep_prob=0.25)),
+                            ('terngrad', dict()))
   def test_unbiased(self, name, kw):
     # The mean of C(v) over n independent keys is v within 6 standard errors
     # of the sample mean, coordinate by coordinate. A biased rounding (e.g.
@@ -114,7 +165,7 @@ class CompressorTest(parameterized.TestCase):
 
   def test_unknown_compressor(self):
     with self.assertRaisesRegex(ValueError, "unknown compressor 'top_j'.*"
-                                'identity, uniform, qsgd, rand_p'):
+                                'identity, uniform, qsgd, rand_p, top_k'):
       compressors.index('top_j')
     spec = lj.RunSpec(lj.get_problem('logreg'), 2, compressors=('uniform',))
     with self.assertRaisesRegex(ValueError, 'rand_p.*RunSpec.compressors'):

@@ -213,6 +213,12 @@ class ValidationTest(parameterized.TestCase):
             'a finite number >= 0'),
       _case('l2_nan', dict(l2=float('nan')), 'l2', 'nan', 'a finite number'),
       _case('seed', dict(seed=-1), 'seed', '-1', r'an integer in 0\.\.'),
+      _case('top_k_zero', dict(top_k=0.0), 'top_k', '0.0', 'a fraction'),
+      _case('top_k_not_whole', dict(top_k=2.5), 'top_k', '2.5',
+            'a whole count'),
+      _case('zeta', dict(zeta=-1.0), 'zeta', '-1.0', 'a finite number >= 0'),
+      _case('downlink_bits', dict(downlink_bits=33), 'downlink_bits', '33',
+            r'0\.\.32'),
       _case('levels', dict(levels=0), 'levels', '0',
             r'an integer in 1\.\.16777216'),
       _case('keep_prob_zero', dict(keep_prob=0.0), 'keep_prob', '0.0',
@@ -394,6 +400,42 @@ class SweepConfigTest(absltest.TestCase):
                                 'config.batch_size=61'):
       config_lib.points_from_config(self.sweep({'algo': ['slag', 'slaq']},
                                                batch_size=61))
+
+
+class AlgoSettingsTest(absltest.TestCase):
+  """config.algo_settings: per-algorithm values of a sweep's points."""
+
+  def sweep(self, settings, grid=None):
+    config = tiny_config(batch_size=20)
+    config.sweep = ml_collections.ConfigDict(
+        grid or {'algo': ['laq', 'slaq', 'ef21']})
+    config.sweep_batch_size = 0
+    config.algo_settings = ml_collections.ConfigDict(settings)
+    return config
+
+  def test_applied_to_that_algorithms_points_only(self):
+    points = config_lib.points_from_config(self.sweep(
+        {'slaq': {'step_size': 0.008, 'bits': 3}}))
+    got = {p['algo']: (p['step_size'], p['bits']) for p in points}
+    self.assertEqual(got, {'laq': (0.02, 4), 'slaq': (0.008, 3),
+                           'ef21': (0.02, 4)})
+    run = config_lib.point_config(self.sweep({'slaq': {'bits': 3}}),
+                                  points[1])
+    self.assertNotIn('algo_settings', run)
+    self.assertEqual(run.bits, 3)
+
+  def test_errors_name_what_is_wrong(self):
+    cases = [({'adam': {'bits': 3}}, "algo_settings='adam'.*keyed by"),
+             ({'slaq': {'batch_size': 3}},
+              'algo_settings.slaq.batch_size is not allowed: keys are'),
+             ({'slaq': {'bits': 40}}, r'algo_settings.slaq.bits=40.*1\.\.32'),
+             ({'laq': {'xi': 0.2}}, 'the grid varies xi')]
+    for settings, pattern in cases:
+      with self.subTest(settings=settings):
+        grid = {'algo': ['laq'], 'xi': [0.4, 0.8]} if 'xi' in str(
+            settings) else None
+        with self.assertRaisesRegex(config_lib.ConfigError, pattern):
+          config_lib.points_from_config(self.sweep(settings, grid))
 
 
 class BuildTest(absltest.TestCase):

@@ -9,30 +9,45 @@ import laq_jax as lj
 from laq_jax import hyper
 from tests import reference
 
-TABLE = reference.PRESETS  # (minibatch, compressor, innovation, lazy)
+TABLE = reference.FAMILY  # docs/algorithm.md's presets
 
 
 class PresetTest(parameterized.TestCase):
 
   def test_the_table(self):
     self.assertEqual(sorted(hyper.ALGORITHMS), sorted(TABLE))
-    for name, (gradient, compressor, innovation, lazy) in TABLE.items():
+    for name, f in TABLE.items():
       a = hyper.get_algorithm(name)
-      self.assertEqual(a.stochastic, gradient, name)
-      self.assertEqual(a.compressor, compressor, name)
-      self.assertEqual(a.innovation, innovation, name)
-      self.assertEqual(a.lazy, lazy, name)
-      self.assertEqual(a.quantize, compressor == 'uniform', name)
+      self.assertEqual(a.stochastic, f['minibatch'], name)
+      self.assertEqual(a.compressor, f['compressor'], name)
+      self.assertEqual(a.innovation, f['innovation'], name)
+      self.assertEqual(a.trigger, f['trigger'], name)
+      self.assertEqual(a.error_feedback, f['error_feedback'], name)
+      self.assertEqual(a.downlink, f['downlink'], name)
+      self.assertEqual(a.lazy, f['trigger'] != 'eager', name)
+      self.assertEqual(a.quantize, f['compressor'] == 'uniform', name)
 
   @parameterized.parameters(*TABLE)
   def test_make_hyper_carries_the_preset_as_data(self, name):
-    _, compressor, innovation, lazy = TABLE[name]
-    h = hyper.make_hyper(name, dtype=jnp.float64)
-    self.assertEqual(int(h.compressor), lj.COMPRESSORS.index(compressor))
-    self.assertEqual(bool(h.innovation), innovation)
-    self.assertEqual(bool(h.lazy), lazy)
-    self.assertEqual(bool(h.quantize), compressor == 'uniform')
+    f = TABLE[name]
+    h = hyper.make_hyper(name, dtype=jnp.float64, bits=5)
+    self.assertEqual(int(h.compressor),
+                     lj.COMPRESSORS.index(f['compressor']))
+    self.assertEqual(bool(h.innovation), f['innovation'])
+    self.assertEqual(int(h.trigger), hyper.TRIGGERS.index(f['trigger']))
+    self.assertEqual(bool(h.error_feedback), f['error_feedback'])
+    self.assertEqual(bool(h.lazy), f['trigger'] != 'eager')
+    self.assertEqual(int(h.downlink_bits), 5 if f['downlink'] else 0)
     self.assertFalse(bool(h.authors_code))
+
+  def test_broadcast_bits(self):
+    # 0 asks for the uplink's b; a preset without a quantized broadcast
+    # ignores the request.
+    self.assertEqual(int(hyper.make_hyper('two_laq', bits=4).downlink_bits), 4)
+    self.assertEqual(int(hyper.make_hyper('two_laq', bits=4,
+                                          downlink_bits=8).downlink_bits), 8)
+    self.assertEqual(int(hyper.make_hyper('laq', downlink_bits=8)
+                         .downlink_bits), 0)
 
   def test_unknown_algorithm_lists_the_choices(self):
     with self.assertRaisesRegex(ValueError, "'lax'.*gd, qgd, lag, laq, sgd"):
@@ -65,6 +80,7 @@ class HyperTest(absltest.TestCase):
   def test_stack_makes_a_grid_axis(self):
     grid = hyper.stack_hypers([hyper.make_hyper(a) for a in ('gd', 'laq',
                                                              'ssgd')])
+    np.testing.assert_array_equal(grid.trigger, [0, 1, 0])
     self.assertEqual(grid.step_size.shape, (3,))
     np.testing.assert_array_equal(
         grid.compressor, [lj.COMPRESSORS.index(c)

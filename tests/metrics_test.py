@@ -140,6 +140,7 @@ class SweepSummaryTest(absltest.TestCase):
         loss_GxT=loss, grad_norm_sq_GxT=np.ones((3, 3)),
         sent_GxTxM=np.ones((3, 3, 2), bool),
         bits_GxTxM=np.full((3, 3, 2), 7, np.int32),
+        bits_down_GxTxM=np.full((3, 3, 2), 64, np.int32),
         final_loss_G=np.array([2.2, 1.0, np.nan]),
         theta_GxP=np.zeros((3, 5)))
 
@@ -161,6 +162,8 @@ class SweepSummaryTest(absltest.TestCase):
     self.assertTrue(rows[2]['diverged'])
     self.assertEqual(rows[2]['iterations'], 2)  # steps 0..1 count
     self.assertEqual(rows[0]['total_bits'], 3 * 2 * 7)
+    self.assertEqual(rows[0]['total_bits_down'], 3 * 2 * 64)
+    self.assertEqual(rows[1]['paper_target_bits_down'], 3 * 2 * 64)
 
   def test_pareto_front_by_hand(self):
     cost = [1, 2, 2, 3, 4, np.nan, 5]

@@ -21,11 +21,13 @@ from experiments import outputs
 from tests import common
 
 METRICS_COLUMNS = ('step', 'loss', 'residual', 'paper_residual',
-                   'grad_norm_sq', 'uploads', 'bits', 'cum_uploads',
-                   'cum_bits', 'test_accuracy')
+                   'grad_norm_sq', 'uploads', 'bits', 'bits_down',
+                   'cum_uploads', 'cum_bits', 'cum_bits_down',
+                   'test_accuracy')
 RUN_FILES = ('config.json', 'metrics.csv', 'uploads.npy', 'summary.json',
              'loss_vs_iterations.png', 'loss_vs_uploads.png',
-             'loss_vs_bits.png', 'grad_norm_vs_iterations.png',
+             'loss_vs_bits.png', 'loss_vs_total_bits.png',
+             'grad_norm_vs_iterations.png',
              'grad_norm_vs_uploads.png', 'grad_norm_vs_bits.png',
              'upload_raster.png')
 
@@ -219,9 +221,10 @@ class CsvTest(absltest.TestCase):
     grad = rng.random(steps) * 1e3
     sent = rng.random((steps, workers)) < 0.5
     bits = np.where(sent, 4 * 10 + 32, 0).astype(np.int32)
+    down = np.full((steps, workers), 320, np.int32)  # 32 p, p = 10
     accuracy_at = {0: 0.1, 5: 0.875}
-    text = outputs.metrics_csv(loss, grad, sent, bits, 2.5, accuracy_at,
-                               paper_reference=0.9)
+    text = outputs.metrics_csv(loss, grad, sent, bits, down, 2.5,
+                               accuracy_at, paper_reference=0.9)
     self.assertEqual(text.splitlines()[0], ','.join(METRICS_COLUMNS))
     self.assertEqual(text.splitlines()[-1].split(',')[1], 'inf')
     path = pathlib.Path(_tmp.name, 'metrics.csv')
@@ -239,13 +242,17 @@ class CsvTest(absltest.TestCase):
     np.testing.assert_array_equal(got['bits'], uploads * 72)
     np.testing.assert_array_equal(got['cum_uploads'], np.cumsum(uploads))
     np.testing.assert_array_equal(got['cum_bits'], np.cumsum(uploads) * 72)
-    for name in ('step', 'uploads', 'bits', 'cum_uploads', 'cum_bits'):
+    np.testing.assert_array_equal(got['bits_down'], np.full(steps, 960))
+    np.testing.assert_array_equal(got['cum_bits_down'],
+                                  960 * np.arange(1, steps + 1))
+    for name in ('step', 'uploads', 'bits', 'bits_down', 'cum_uploads',
+                 'cum_bits', 'cum_bits_down'):
       self.assertEqual(got[name].dtype, np.int64, name)
     accuracy = got['test_accuracy']
     self.assertEqual((accuracy[0], accuracy[5]), (0.1, 0.875))
     self.assertTrue(np.all(np.isnan(np.delete(accuracy, [0, 5]))))
     # Without f*, the residual column is empty.
-    text = outputs.metrics_csv(loss, grad, sent, bits, None, {}, 0.9)
+    text = outputs.metrics_csv(loss, grad, sent, bits, down, None, {}, 0.9)
     outputs.atomic_write(path, text)
     self.assertTrue(np.all(np.isnan(outputs.read_metrics(path)['residual'])))
 
@@ -278,7 +285,8 @@ class LoadRunTest(absltest.TestCase):
     outputs.write_json(where / 'summary.json', {
         'algo': 'laq', 'final_loss': final_loss, 'fstar': fstar})
     outputs.atomic_write(where / 'metrics.csv', outputs.metrics_csv(
-        loss, np.ones(3), sent, bits, fstar, {0: 0.5}, 1.0))
+        loss, np.ones(3), sent, bits, np.zeros_like(bits), fstar, {0: 0.5},
+        1.0))
     outputs.write_npy(where / 'uploads.npy', sent)
     return where, loss, sent
 

@@ -7,9 +7,12 @@ benchmarks (the NumPy baseline laq-jax is timed against, and a self-check).
 - Models: multinomial logistic regression and one hidden layer of H ReLU
   units with a linear read-out, softmax cross-entropy, gradients written by
   hand. Parameters are one flat vector in laq_jax's layout (`layout`).
-- The rule: every compressor of the docs (identity, uniform, qsgd, rand_p),
-  compressing the innovation g - Qhat or g itself, the lazy trigger with its
-  clock, full shards or given minibatches, and `authors_code`.
+- The rule: every compressor of the docs (identity, uniform, qsgd, rand_p)
+  and of the family (/work/shared/compressors.md: top_k, sign, terngrad),
+  compressing the innovation g - Qhat or g itself, with or without error
+  feedback, the LAQ trigger with its clock or CLAG's or none, full shards or
+  given minibatches, the quantized downlink of two-way LAQ, and
+  `authors_code`.
 - Precision: everything is computed in the dtype of the data (float32 or
   float64), so a float32 run is a float32 run, timed as such.
 - Random numbers are inputs: the minibatch indices and the random
@@ -29,7 +32,10 @@ TIE = 1e-9  # float64
 TIE_FLOAT32 = 1e-5
 
 MODELS = ('logreg', 'mlp')
-COMPRESSORS = ('identity', 'uniform', 'qsgd', 'rand_p')
+# In the order of the family's table (/work/shared/compressors.md).
+COMPRESSORS = ('identity', 'uniform', 'qsgd', 'rand_p', 'top_k', 'sign',
+               'terngrad')
+TRIGGERS = ('eager', 'laq', 'clag')
 
 # The presets of docs/algorithm.md ("The presets"): name -> (minibatch
 # gradients, compressor, compresses the innovation, lazy).
@@ -51,6 +57,45 @@ def preset(name):
   """`run`'s compressor, innovation and lazy_on arguments for a preset."""
   _, compressor, innovation, lazy = PRESETS[name]
   return dict(compressor=compressor, innovation=innovation, lazy_on=lazy)
+
+
+def _member(minibatch, compressor, innovation, error_feedback, trigger,
+            downlink=False):
+  return dict(minibatch=minibatch, compressor=compressor,
+              innovation=innovation, error_feedback=error_feedback,
+              trigger=trigger, downlink=downlink)
+
+
+# The family's presets (/work/shared/compressors.md, "Presets the field
+# knows"): the ten of PRESETS (lazy ones on LAQ's trigger) and the new ones.
+# downlink: the server's broadcast goes through the b-bit uniform quantizer.
+FAMILY = {
+    **{name: _member(minibatch, compressor, innovation, False,
+                     'laq' if lazy else 'eager')
+       for name, (minibatch, compressor, innovation, lazy) in PRESETS.items()},
+    # TernGrad, Wen et al. 2017.
+    'terngrad': _member(True, 'terngrad', False, False, 'eager'),
+    # EF-SignSGD, Karimireddy et al. 2019.
+    'ef_signsgd': _member(True, 'sign', False, True, 'eager'),
+    # Top-k with error feedback (DGC's core), Stich et al. 2018; Lin et al.
+    # 2018.
+    'topk_ef': _member(True, 'top_k', False, True, 'eager'),
+    # EF21, Richtarik, Sokolov, Fatkhullin 2021 (and its minibatch variant).
+    'ef21': _member(False, 'top_k', True, False, 'eager'),
+    'ef21_sgd': _member(True, 'top_k', True, False, 'eager'),
+    # CLAG, Richtarik et al. 2022 (3PC).
+    'clag': _member(False, 'top_k', True, False, 'clag'),
+    # Two-way LAQ, Sun et al., TPAMI 2020: the broadcast is quantized too.
+    'two_laq': _member(False, 'uniform', True, False, 'laq', downlink=True),
+}
+
+
+def family(name, bits):
+  """`run`'s arguments for a FAMILY preset at b = `bits` (compressors.md)."""
+  f = FAMILY[name]
+  return dict(compressor=f['compressor'], innovation=f['innovation'],
+              trigger=f['trigger'], error_feedback=f['error_feedback'],
+              downlink_bits=bits if f['downlink'] else 0)
 
 
 def tie_tolerance(dtype):
@@ -201,6 +246,56 @@ def rand_p(v, p, uniforms):
   return np.where(keep, v / v.dtype.type(p), 0), 32 * int(keep.sum()) + 32
 
 
+def top_k_count(top_k, p):
+  """top_k's k from a fraction of p or a count, in 1..p (compressors.md)."""
+  if top_k <= 0:
+    raise ValueError(f'top_k must be positive, not {top_k}')
+  if top_k < 1:
+    return max(1, int(math.floor(top_k * p + 0.5)))
+  return min(int(top_k), p)
+
+
+def top_k(v, k):
+  """Top-k (Stich et al. 2018): the k largest |v_i|, ties to the lowest i."""
+  p = v.size
+  if not 1 <= k <= p:
+    raise ValueError(f'k must be in 1..{p}, not {k}')
+  # A stable sort of -|v_i| keeps equal magnitudes in index order, so the
+  # first k positions are the k largest, the earliest among ties.
+  order = np.argsort(-np.abs(v), kind='stable')
+  out = np.zeros_like(v)
+  out[order[:k]] = v[order[:k]]
+  index_bits = (p - 1).bit_length()  # ceil(log2 p), exactly
+  return out, k * (32 + index_bits)
+
+
+def sign(v):
+  """Scaled sign (Karimireddy et al. 2019): (||v||_1 / p) sign(v): (C, bits).
+
+  |v_i| <= kappa max|v| counts as 0 (sign 0), the quantizer's tie rule: a
+  coordinate zero in exact arithmetic must not take the sign of rounding
+  noise.
+  """
+  p = v.size
+  scale = np.sum(np.abs(v)) / v.dtype.type(p)
+  signs = np.sign(v)
+  signs[np.abs(v) <= tie_tolerance(v.dtype) * np.max(np.abs(v))] = 0
+  return scale * signs, p + 32
+
+
+def terngrad(v, uniforms):
+  """TernGrad (Wen et al. 2017): max|v| sign(v_i) [u_i < |v_i|/max|v|]."""
+  p = v.size
+  s = np.max(np.abs(v))
+  if s == 0:
+    return np.zeros_like(v), 2 * p + 32
+  keep = uniforms < np.abs(v) / s
+  return np.where(keep, s * np.sign(v), 0).astype(v.dtype), 2 * p + 32
+
+
+_top_k = top_k  # `run`'s argument top_k (the fraction or count) hides it
+
+
 # ---------------------------------------------------------------------------
 # The rule.
 
@@ -209,37 +304,64 @@ def run(x_mnd, y_mn, *, steps, alpha, bits, compressor='uniform',
         innovation=True, lazy_on=True, lam=0.01, memory=10, xi=0.8, c_e=3.0,
         c_0=0.0, tbar=100, classes=10, batches=None, levels=10_000,
         keep_prob=0.5, uniforms=None, authors_code=False, model='logreg',
-        hidden=None, theta0=None):
+        hidden=None, theta0=None, top_k=0.01, error_feedback=False,
+        trigger=None, zeta=1.0, downlink_bits=0):
   """`steps` iterations of docs/algorithm.md's "One iteration", loop by loop.
+
+  Extended to the family of /work/shared/compressors.md: error feedback,
+  CLAG's trigger and two-way LAQ's quantized broadcast.
 
   Args:
     x_mnd, y_mn: worker m's shard is (x_mnd[m], y_mn[m]); x's dtype (float32
       or float64) is the precision of everything.
     alpha, bits, lam, memory, xi, c_e, c_0, tbar, levels, keep_prob: the
       docs' alpha, b, lam, D, xi, c_e, c_0, tbar, s, p.
-    compressor: 'identity', 'uniform', 'qsgd' or 'rand_p'.
+    compressor: one of COMPRESSORS ('identity', 'uniform', 'qsgd', 'rand_p',
+      'top_k', 'sign', 'terngrad').
     innovation: compress g - Qhat (else g).
-    lazy_on: the LAG/LAQ trigger (else every worker uploads).
+    lazy_on: the LAG/LAQ trigger (else every worker uploads); used only when
+      `trigger` is None.
     batches: batches[k][m] the minibatch indices of worker m at step k
       (None: full shards).
     uniforms: uniforms[k][m] the [P] uniform draws of worker m's random
-      compressor at step k.
+      compressor (qsgd, rand_p, terngrad) at step k.
     authors_code: the authors' scripts: clocks start at 0, history weights
       xi / min(k, D), b*p bits per quantized upload.
     model: 'logreg' or 'mlp' (with `hidden` ReLU units).
     theta0: the flat initial parameters (`layout`); None: zeros (logreg
       only: the MLP cannot start at zero).
+    top_k: top_k's k, a fraction of p or a count (`top_k_count`).
+    error_feedback: add the worker's error memory err_m to g before
+      compressing; an upload sets err_m = u - Q.
+    trigger: 'eager' (always upload), 'laq' (LAG/LAQ's rule with the clock)
+      or 'clag' (upload iff ||g - Qhat_m||^2 > zeta h_1, or never uploaded);
+      None: 'laq' if lazy_on else 'eager'.
+    zeta: CLAG's zeta.
+    downlink_bits: b of the server's quantized broadcast (two-way LAQ): the
+      workers hold thetahat and compute their gradients there; 0: they hold
+      theta itself (an unquantized broadcast of 32 p bits).
 
   Returns:
-    dict of per-step loss [T] (f(theta^k) on the full shards), grad_norm_sq
-    [T] (||sum_m g_m||^2), sent [T, M], bits [T, M], innovation [T, M]
-    (||Q - Qhat||^2), threshold [T, M] (the trigger's right side), error
-    [T, M] (e), and the final theta.
+    dict of per-step loss [T] (f(theta^k) on the full shards, at the server's
+    theta), grad_norm_sq [T] (||sum_m g_m||^2, g_m at thetahat), sent [T, M],
+    bits [T, M] (uplink), bits_down [T, M] (the broadcast after step k, per
+    worker), innovation [T, M] (the trigger's left side: ||Q - Qhat||^2, or
+    ||g - Qhat||^2 for 'clag'), threshold [T, M] (its right side: LAQ's for
+    'laq' and 'eager', zeta h_1 for 'clag'), error [T, M] (e = ||Q - g||^2),
+    the final theta and theta_hat (the workers' final parameters).
   """
   dtype = x_mnd.dtype
   if dtype not in (np.float32, np.float64):
     raise ValueError(f'x must be float32 or float64, not {dtype}')
   dt = dtype.type
+  if compressor not in COMPRESSORS:
+    raise ValueError(f'unknown compressor {compressor!r}; allowed: '
+                     f'{", ".join(COMPRESSORS)}')
+  if trigger is None:
+    trigger = 'laq' if lazy_on else 'eager'
+  if trigger not in TRIGGERS:
+    raise ValueError(f'unknown trigger {trigger!r}; allowed: '
+                     f'{", ".join(TRIGGERS)}')
   m_workers, _, dim = x_mnd.shape
   p = num_params(model, dim, classes, hidden)
   if theta0 is None:
@@ -250,10 +372,14 @@ def run(x_mnd, y_mn, *, steps, alpha, bits, compressor='uniform',
   if theta.shape != (p,):
     raise ValueError(f'theta0 has shape {theta.shape}, the {model} {p}')
   alpha, lam, xi, c_e, c_0 = dt(alpha), dt(lam), dt(xi), dt(c_e), dt(c_0)
+  zeta = dt(zeta)
+  k_top = top_k_count(top_k, p) if compressor == 'top_k' else None
   loss_and_grad = lambda th, x, y: shard_loss_and_grad(th, x, y, lam, classes,
                                                        model, hidden)
+  theta_hat = theta.copy()  # what the workers hold: thetahat^0 = theta^0
   qhat = np.zeros((m_workers, p), dtype)
   ehat = np.zeros(m_workers, dtype)
+  err = np.zeros((m_workers, p), dtype)  # error feedback's memory
   # Algorithm 1 of the paper starts from every worker's upload at theta^0: a
   # worker that never uploaded is infinitely stale.
   clock = np.zeros(m_workers) if authors_code else np.full(m_workers, np.inf)
@@ -264,41 +390,64 @@ def run(x_mnd, y_mn, *, steps, alpha, bits, compressor='uniform',
     row = dict(loss=dt(0), grad_norm_sq=None,
                sent=np.zeros(m_workers, bool),
                bits=np.zeros(m_workers, np.int64),
+               bits_down=np.zeros(m_workers, np.int64),
                **{name: np.zeros(m_workers, dtype)
                   for name in ('innovation', 'threshold', 'error')})
     weight = xi / (max(min(k, memory), 1) if authors_code else memory)
     rhs_hist = weight * np.sum(hist) / (alpha**2 * m_workers**2)
     grad_sum = np.zeros(p, dtype)
     for m in range(m_workers):
+      # The loss is the server's f(theta^k); the gradient is at thetahat^k.
       f_m, g = loss_and_grad(theta, x_mnd[m], y_mn[m])
       row['loss'] += f_m
+      if downlink_bits > 0:
+        _, g = loss_and_grad(theta_hat, x_mnd[m], y_mn[m])
       if batches is not None:
         idx = batches[k][m]
-        _, g = loss_and_grad(theta, x_mnd[m][idx], y_mn[m][idx])
+        _, g = loss_and_grad(theta_hat, x_mnd[m][idx], y_mn[m][idx])
       grad_sum += g
       ref = qhat[m] if innovation else np.zeros(p, dtype)
+      u = g + err[m] if error_feedback else g
       if compressor == 'identity':
-        q, cost = g, 32 * p
+        q, cost = u, 32 * p
       elif compressor == 'uniform':
-        q, _ = quantize(g, ref, bits)
+        q, _ = quantize(u, ref, bits)
         cost = bits * p + (0 if authors_code else 32)
       elif compressor == 'qsgd':
-        c, cost = qsgd(g - ref, levels, uniforms[k][m])
+        c, cost = qsgd(u - ref, levels, uniforms[k][m])
         q = ref + c
       elif compressor == 'rand_p':
-        c, cost = rand_p(g - ref, keep_prob, uniforms[k][m])
+        c, cost = rand_p(u - ref, keep_prob, uniforms[k][m])
+        q = ref + c
+      elif compressor == 'top_k':
+        c, cost = _top_k(u - ref, k_top)
+        q = ref + c
+      elif compressor == 'sign':
+        c, cost = sign(u - ref)
+        q = ref + c
+      elif compressor == 'terngrad':
+        c, cost = terngrad(u - ref, uniforms[k][m])
         q = ref + c
       else:
         raise ValueError(compressor)
       e = np.sum((q - g)**2)
-      lhs = np.sum((q - qhat[m])**2)
-      rhs = rhs_hist + c_e * (e + ehat[m]) + c_0
-      upload = (not lazy_on) or lhs >= rhs or clock[m] >= tbar
+      if trigger == 'clag':
+        lhs = np.sum((g - qhat[m])**2)  # the uncompressed innovation
+        rhs = zeta * hist[0]  # h_1 (0 at k = 0)
+        # CLAG has no staleness bound: only a worker that never uploaded is
+        # forced (none with authors_code, whose clocks start at 0).
+        upload = lhs > rhs or clock[m] == np.inf
+      else:
+        lhs = np.sum((q - qhat[m])**2)
+        rhs = rhs_hist + c_e * (e + ehat[m]) + c_0
+        upload = trigger == 'eager' or lhs >= rhs or clock[m] >= tbar
       if upload:
         agg += q - qhat[m]
         qhat[m] = q
         ehat[m] = e
         clock[m] = 0
+        if error_feedback:
+          err[m] = u - q
         row['sent'][m] = True
         row['bits'][m] = cost
       else:
@@ -308,10 +457,19 @@ def run(x_mnd, y_mn, *, steps, alpha, bits, compressor='uniform',
     moved = np.sum((new_theta - theta)**2)
     hist = np.concatenate([np.array([moved], dtype), hist[:-1]])
     theta = new_theta
+    # The broadcast: the b-bit quantizer of theta^{k+1} - thetahat^k, whose
+    # value is thetahat^k + the quantized innovation; or theta itself.
+    if downlink_bits > 0:
+      theta_hat, _ = quantize(theta, theta_hat, downlink_bits)
+      row['bits_down'][:] = downlink_bits * p + 32
+    else:
+      theta_hat = theta
+      row['bits_down'][:] = 32 * p
     row['grad_norm_sq'] = grad_sum @ grad_sum
     rows.append(row)
   out = {name: np.array([r[name] for r in rows])
-         for name in ('loss', 'grad_norm_sq', 'sent', 'bits', 'innovation',
-                      'threshold', 'error')}
+         for name in ('loss', 'grad_norm_sq', 'sent', 'bits', 'bits_down',
+                      'innovation', 'threshold', 'error')}
   out['theta'] = theta
+  out['theta_hat'] = theta_hat.copy()
   return out

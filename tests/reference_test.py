@@ -168,12 +168,14 @@ class OracleModelTest(parameterized.TestCase):
     self.assertEqual(grad32.dtype, np.float32)
 
   def test_presets_are_laq_jax_algorithms(self):
-    self.assertEqual(set(reference.PRESETS), set(lj.ALGORITHMS))
-    for name, (stochastic, compressor, innovation, lazy) in (
-        reference.PRESETS.items()):
+    self.assertEqual(set(reference.FAMILY), set(lj.ALGORITHMS))
+    for name, f in reference.FAMILY.items():
       a = lj.ALGORITHMS[name]
-      self.assertEqual((a.stochastic, a.compressor, a.innovation, a.lazy),
-                       (stochastic, compressor, innovation, lazy), name)
+      self.assertEqual(
+          (a.stochastic, a.compressor, a.innovation, a.error_feedback,
+           a.trigger, a.downlink),
+          (f['minibatch'], f['compressor'], f['innovation'],
+           f['error_feedback'], f['trigger'], f['downlink']), name)
     self.assertEqual(reference.COMPRESSORS, lj.COMPRESSORS)
 
   def test_mlp_needs_theta0(self):

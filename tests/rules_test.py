@@ -71,6 +71,84 @@ class ReferenceTest(parameterized.TestCase):
     self.check(state, trace, ref)
 
 
+NEW_PRESETS = ('terngrad', 'ef_signsgd', 'topk_ef', 'ef21', 'ef21_sgd', 'clag',
+               'two_laq')
+
+
+class FamilyTest(parameterized.TestCase):
+  """The field's presets against the NumPy loop, step by step, float64."""
+
+  @parameterized.parameters(*NEW_PRESETS)
+  def test_preset_matches_numpy(self, algo):
+    a = lj.ALGORITHMS[algo]
+    steps, seed, bits, zeta = 30, 7, 3, 200.0
+    kwargs = dict(step_size=0.03, bits=bits, threshold_offset=0.01,
+                  err_weight=1.5, seed=seed, top_k=0.05, zeta=zeta)
+    state, trace, (x, y) = small_run(algo, steps=steps, **kwargs)
+    batches = None
+    if a.stochastic:
+      batches = [[np.asarray(jax.random.choice(
+          randomness.batch_key(seed, k, m), N, (10,), replace=False))
+                  for m in range(M)] for k in range(steps)]
+    uniforms = [[np.asarray(jax.random.uniform(
+        randomness.compress_key(seed, k, m), (7850,), jnp.float64))
+                 for m in range(M)] for k in range(steps)]
+    ref = reference.run(x, y, steps=steps, alpha=0.03, bits=bits, c_e=1.5,
+                        c_0=0.01, batches=batches, uniforms=uniforms,
+                        top_k=0.05, zeta=zeta,
+                        **reference.family(algo, bits))
+    np.testing.assert_array_equal(trace.sent_M, ref['sent'])
+    np.testing.assert_array_equal(trace.bits_M.astype(np.int64), ref['bits'])
+    np.testing.assert_array_equal(trace.bits_down_M.astype(np.int64),
+                                  ref['bits_down'])
+    np.testing.assert_allclose(trace.loss, ref['loss'], rtol=1e-10)
+    np.testing.assert_allclose(np.asarray(state.theta_P), ref['theta'],
+                               atol=1e-10)
+    np.testing.assert_allclose(np.asarray(state.rule.broadcast_P),
+                               ref['theta_hat'], atol=1e-10)
+    if a.lazy:  # the trigger really skipped
+      self.assertLess(trace.sent_M.sum(), trace.sent_M.size)
+
+  def run_with(self, algo, compressor, steps=25, **kw):
+    h = lj.make_hyper(algo, dtype=jnp.float64, step_size=0.03, **kw)
+    h = h._replace(compressor=jnp.int32(lj.COMPRESSORS.index(compressor)))
+    x, y = common.mnist_shards(M, N)
+    spec = lj.RunSpec(lj.get_problem('logreg'), M)
+    return lj.run(spec, lj.Data(jnp.asarray(x), jnp.asarray(y)), h, steps)
+
+  @parameterized.parameters(('ef21', dict()), ('clag', dict(zeta=0.0)))
+  def test_with_the_identity_compressor_it_is_gd(self, algo, kw):
+    # EF21 and CLAG (zeta = 0) with C = identity send every new gradient:
+    # Qhat + (g - Qhat) = g (the identity returns g exactly).
+    state, trace = self.run_with(algo, 'identity', **kw)
+    gd_state, gd = self.run_with('gd', 'identity')
+    np.testing.assert_array_equal(trace.loss, gd.loss)
+    np.testing.assert_array_equal(np.asarray(state.theta_P),
+                                  np.asarray(gd_state.theta_P))
+
+  def test_error_feedback_keeps_what_was_not_sent(self):
+    # After every upload: what was sent plus the new memory equals the
+    # gradient plus the old memory (u = Q + err'), so nothing is lost.
+    x, y = common.mnist_shards(M, N)
+    data = lj.Data(jnp.asarray(x), jnp.asarray(y))
+    spec = lj.RunSpec(lj.get_problem('logreg'), M)
+    h = lj.make_hyper('topk_ef', dtype=jnp.float64, top_k=0.02)
+    state = lj.init_state(spec, h, jnp.float64)
+    grads = jax.vmap(jax.grad(lambda th, xm, ym: lj.objective(
+        spec.problem, th, lj.Data(xm[None], ym[None]), h.l2)),
+                     in_axes=(None, 0, 0))(state.theta_P, data.x_MxNxD,
+                                           data.y_MxN)
+    for _ in range(3):
+      before = state.rule.error_MxP
+      theta, rule, stats = lj.LAQ.step(grads, state.rule, state.theta_P, h,
+                                       step_count=state.step)
+      sent_MxP = rule.last_upload_MxP  # direct: Q replaces Qhat
+      np.testing.assert_allclose(np.asarray(sent_MxP + rule.error_MxP),
+                                 np.asarray(grads + before), atol=1e-14)
+      self.assertTrue(np.all(np.asarray(stats.sent_M)))
+      state = state._replace(step=state.step + 1, theta_P=theta, rule=rule)
+
+
 class EquivalenceTest(parameterized.TestCase):
 
   @parameterized.parameters(('lag', 'gd', 'logreg'), ('laq', 'qgd', 'logreg'),

@@ -93,10 +93,11 @@ class LayoutTest(absltest.TestCase):
     # The rule state's fields with a leading worker axis say so in their
     # shape suffix; those are split over the mesh, the rest replicated.
     split = [f for f in lj.RuleState._fields if sharding.per_worker(f)]
-    self.assertEqual(split, ['last_upload_MxP', 'last_error_M', 'clock_M'])
+    self.assertEqual(split, ['last_upload_MxP', 'last_error_M', 'clock_M',
+                             'error_MxP'])
     split = [f for f in lj.Trace._fields if sharding.per_worker(f)]
-    self.assertEqual(split, ['sent_M', 'bits_M', 'innovation_M',
-                             'threshold_M', 'error_M'])
+    self.assertEqual(split, ['bits_down_M', 'sent_M', 'bits_M',
+                             'innovation_M', 'threshold_M', 'error_M'])
 
   def test_more_devices_than_workers_is_an_error(self):
     with self.assertRaisesRegex(ValueError, r'num_workers=4.*num_devices=8'):

@@ -40,8 +40,10 @@ ROOT = pathlib.Path(common.ROOT)
 WORKERS, PER_WORKER, STEPS, EVAL_EVERY = 10, 60, 30, 10
 P = 784 * 10 + 10
 COLUMNS = ('step', 'loss', 'residual', 'paper_residual', 'grad_norm_sq',
-           'uploads', 'bits', 'cum_uploads', 'cum_bits', 'test_accuracy')
+           'uploads', 'bits', 'bits_down', 'cum_uploads', 'cum_bits',
+           'cum_bits_down', 'test_accuracy')
 PNGS = ('loss_vs_iterations.png', 'loss_vs_uploads.png', 'loss_vs_bits.png',
+        'loss_vs_total_bits.png',
         'grad_norm_vs_iterations.png', 'grad_norm_vs_uploads.png',
         'grad_norm_vs_bits.png', 'upload_raster.png')
 PNG_MAGIC = b'\x89PNG\r\n\x1a\n'

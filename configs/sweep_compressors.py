@@ -1,0 +1,67 @@
+r"""Every preset of the family as one sweep: two compiled programs.
+
+    python -m experiments.sweep --config=configs/sweep_compressors.py \
+        --workdir=runs/sweep_compressors
+    python -m experiments.sweep --config=configs/sweep_compressors.py:tiny \
+        --workdir=runs/sweep_compressors_tiny      # seconds
+
+The grid's `algo` axis holds all 17 presets of `laq_jax.ALGORITHMS`; the
+full-batch ones and the minibatch ones run as two programs (their gradients
+differ), everything else they differ in (compressor, what it compresses,
+error feedback, trigger, the broadcast's bits, the settings) is data. Each
+kind runs at its settings of configs/compressors.py (`config.algo_settings`
+gives the minibatch presets the authors' SLAQ settings). One budget for
+both programs: 1,500 iterations (the full batch ones at 4,000 in `:full`).
+
+Variants: `full` (the 7 full-batch presets, 4,000 iterations, the convex
+target 1e-6), `minibatch` (the 10 minibatch presets), `mlp` (the network:
+b = 8 full batch, float32), `quick` (6,000 images, minutes), `tiny`
+(seconds). A grid over a part's parameter is one program too, e.g.
+`--config.sweep.top_k='(0.001, 0.01, 0.1)'` with `algo` set to `('ef21',)`,
+or `configs/sweep_compressors.py:zeta` (CLAG over zeta).
+"""
+
+from __future__ import annotations
+
+import ml_collections
+
+from configs import compressors
+from configs import default
+from laq_jax.hyper import ALGORITHMS
+
+FULL = tuple(a for a in ALGORITHMS if not ALGORITHMS[a].stochastic)
+MINIBATCH = tuple(a for a in ALGORITHMS if ALGORITHMS[a].stochastic)
+# The minibatch presets' own settings (grid data, not the config's).
+MINIBATCH_SETTINGS = {k: v for k, v in compressors.MINIBATCH.items()
+                      if k in ('step_size', 'bits', 'err_weight',
+                               'threshold_offset')}
+
+VARIANTS = {
+    **default.VARIANTS,
+    'full': dict(sweep={'algo': FULL}, num_iters=4000),
+    'minibatch': dict(sweep={'algo': MINIBATCH}),
+    'mlp': dict(model='mlp', hidden=200, precision='float32', fstar='none',
+                bits=8),
+    'quick': dict(train_subset=6000, num_iters=300, eval_every=100,
+                  target_residual=1e-2),
+    'tiny': dict(train_subset=600, num_iters=30, eval_every=10,
+                 batch_size=20),
+    'zeta': dict(sweep={'algo': ('clag',), 'zeta': (1.0, 5.0, 20.0, 100.0)}),
+}
+
+
+def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
+  config = default.get_config()
+  config.update(compressors.FULL_BATCH)
+  config.num_iters = 1500
+  config.eval_every = 100
+  config.batch_size = compressors.MINIBATCH['batch_size']
+  config.sweep = ml_collections.ConfigDict({'algo': FULL + MINIBATCH})
+  config.sweep_batch_size = 0  # 0: every grid point of a program at once
+  config.algo_settings = ml_collections.ConfigDict(
+      {a: dict(MINIBATCH_SETTINGS) for a in MINIBATCH})
+  config = default.apply_arg(config, arg, VARIANTS)
+  if config.model == 'mlp':  # the minibatch presets keep b = 3
+    for a in MINIBATCH:
+      config.algo_settings[a].bits = compressors.MINIBATCH['bits']
+  return config

@@ -1,0 +1,87 @@
+"""experiments.family_report: who beats LAQ, computed from numbers by hand;
+and (slow) the whole launcher at a tiny budget, its tables checked against
+the sweeps' results.csv."""
+
+import pathlib
+import re
+import subprocess
+import sys
+
+from absl.testing import absltest
+import pytest
+
+from experiments import family_report
+from experiments import outputs
+import laq_jax as lj
+from tests import common
+
+
+def row(bits, residual=None, loss=1.0, target_bits=None):
+  return dict(total_bits=bits, final_residual=residual, final_loss=loss,
+              target_bits=target_bits)
+
+
+class BeatsLaqTest(absltest.TestCase):
+
+  def test_convex_at_the_target(self):
+    rows = {'laq': row(100, 1e-7, target_bits=50),
+            'ef21': row(300, 1e-7, target_bits=40),     # fewer to target
+            'gd': row(900, 1e-8, target_bits=500),      # more
+            'clag': row(10, 1e-3, target_bits=None)}    # never reached it
+    self.assertEqual([a for a, _ in family_report.beats_laq(rows, True,
+                                                            'laq')],
+                     ['ef21'])
+
+  def test_fixed_budget_is_pareto_dominance(self):
+    rows = {'slaq': row(100, loss=2.0),
+            'a': row(100, loss=1.5),   # same bits, lower loss: beats
+            'b': row(50, loss=2.0),    # fewer bits, same loss: beats
+            'c': row(50, loss=2.5),    # cheaper but worse: does not
+            'd': row(200, loss=1.0),   # better but dearer: does not
+            'e': row(100, loss=2.0)}   # a tie: does not
+    got = [a for a, _ in family_report.beats_laq(rows, False, 'slaq')]
+    self.assertEqual(got, ['a', 'b'])
+
+  def test_pareto_presets(self):
+    rows = {'x': dict(row(100, loss=2.0), total_bits_down=0),
+            'y': dict(row(50, loss=3.0), total_bits_down=0),
+            'z': dict(row(200, loss=2.5), total_bits_down=0)}
+    self.assertEqual(family_report.pareto_presets(rows, False), ['y', 'x'])
+
+
+@pytest.mark.slow
+class TinyReportTest(absltest.TestCase):
+
+  def test_every_preset_and_table_cell(self):
+    env = common.IsolatedEnv('laq_family_test_')
+    env.enter()
+    self.addCleanup(env.exit)
+    workdir = pathlib.Path(env.name, 'family')
+    done = subprocess.run(
+        [sys.executable, '-m', 'experiments.family', f'--workdir={workdir}',
+         '--tiny'], cwd=common.ROOT, capture_output=True, text=True,
+        timeout=1200, check=False)
+    self.assertEqual(done.returncode, 0, done.stderr[-3000:])
+    report = (workdir / family_report.REPORT).read_text()
+    for problem in ('logreg', 'mlp'):
+      for kind in ('full', 'minibatch'):
+        rows = outputs.read_results(workdir / problem / kind /
+                                    'results.csv')
+        for r in rows:  # every preset is a row of the report, as in the csv
+          cells = next(l for l in report.splitlines()
+                       if l.startswith(f'| {r["algo"]} |')
+                       and f'{int(r["total_uploads"]):,}' in l)
+          self.assertIn(f'{int(r["total_uploads"]):,}', cells)
+          self.assertIn(f'{int(r["total_bits"]):.3e}', cells)
+          self.assertIn(f'{int(r["total_bits_down"]):.3e}', cells)
+      self.assertTrue((workdir / problem).glob('bits_vs_*.png'))
+    self.assertLen(re.findall(r'^(Beat|None beat) S?LAQ', report,
+                              re.MULTILINE), 4)
+    # Every preset: a row in each problem's table and one in the settings.
+    for algo in lj.ALGORITHMS:
+      self.assertLen(re.findall(rf'^\| {algo} \|', report, re.MULTILINE), 3,
+                     algo)
+
+
+if __name__ == '__main__':
+  absltest.main()
