@@ -14,7 +14,8 @@ gives the minibatch presets the authors' SLAQ settings). One budget for
 both programs: 1,500 iterations (the full batch ones at 4,000 in `:full`).
 
 Variants: `full` (the 7 full-batch presets, 4,000 iterations, the convex
-target 1e-6), `minibatch` (the 10 minibatch presets), `mlp` (the network:
+target 1e-6), `minibatch` (the 10 minibatch presets, float32 as the
+paper's SLAQ experiments), `mlp` (the network:
 b = 8 full batch, float32), `quick` (6,000 images, minutes), `tiny`
 (seconds). A grid over a part's parameter is one program too, e.g.
 `--config.sweep.top_k='(0.001, 0.01, 0.1)'` with `algo` set to `('ef21',)`,
@@ -39,7 +40,7 @@ MINIBATCH_SETTINGS = {k: v for k, v in compressors.MINIBATCH.items()
 VARIANTS = {
     **default.VARIANTS,
     'full': dict(sweep={'algo': FULL}, num_iters=4000),
-    'minibatch': dict(sweep={'algo': MINIBATCH}),
+    'minibatch': dict(sweep={'algo': MINIBATCH}, precision='float32'),
     'mlp': dict(model='mlp', hidden=200, precision='float32', fstar='none',
                 bits=8),
     'quick': dict(train_subset=6000, num_iters=300, eval_every=100,

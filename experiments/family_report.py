@@ -197,9 +197,11 @@ def study_section(study: Study, rows: dict[str, dict],
                             ('minibatch', 'Minibatch', 'slaq')):
     info = infos[kind]
     convex = study.convex and kind == 'full'
+    images = (f', {info["num_train"]:,} training images'
+              if 'num_train' in info else '')
     lines += [f'### {label}: {info["num_points"]} presets, '
               f'{info["num_iters"]:,} iterations, {info["precision"]}, '
-              f'{info["dataset"]} ({info["test_set"]})', '']
+              f'{info["dataset"]}{images} ({info["test_set"]})', '']
     if convex:
       lines += [f'At the target residual f(θ^k) − f* ≤ '
                 f'{info["target_residual"]:g} (f* = '
@@ -232,8 +234,16 @@ def study_section(study: Study, rows: dict[str, dict],
 
 
 def report(studies: Sequence[Study], workdir: pathlib.Path, quick: bool,
-           command: str) -> str:
-  """Writes the figures and WORKDIR/REPORT.md; returns the text."""
+           command: str, notes: Sequence[str] = ()) -> str:
+  """Writes the figures and WORKDIR/REPORT.md; returns the text.
+
+  Args:
+    studies: the problems and their sweeps.
+    workdir: where the sweeps are and the report goes.
+    quick: a reduced budget (--quick or --tiny), said at the top.
+    command: the command that produced it.
+    notes: paragraphs said at the top (e.g. a reduced network budget).
+  """
   lines = ['# The communication-efficient family on the LAQ paper\'s problems'
            + (' — quick budget' if quick else ''), '',
            f'Produced by `{command}` (laq-jax). Every preset of '
@@ -245,6 +255,8 @@ def report(studies: Sequence[Study], workdir: pathlib.Path, quick: bool,
     lines += ['**Reduced budget** (`--quick`: 6,000 training images and '
               'short runs; `--tiny`: 600 images, 30 iterations): the shape '
               'of the comparison, not its numbers.', '']
+  for note in notes:
+    lines += [note, '']
   missing = []
   for study in studies:
     rows = load_rows(workdir, study)

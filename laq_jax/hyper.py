@@ -285,8 +285,8 @@ def make_hyper(algo: str | Algorithm = 'laq', *, dtype=jnp.float32,
                      f'allowed: {sorted(DEFAULTS)}')
   values = {**DEFAULTS, **overrides}
   validate(**values)
-  values['downlink_bits'] = downlink_bits(algorithm, values['bits'],
-                                          values['downlink_bits'])
+  values['downlink_bits'] = broadcast_bits(algorithm, values['bits'],
+                                           values['downlink_bits'])
   return Hyper(
       **{f: jnp.asarray(values[f], dtype) for f in FLOAT_FIELDS},
       **{f: jnp.asarray(values[f], jnp.int32) for f in INT_FIELDS},
@@ -299,7 +299,7 @@ def make_hyper(algo: str | Algorithm = 'laq', *, dtype=jnp.float32,
   )
 
 
-def downlink_bits(algorithm: Algorithm, bits, requested):
+def broadcast_bits(algorithm: Algorithm, bits, requested):
   """The broadcast's bits for `algorithm`: 0 (full precision) unless the
   preset quantizes it, then `requested`, or b when `requested` is 0."""
   if not algorithm.downlink:

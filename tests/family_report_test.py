@@ -11,6 +11,7 @@ from absl.testing import absltest
 import pytest
 
 from experiments import family_report
+from experiments import markdown
 from experiments import outputs
 import laq_jax as lj
 from tests import common
@@ -63,18 +64,24 @@ class TinyReportTest(absltest.TestCase):
         timeout=1200, check=False)
     self.assertEqual(done.returncode, 0, done.stderr[-3000:])
     report = (workdir / family_report.REPORT).read_text()
-    for problem in ('logreg', 'mlp'):
-      for kind in ('full', 'minibatch'):
+    for problem, title in (('logreg', 'Logistic regression'),
+                           ('mlp', 'The 200-ReLU network')):
+      section = next(s for s in report.split('\n## ') if s.startswith(title))
+      for kind, label in (('full', '### Full batch'),
+                          ('minibatch', '### Minibatch')):
+        table = section.split(label)[1].split('\n### ')[0]
         rows = outputs.read_results(workdir / problem / kind /
                                     'results.csv')
-        for r in rows:  # every preset is a row of the report, as in the csv
-          cells = next(l for l in report.splitlines()
-                       if l.startswith(f'| {r["algo"]} |')
-                       and f'{int(r["total_uploads"]):,}' in l)
-          self.assertIn(f'{int(r["total_uploads"]):,}', cells)
-          self.assertIn(f'{int(r["total_bits"]):.3e}', cells)
-          self.assertIn(f'{int(r["total_bits_down"]):.3e}', cells)
-      self.assertTrue((workdir / problem).glob('bits_vs_*.png'))
+        self.assertLen(rows, sum(a.stochastic == (kind == 'minibatch')
+                                 for a in lj.ALGORITHMS.values()))
+        for r in rows:  # every preset is a row of its table, as in the csv
+          cells = next(l for l in table.splitlines()
+                       if l.startswith(f'| {r["algo"]} |'))
+          self.assertIn(f'| {int(r["total_uploads"]):,} |', cells)
+          self.assertIn(f'| {int(r["total_bits"]):.3e} |', cells)
+          self.assertIn(f'| {markdown.fmt(float(r["total_bits_down"]), "sci")}'
+                        ' |', cells)
+      self.assertNotEmpty(list((workdir / problem).glob('bits_vs_*.png')))
     self.assertLen(re.findall(r'^(Beat|None beat) S?LAQ', report,
                               re.MULTILINE), 4)
     # Every preset: a row in each problem's table and one in the settings.
