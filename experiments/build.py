@@ -97,19 +97,12 @@ def objective_key(config) -> dict:
 
 def _load_libsvm_pair(path: str, dtype):
   """Train from `path`; test from `path.t` (the LIBSVM convention) if present."""
-  x, y = data_lib.load_libsvm(path, dtype=dtype)
   test_path = pathlib.Path(f'{path}.t')
   if not test_path.is_file():
+    x, y = data_lib.load_libsvm(path, dtype=dtype)
     return x, y, x, y, f'the training data (no {test_path.name} beside it)'
-  x_test, y_test = data_lib.load_libsvm(test_path, num_features=x.shape[1],
-                                        dtype=dtype)
-  train_labels = data_lib.libsvm_label_values(path)
-  test_labels = data_lib.libsvm_label_values(test_path)[y_test]
-  unknown = np.setdiff1d(test_labels, train_labels)
-  if unknown.size:
-    raise data_lib.DataError(f'{test_path} has labels {unknown.tolist()} '
-                             f'that {path} lacks')
-  y_test = np.searchsorted(train_labels, test_labels).astype(np.int32)
+  x, y, x_test, y_test = data_lib.load_libsvm_pair(path, test_path,
+                                                   dtype=dtype)
   return x, y, x_test, y_test, f'{test_path.name} ({len(y_test)} samples)'
 
 

@@ -31,6 +31,8 @@ from absl import app
 from absl import flags
 from absl import logging
 
+from experiments import progress as progress_lib
+
 FLAGS = flags.FLAGS
 flags.DEFINE_string('workdir', None, 'Folder for the sweeps and REPORT.md.')
 flags.DEFINE_bool('quick', False, '6,000 images and short runs: minutes.')
@@ -115,6 +117,7 @@ def run_study(study, workdir: pathlib.Path) -> list[str]:
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'unexpected arguments: {" ".join(argv[1:])}')
+  progress_lib.quiet_start()
   import jax  # pylint: disable=g-import-not-at-top
   jax.config.update('jax_enable_x64', True)  # float32 sweeps stay float32
   import matplotlib  # pylint: disable=g-import-not-at-top
@@ -130,8 +133,11 @@ def main(argv):
   selected = studies(budget, network_iters, network_images)
   failed = []
   if not FLAGS.report_only:
-    for study in selected:
-      failed += run_study(study, workdir)
+    with progress_lib.Progress('problems', len(selected),
+                               unit='problem') as progress:
+      for done, study in enumerate(selected, start=1):
+        failed += run_study(study, workdir)
+        progress.update(done, f'{study.name} done')
   command = (f'python -m experiments.family --workdir {workdir}'
              + (f' --{budget}' if budget != 'full' else
                 f' --network_iters={network_iters} '

@@ -21,6 +21,7 @@ import numpy as np
 import laq_jax
 from experiments import build as build_lib
 from experiments import config as config_lib
+from experiments import events as events_lib
 from experiments import fstar as fstar_lib
 from experiments import outputs
 from experiments import progress as progress_lib
@@ -92,7 +93,7 @@ def sweep_and_evaluate(config, workdir: str | os.PathLike, *,
   """
   wall_start = time.perf_counter()
   points = config_lib.points_from_config(config)
-  progress_lib.quiet_orbax()
+  progress_lib.quiet_start()
   workdir = pathlib.Path(workdir)
   config_dict = config_lib.to_dict(config)
   outputs.prepare_workdir(workdir, config_dict, overwrite=overwrite,
@@ -144,13 +145,16 @@ def sweep_and_evaluate(config, workdir: str | os.PathLike, *,
   compiles_before = _compile_count(built)
   run_start = time.perf_counter()
   progress.restart_clock()
-  result = sweep_lib.run_sweep(
-      built.spec, built.data, points, config.num_iters,
-      batch_size=config.sweep_batch_size or None,
-      chunk_size=config.eval_every, callback=on_chunk,
-      run_chunk_fn=built.run_chunk_fn, checkpointer=ckpt,
-      checkpoint_every=config.checkpoint_every,
-      authors_code=bool(config.authors_code))
+  try:
+    result = sweep_lib.run_sweep(
+        built.spec, built.data, points, config.num_iters,
+        batch_size=config.sweep_batch_size or None,
+        chunk_size=config.eval_every, callback=on_chunk,
+        run_chunk_fn=built.run_chunk_fn, checkpointer=ckpt,
+        checkpoint_every=config.checkpoint_every,
+        authors_code=bool(config.authors_code))
+  finally:
+    progress.close()
   if ckpt is not None:
     ckpt.close()
   run_seconds = time.perf_counter() - run_start
@@ -194,6 +198,8 @@ def sweep_and_evaluate(config, workdir: str | os.PathLike, *,
   }
   if not writer:
     return rows
+  events_lib.write_sweep(workdir / events_lib.TENSORBOARD_DIR, points,
+                         varying, result, fstar_G, accuracy_G, config_dict)
   _write_files(workdir, result, rows, info)
   if diverged:
     logging.warning(

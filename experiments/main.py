@@ -48,6 +48,8 @@ flags.mark_flags_as_required(['config', 'workdir'])
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'unexpected arguments: {" ".join(argv[1:])}')
+  from experiments import progress  # pylint: disable=g-import-not-at-top
+  progress.quiet_start()  # before JAX probes its backends
   # Before any JAX work: joining a multi-process run must come first.
   from laq_jax import distributed  # pylint: disable=g-import-not-at-top
   try:

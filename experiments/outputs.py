@@ -23,6 +23,7 @@ from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
+from experiments import events
 from laq_jax import distributed
 from laq_jax import metrics
 
@@ -41,6 +42,8 @@ RASTER_FIGURE = 'upload_raster.png'
 RUN_FILES = ('config.json', 'metrics.csv', 'uploads.npy', 'summary.json',
              *FIGURES.values(), *GRAD_NORM_FIGURES.values(), RASTER_FIGURE)
 CHECKPOINT_DIR = 'checkpoints'
+# Folders a run owns besides its files: checkpoints and TensorBoard events.
+RUN_DIRS = (CHECKPOINT_DIR, events.TENSORBOARD_DIR)
 
 
 def _umask() -> int:
@@ -164,7 +167,8 @@ def _config_diff(old: dict, new: dict, limit: int = 4) -> str:
 def _clear_run_files(workdir: pathlib.Path, files: Sequence[str]) -> None:
   for name in files:
     (workdir / name).unlink(missing_ok=True)
-  shutil.rmtree(workdir / CHECKPOINT_DIR, ignore_errors=True)
+  for name in RUN_DIRS:
+    shutil.rmtree(workdir / name, ignore_errors=True)
 
 
 def _remove_stale_temporaries(workdir: pathlib.Path,
@@ -183,7 +187,8 @@ def prepare_workdir(workdir: pathlib.Path, config_dict: dict, *,
   A workdir whose config.json equals `config_dict` is this run's own: its
   checkpoints are resumed. One holding another config's results (or run
   files without a config.json) is refused, unless `overwrite`, which
-  deletes the run files and checkpoints (nothing else) first.
+  deletes the run files, checkpoints and TensorBoard events (nothing else)
+  first.
 
   Args:
     workdir: the run's folder (need not exist).
@@ -195,7 +200,7 @@ def prepare_workdir(workdir: pathlib.Path, config_dict: dict, *,
   Raises:
     WorkdirError: another config's results are there and `overwrite` is off.
   """
-  present = [n for n in (*files, CHECKPOINT_DIR) if (workdir / n).exists()]
+  present = [n for n in (*files, *RUN_DIRS) if (workdir / n).exists()]
   if present and not overwrite:
     config_path = workdir / 'config.json'
     new = json.loads(json.dumps(config_dict))

@@ -53,6 +53,7 @@ from configs import paper
 from experiments import grid
 from experiments import outputs
 from experiments import paper_results as results_lib
+from experiments import progress as progress_lib
 from experiments import report as report_lib
 from experiments import train
 
@@ -134,19 +135,23 @@ def run_all(selected: Sequence[paper.Experiment], workdir: pathlib.Path,
   """Runs the experiments not yet done, in this process (each its own
   compiled program); returns the names that failed."""
   failed = []
-  for experiment in selected:
-    if results_lib.is_done(experiment, workdir):
-      logging.info('%s: results already in %s, not run again',
-                   experiment.name, workdir / experiment.name)
-      continue
-    logging.info('%s: running %s on %s', experiment.name,
-                 ', '.join(experiment.algos), experiment.config)
-    try:
-      run_experiment(experiment, workdir, quick)
-    except Exception:  # pylint: disable=broad-except
-      logging.exception('%s failed; its results are missing from the report',
-                        experiment.name)
-      failed.append(experiment.name)
+  with progress_lib.Progress('experiments', len(selected),
+                             unit='experiment') as progress:
+    for done, experiment in enumerate(selected, start=1):
+      if results_lib.is_done(experiment, workdir):
+        logging.info('%s: results already in %s, not run again',
+                     experiment.name, workdir / experiment.name)
+      else:
+        logging.info('%s: running %s on %s', experiment.name,
+                     ', '.join(experiment.algos), experiment.config)
+        try:
+          run_experiment(experiment, workdir, quick)
+        except Exception:  # pylint: disable=broad-except
+          logging.exception('%s failed; its results are missing from the '
+                            'report', experiment.name)
+          failed.append(experiment.name)
+      progress.update(done, f'{experiment.name} '
+                      f'{"failed" if experiment.name in failed else "done"}')
   return failed
 
 
@@ -230,6 +235,7 @@ def mlp_iterations(workdir: pathlib.Path, report_only: bool) -> int:
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'unexpected arguments: {" ".join(argv[1:])}')
+  progress_lib.quiet_start()
   import jax  # pylint: disable=g-import-not-at-top
   # Precision is set once, here: the float64 experiments need x64, the
   # float32 ones stay float32 (every array carries its dtype), so every

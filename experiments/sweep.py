@@ -39,9 +39,14 @@ The workdir receives:
                                the target; the title says so);
   pareto.png                   test accuracy and final residual against total
                                bits, the Pareto front marked.
+  tensorboard/NNN_KEY=VALUE,.../
+                               TensorBoard events of each grid point
+                               (experiments/events.py), written when the
+                               sweep finishes;
   checkpoints/                 with config.checkpoint_every > 0: orbax
                                checkpoints (laq_jax/checkpoint.py).
-Every file is written whole or not at all (temporary file, then rename).
+Every file is written whole or not at all (temporary file, then rename;
+event files excepted).
 One point of the sweep reproduces `experiments.main` run on
 `experiments.config.point_config(config, point)`.
 
@@ -72,6 +77,8 @@ flags.mark_flags_as_required(['config', 'workdir'])
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'unexpected arguments: {" ".join(argv[1:])}')
+  from experiments import progress  # pylint: disable=g-import-not-at-top
+  progress.quiet_start()  # before JAX probes its backends
   # Joins a multi-process run when $LAQ_JAX_COORDINATOR etc. are set
   # (`laq_jax.distributed`); process 0 writes the files.
   from laq_jax import distributed  # pylint: disable=g-import-not-at-top

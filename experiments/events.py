@@ -1,0 +1,175 @@
+"""TensorBoard event files of runs and sweeps: `tensorboard --logdir runs/`.
+
+A run writes WORKDIR/tensorboard/ as it goes (after every chunk); a sweep
+writes WORKDIR/tensorboard/<point>_<its settings>/ per grid point when it
+finishes, so TensorBoard lists every point as a run of its own. Each step k
+carries the figures of metrics.csv's row k:
+
+  objective/loss            f(theta^k)
+  objective/residual        f(theta^k) - f* (when f* is known)
+  objective/grad_norm_sq    ||sum_m g_m||^2 of step k
+  communication/uploads     uploads through step k (all workers)
+  communication/bits_up     uplink bits through step k
+  communication/bits_down   downlink bits through step k
+  eval/test_accuracy        at the evaluation steps (and theta^T at T)
+
+and at step T the final iterate's loss and residual, f(theta^T) (which
+summary.json calls final_loss); the run's config as text. Only process 0
+of a multi-process run writes. A run that starts again at step s (resumed
+from a checkpoint at s, or run anew at 0) marks its first event so
+TensorBoard drops what an earlier process wrote from step s on.
+
+The writer is tensorboardX's `FileWriter`: pure Python (numpy and protobuf),
+no TensorFlow or PyTorch; every step's figures go in one event (a Summary
+with several values), which keeps a sweep of thousands of steps per point
+to seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import re
+import time
+from typing import Sequence
+
+import numpy as np
+
+TENSORBOARD_DIR = 'tensorboard'
+TAGS = ('objective/loss', 'objective/residual', 'objective/grad_norm_sq',
+        'communication/uploads', 'communication/bits_up',
+        'communication/bits_down', 'eval/test_accuracy')
+# A sweep writes at most this many steps per point (evenly spaced, the last
+# one always); TensorBoard shows 1,000 per curve by default anyway.
+SWEEP_MAX_STEPS = 2000
+
+
+class Events:
+  """The event file of one run (or one grid point).
+
+  Attributes:
+    logdir: the folder of the event files.
+    totals: [uploads, uplink bits, downlink bits] through the last step
+      written (the cumulative figures continue from them).
+  """
+
+  def __init__(self, logdir: str | pathlib.Path, start_step: int = 0,
+               totals: Sequence[float] = (0, 0, 0), config: dict | None = None,
+               fstar: float | None = None):
+    """Opens the writer; steps from `start_step` on replace earlier ones.
+
+    Args:
+      logdir: the folder (created).
+      start_step: the first step this writer will write.
+      totals: uploads, uplink bits, downlink bits before `start_step`.
+      config: written as text at the first step (a fresh run).
+      fstar: f*, for the residual.
+    """
+    from tensorboardX import FileWriter  # pylint: disable=g-import-not-at-top
+    from tensorboardX.proto import event_pb2  # pylint: disable=g-import-not-at-top
+    self.logdir = pathlib.Path(logdir)
+    self.logdir.mkdir(parents=True, exist_ok=True)
+    # The file name holds the second it was made and, so that a restart
+    # within the same second neither overwrites the earlier file nor sorts
+    # before it (TensorBoard reads files in name order), the nanosecond.
+    self._writer = FileWriter(str(self.logdir), flush_secs=30,
+                              filename_suffix=f'.{time.time_ns()}')
+    # TensorBoard drops the steps >= start_step that older files hold.
+    self._writer.add_event(event_pb2.Event(
+        step=start_step, session_log=event_pb2.SessionLog(
+            status=event_pb2.SessionLog.START)))
+    self.totals = np.asarray(totals, np.float64)
+    self.fstar = fstar
+    if config is not None and start_step == 0:
+      from tensorboardX import summary  # pylint: disable=g-import-not-at-top
+      text = '    ' + json.dumps(config, indent=1).replace('\n', '\n    ')
+      self._writer.add_summary(summary.text('config', text), 0)
+
+  def steps(self, first_step: int, loss_T, grad_norm_sq_T, sent_TxM,
+            bits_TxM, bits_down_TxM, stride: int = 1) -> None:
+    """Writes steps first_step .. first_step + T - 1 (every `stride`-th one
+    and the last; the totals count every step)."""
+    from tensorboardX.proto import summary_pb2  # pylint: disable=g-import-not-at-top
+    per_step = np.stack([np.sum(np.asarray(sent_TxM), axis=-1),
+                         np.sum(np.asarray(bits_TxM, np.float64), axis=-1),
+                         np.sum(np.asarray(bits_down_TxM, np.float64),
+                                axis=-1)], axis=-1)
+    cumulative = self.totals + np.cumsum(per_step, axis=0)
+    loss_T = np.asarray(loss_T, np.float64)
+    grad_T = np.asarray(grad_norm_sq_T, np.float64)
+    count = len(loss_T)
+    for t in range(count):
+      step = first_step + t
+      if t != count - 1 and step % stride:
+        continue
+      values = [('objective/loss', loss_T[t])]
+      if self.fstar is not None:
+        values.append(('objective/residual', loss_T[t] - self.fstar))
+      values += [('objective/grad_norm_sq', grad_T[t]),
+                 ('communication/uploads', cumulative[t, 0]),
+                 ('communication/bits_up', cumulative[t, 1]),
+                 ('communication/bits_down', cumulative[t, 2])]
+      self._writer.add_summary(summary_pb2.Summary(value=[
+          summary_pb2.Summary.Value(tag=tag, simple_value=float(v))
+          for tag, v in values]), step)
+    if count:
+      self.totals = cumulative[-1]
+
+  def at(self, step: int, *, accuracy: float | None = None,
+         loss: float | None = None) -> None:
+    """eval/test_accuracy of theta^step, and f(theta^step) (with the
+    residual) for the final iterate theta^T, which no step row holds."""
+    from tensorboardX.proto import summary_pb2  # pylint: disable=g-import-not-at-top
+    values = []
+    if accuracy is not None:
+      values.append(('eval/test_accuracy', accuracy))
+    if loss is not None:
+      values.append(('objective/loss', loss))
+      if self.fstar is not None:
+        values.append(('objective/residual', loss - self.fstar))
+    if values:
+      self._writer.add_summary(summary_pb2.Summary(value=[
+          summary_pb2.Summary.Value(tag=tag, simple_value=float(v))
+          for tag, v in values]), step)
+
+  def flush(self) -> None:
+    """Writes what is queued to disk (a killed process loses nothing
+    written before its last flush)."""
+    self._writer.flush()
+
+  def close(self) -> None:
+    self._writer.close()
+
+
+def point_folder(index: int, point: dict, varying: Sequence[str]) -> str:
+  """'003_algo=laq,bits=4': the grid point's folder (its run name)."""
+  label = ','.join(f'{k}={point[k]}' for k in varying) or 'point'
+  return f'{index:03d}_' + re.sub(r'[^A-Za-z0-9_.,=+-]+', '_', label)
+
+
+def write_sweep(logdir: pathlib.Path, points: Sequence[dict],
+                varying: Sequence[str], result, fstar_G: Sequence,
+                accuracy_G: Sequence, config: dict) -> None:
+  """One folder per grid point under `logdir`, from a finished sweep.
+
+  Args:
+    logdir: WORKDIR/tensorboard.
+    points: the grid points (dicts of settings).
+    varying: the keys that vary (the folder names).
+    result: the laq_jax.sweep.SweepResult.
+    fstar_G: f* per point (None: no residual).
+    accuracy_G: final test accuracy per point.
+    config: the sweep's config (text of every point).
+  """
+  num_steps = result.loss_GxT.shape[1]
+  stride = max(1, -(-num_steps // SWEEP_MAX_STEPS))
+  for g, point in enumerate(points):
+    events = Events(logdir / point_folder(g, point, varying), 0,
+                    config={'point': point, 'sweep': config},
+                    fstar=fstar_G[g])
+    events.steps(0, result.loss_GxT[g], result.grad_norm_sq_GxT[g],
+                 result.sent_GxTxM[g], result.bits_GxTxM[g],
+                 result.bits_down_GxTxM[g], stride=stride)
+    events.at(num_steps, accuracy=accuracy_G[g],
+              loss=float(result.final_loss_G[g]))
+    events.close()
