@@ -24,7 +24,7 @@ from experiments import config as config_lib
 from laq_jax import data as data_lib
 from laq_jax import sharding
 from laq_jax.hyper import Algorithm, Hyper, get_algorithm, make_hyper
-from laq_jax.loop import Data, RunSpec
+from laq_jax.loop import Data, RunSpec, fast_layout
 from laq_jax.problems import Problem, get_problem
 
 
@@ -123,6 +123,22 @@ def load_dataset(config, dtype=np.float32):
   return _load_libsvm_pair(os.path.expanduser(rest), dtype)
 
 
+def _layout(data: Data, kind: str, spec: RunSpec) -> Data:
+  """`data` with the layouts of the problem's fast full-batch gradient
+  (`laq_jax.fast_layout`; MNIST's pixels as exact integers in float32).
+
+  Minibatch runs use them only for the full loss: in float64 they would be
+  memory for nothing.
+  """
+  if spec.problem.workers_value_and_grad is None:
+    return data
+  scale = 1 / 255 if kind == 'mnist' else None
+  float32 = data.x_MxNxD.dtype == np.float32
+  if spec.stochastic and not (scale and float32):
+    return data
+  return fast_layout(data, scale)
+
+
 def build(config) -> Built:
   """Validates `config`, loads and shards its data, builds model and Hyper.
 
@@ -160,6 +176,7 @@ def build(config) -> Built:
                f'(the data have {len(y)} samples; try '
                f'train_subset={len(y) // workers * workers})')
   config_lib.check_batch_size(get('algo'), get('batch_size'), len(y) // workers)
+  kind = config_lib.parse_dataset(get('dataset'))[0]
   x_MxNxD, y_MxN = data_lib.make_shards(
       x, y, workers, get('split'), seed=get('data_seed'),
       dirichlet_alpha=get('dirichlet_alpha'))
@@ -181,11 +198,12 @@ def build(config) -> Built:
   if get('workers_on') == 'devices':
     host_data = Data(x_MxNxD.astype(np_dtype), np.asarray(y_MxN))
     mesh = sharding.make_mesh()
-    data = sharding.shard_data(host_data, mesh)
+    data = sharding.shard_data(_layout(host_data, kind, spec), mesh)
     run_chunk_fn = sharding.make_run_chunk(mesh)
   else:
-    data = host_data = Data(jnp.asarray(x_MxNxD.astype(np_dtype)),
-                            jnp.asarray(y_MxN))
+    host_data = Data(jnp.asarray(x_MxNxD.astype(np_dtype)),
+                     jnp.asarray(y_MxN))
+    data = _layout(host_data, kind, spec)
   return Built(spec=spec, data=data, hyper=hyper,
                test_x=np.asarray(x_test, np_dtype),
                test_y=np.asarray(y_test, np.int32), dtype=dtype,

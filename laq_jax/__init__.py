@@ -13,8 +13,8 @@ from laq_jax.compressors import COMPRESSORS
 from laq_jax.hyper import (ALGORITHMS, Algorithm, Hyper, get_algorithm,
                            make_hyper, stack_hypers, validate)
 from laq_jax.loop import (Data, LoopState, RunSpec, Trace, accuracy,
-                          flat_params, init_state, objective, predict, run,
-                          run_chunk)
+                          fast_layout, flat_params, init_state, objective,
+                          predict, run, run_chunk)
 from laq_jax.problems import (PROBLEMS, Problem, get_problem,
                               logistic_regression, mlp)
 from laq_jax.quantize import quantize_innovation
@@ -25,7 +25,8 @@ __version__ = '0.2.0'
 __all__ = [
     'ALGORITHMS', 'Algorithm', 'COMPRESSORS', 'Data', 'Hyper', 'LAQ',
     'LoopState', 'PROBLEMS', 'Problem', 'Rule', 'RuleState', 'RunSpec',
-    'StepStats', 'Trace', 'accuracy', 'flat_params', 'get_algorithm',
+    'StepStats', 'Trace', 'accuracy', 'fast_layout', 'flat_params',
+    'get_algorithm',
     'get_problem', 'init_state', 'logistic_regression', 'make_hyper', 'mlp',
     'objective', 'predict', 'quantize_innovation', 'run', 'run_chunk',
     'stack_hypers', 'validate']

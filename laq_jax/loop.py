@@ -97,9 +97,57 @@ class RunSpec:
 
 
 class Data(NamedTuple):
-  """Worker shards: x_MxNxD features, y_MxN integer labels."""
+  """Worker shards: x_MxNxD features, y_MxN integer labels.
+
+  The other fields are optional copies of x in layouts a problem's
+  `workers_value_and_grad` reads faster (`fast_layout` makes them):
+  xt_MxDxN is x transposed; xq_MxNxD and xqt_MxDxN hold integer features as
+  exact bfloat16 integers n with x = n * xq_scale (float32 runs).
+  """
   x_MxNxD: jax.Array
   y_MxN: jax.Array
+  xt_MxDxN: jax.Array | None = None
+  xq_MxNxD: jax.Array | None = None
+  xqt_MxDxN: jax.Array | None = None
+  xq_scale: jax.Array | None = None
+
+  @property
+  def has_fast_layout(self) -> bool:
+    return self.xt_MxDxN is not None or self.xq_MxNxD is not None
+
+
+def fast_layout(data: Data, integer_scale: float | None = None) -> Data:
+  """`data` with the layouts the fast full-batch gradient reads.
+
+  Args:
+    data: the shards (x float32 or float64).
+    integer_scale: s when every feature is an integer n with |n| <= 256
+      times s (MNIST's pixels: s = 1/255). A float32 run then reads the
+      integers as exact bfloat16 values (`xq_*`); otherwise (or in float64)
+      x is also kept transposed (`xt_MxDxN`).
+
+  Returns:
+    A Data with the same x and y and the extra fields (the memory of x once
+    more, or half of it for the bfloat16 copies).
+
+  Raises:
+    ValueError: `integer_scale` given, but some feature is not such an
+      integer times it.
+  """
+  x = data.x_MxNxD
+  if integer_scale is not None and x.dtype == jnp.float32:
+    n = np.asarray(x, np.float64) / integer_scale
+    rounded = np.rint(n)
+    if np.max(np.abs(n - rounded), initial=0) > 1e-3 or np.max(
+        np.abs(rounded), initial=0) > 256:
+      raise ValueError(
+          f'integer_scale={integer_scale}: the features are not integers '
+          '|n| <= 256 times it (x / integer_scale is off an integer by up to '
+          f'{np.max(np.abs(n - rounded)):.3g}); pass integer_scale=None')
+    xq = jnp.asarray(rounded, jnp.bfloat16)
+    return data._replace(xq_MxNxD=xq, xqt_MxDxN=jnp.swapaxes(xq, 1, 2),
+                         xq_scale=jnp.asarray(integer_scale, jnp.float32))
+  return data._replace(xt_MxDxN=jnp.swapaxes(jnp.asarray(x), 1, 2))
 
 
 class LoopState(NamedTuple):
@@ -204,6 +252,19 @@ def make_step(spec: RunSpec, data: Data, hyper: Hyper, *,
   value_and_grad = jax.vmap(jax.value_and_grad(objective),
                             in_axes=(None, 0, 0))
   values = jax.vmap(objective, in_axes=(None, 0, 0))
+  fast = problem.workers_value_and_grad is not None and data.has_fast_layout
+  ravel = lambda tree: ravel_pytree(tree)[0]
+
+  def full_value_and_grad(theta_P):
+    if fast:
+      return problem.workers_value_and_grad(theta_P, data, hyper.l2, unravel,
+                                            ravel)
+    return value_and_grad(theta_P, data.x_MxNxD, data.y_MxN)
+
+  def full_values(theta_P):
+    if fast and problem.workers_value is not None:
+      return problem.workers_value(theta_P, data, hyper.l2, unravel)
+    return values(theta_P, data.x_MxNxD, data.y_MxN)
 
   def minibatch(step, worker, x_NxD, y_N):
     key = randomness.batch_key(hyper.seed, step, worker)
@@ -229,15 +290,15 @@ def make_step(spec: RunSpec, data: Data, hyper: Hyper, *,
       xb, yb = jax.vmap(minibatch, in_axes=(None, 0, 0, 0))(
           state.step, worker_ids_M, data.x_MxNxD, data.y_MxN)
       _, grads_MxP = value_and_grad(at_P, xb, yb)
-      loss = total(jnp.sum(values(theta_P, data.x_MxNxD, data.y_MxN)))
+      loss = total(jnp.sum(full_values(theta_P)))
     else:
-      losses_M, grads_MxP = value_and_grad(at_P, data.x_MxNxD, data.y_MxN)
+      losses_M, grads_MxP = full_value_and_grad(at_P)
       if spec.downlink:  # the loss at the server's theta, not the broadcast
         # (a conditional: a run with a full-precision broadcast, where the
         # two agree, skips the extra forward pass)
         losses_M = jax.lax.cond(
             hyper.downlink_bits > 0,
-            lambda: values(theta_P, data.x_MxNxD, data.y_MxN),
+            lambda: full_values(theta_P),
             lambda: losses_M)
       loss = total(jnp.sum(losses_M))
     grad_norm_sq = jnp.sum(jnp.square(collectives.sum_workers(grads_MxP,

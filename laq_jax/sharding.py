@@ -102,8 +102,11 @@ def check_layout(num_workers: int, num_devices: int) -> None:
 # ----------------------------------------------------------------------------
 # Placement.
 
-def _data_specs() -> Data:
-  return Data(P(AXIS), P(AXIS))
+def _data_specs(data: Data) -> Data:
+  """The worker-axis fields split over AXIS, the scale replicated, absent
+  layouts absent."""
+  return Data(*(None if value is None else P(AXIS) if per_worker(name)
+                else P() for name, value in zip(Data._fields, data)))
 
 
 def per_worker(name: str) -> bool:
@@ -168,7 +171,7 @@ def shard_data(data: Data, mesh: Mesh) -> Data:
     Data of global arrays; device d holds workers d*M/n .. (d+1)*M/n - 1.
   """
   check_layout(data.x_MxNxD.shape[0], num_mesh_devices(mesh))
-  return _place_tree(data, _data_specs(), mesh)
+  return _place_tree(data, _data_specs(data), mesh)
 
 
 def shard_state(state: LoopState, mesh: Mesh) -> LoopState:
@@ -238,7 +241,7 @@ def make_run_chunk(mesh: Mesh, *, gather_trace: bool | None = None
     state_specs = _state_specs(state, grid)
     state, trace = jax.shard_map(
         local, mesh=mesh,
-        in_specs=(state_specs, _data_specs(), _hyper_specs()),
+        in_specs=(state_specs, _data_specs(data), _hyper_specs()),
         out_specs=(state_specs, _trace_specs(grid)),
     )(state, data, hyper)
     if gather_trace:  # every device (and process) gets the whole trace

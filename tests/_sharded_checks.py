@@ -88,15 +88,19 @@ def compare(ref, got, steps):
 
 
 def case(name, algo, model, num_workers, steps, hidden=16, grid=None,
-         chunk_size=None, overrides=None, algos=None):
+         chunk_size=None, overrides=None, algos=None, layout=False):
   """Runs one case on both paths and returns its JSON record.
 
   `algos` makes a grid over algorithms (with BASE[algo]'s settings), the
   random compressors among them drawing from (seed, step, worker).
+  `layout`: the data carry `lj.fast_layout`'s transposed copy (the fast
+  full-batch logistic-regression gradient), split over the mesh too.
   """
   start = time.time()
   x, y = common.mnist_shards(num_workers, PER_WORKER)
   data = lj.Data(jnp.asarray(x), jnp.asarray(y))
+  if layout:
+    data = lj.fast_layout(data)
   spec = lj.RunSpec(lj.get_problem(model, hidden=hidden), num_workers,
                     stochastic=lj.ALGORITHMS[algo].stochastic,
                     batch_size=BATCH)
@@ -173,6 +177,8 @@ CASES = {
     ],
     5: [
         ('laq-logreg-M10', 'laq', 'logreg', 10, 30),
+        ('laq-logreg-M10-fast-layout', 'laq', 'logreg', 10, 30, 16, None,
+         None, None, None, True),
         ('laq-mlp16-M10', 'laq', 'mlp', 10, 20),
         ('slaq-mlp16-M10', 'slaq', 'mlp', 10, 20),
     ],
@@ -185,6 +191,8 @@ CASES = {
                       'ef_signsgd')),
         ('family-full-batch-M10-grid', 'laq', 'logreg', 10, 20, 16, None,
          None, None, ('ef21', 'clag', 'two_laq', 'laq')),
+        ('family-full-batch-M10-grid-fast-layout', 'laq', 'logreg', 10, 20,
+         16, None, 10, None, ('gd', 'ef21', 'two_laq', 'laq'), True),
         # hidden=200 (159,010 parameters): 8 bits, or the quantization error
         # term of the trigger keeps every worker silent in the first steps.
         ('laq-mlp200-M10-chunked', 'laq', 'mlp', 10, 12, 200, None, 4,

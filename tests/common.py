@@ -126,13 +126,19 @@ def assert_trees_equal(test, a, b):
 SMALL_M, SMALL_N = 4, 40
 
 
-def small_run(algo, steps=60, dtype=None, problem='logreg', **hyper):
-  """`algo` on the small shards (float64 data): (state, trace, (x, y))."""
+def small_run(algo, steps=60, dtype=None, problem='logreg', layout=False,
+              **hyper):
+  """`algo` on the small shards (float64 data): (state, trace, (x, y)).
+
+  layout: give the data `laq_jax.fast_layout`'s layouts (the fast
+  full-batch logistic-regression gradient)."""
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
   import laq_jax as lj  # pylint: disable=g-import-not-at-top
   dtype = dtype or jnp.float64
   x, y = mnist_shards(SMALL_M, SMALL_N, dtype=np.float64)
   data = lj.Data(jnp.asarray(x, dtype), jnp.asarray(y))
+  if layout:
+    data = lj.fast_layout(data)
   spec = lj.RunSpec(lj.get_problem(problem, hidden=16), SMALL_M,
                     stochastic=lj.ALGORITHMS[algo].stochastic, batch_size=10)
   h = lj.make_hyper(algo, dtype=dtype, **hyper)
