@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import laq_jax
+from laq_jax import sweep as sweep_lib
 from benchmarks.machine import device_memory_limit
 from benchmarks.timing import aot_run_chunk, block, maxrss_bytes, memory_bytes
 from benchmarks.workloads import NUM_WORKERS, to_data
@@ -31,10 +32,17 @@ def grid_point(index: int, dtype) -> laq_jax.Hyper:
 
 def bench_sweep(problem_name: str, x, y, grid_sizes, num_steps: int,
                 repeats: int, dtype=jnp.float32) -> dict:
-  """A vmapped G-point sweep vs G separate runs of the one-point program."""
+  """A vmapped G-point sweep vs G separate runs of the one-point program.
+
+  Both as the sweep launcher runs them: the RunSpec compiles in laq's parts
+  alone (`laq_jax.sweep.parts_of`; a vmapped grid evaluates every compiled
+  compressor for every point), logistic regression on the launchers' data
+  layouts.
+  """
   problem = laq_jax.get_problem(problem_name)
-  data = to_data(x, y, dtype)
-  spec = laq_jax.RunSpec(problem, NUM_WORKERS)
+  data = to_data(x, y, dtype, layout=problem_name == 'logreg')
+  spec = laq_jax.RunSpec(problem, NUM_WORKERS,
+                         **sweep_lib.parts_of([{'algo': 'laq'}]))
   max_g = max(grid_sizes)
   points = [grid_point(i, dtype) for i in range(max_g)]
   states = [laq_jax.init_state(spec, h, dtype) for h in points]
@@ -100,7 +108,8 @@ def largest_grid(problem_name: str, x_shape, grid_sizes, num_steps: int,
   """
   if rows is None:
     problem = laq_jax.get_problem(problem_name)
-    spec = laq_jax.RunSpec(problem, NUM_WORKERS)
+    spec = laq_jax.RunSpec(problem, NUM_WORKERS,
+                           **sweep_lib.parts_of([{'algo': 'laq'}]))
     data = laq_jax.Data(jax.ShapeDtypeStruct(x_shape, dtype),
                         jax.ShapeDtypeStruct(x_shape[:2], jnp.int32))
     rows = []

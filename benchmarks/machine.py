@@ -8,10 +8,10 @@ import platform
 import subprocess
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
-from benchmarks.timing import aot, time_interleaved
+from benchmarks.timing import time_interleaved
+from experiments import roofline
 
 
 def _lscpu_field(name: str) -> str | None:
@@ -82,32 +82,10 @@ def device_memory_limit() -> tuple[int | None, str]:
   return _meminfo('MemAvailable'), '/proc/meminfo MemAvailable (host RAM)'
 
 
-class Probe:
-  """A machine-limit probe: a compiled call and the work (FLOPs or bytes) it does."""
-
-  def __init__(self, name, fn, work, unit):
-    self.name, self.fn, self.work, self.unit = name, fn, work, unit
-
-  def rate(self, seconds: float) -> float:
-    return self.work / seconds
-
-
-def matmul_probe(n: int, dtype=jnp.float32) -> Probe:
-  """Dense n x n matmul: the practical compute limit (FLOP/s) of this machine."""
-  key_a, key_b = jax.random.split(jax.random.key(0))
-  a = jax.random.normal(key_a, (n, n), dtype)
-  b = jax.random.normal(key_b, (n, n), dtype)
-  compiled, _ = aot(jnp.matmul, a, b)
-  return Probe(f'matmul {jnp.dtype(dtype).name} {n}^2', lambda: compiled(a, b),
-               2 * n**3, 'FLOP/s')
-
-
-def bandwidth_probe(num_bytes: int) -> Probe:
-  """Read bandwidth (bytes/s): a float32 sum over an array beyond the caches."""
-  x = jnp.ones((num_bytes // 4,), jnp.float32)
-  compiled, _ = aot(jnp.sum, x)
-  return Probe(f'sum of {num_bytes / 2**20:.0f} MiB', lambda: compiled(x),
-               num_bytes, 'B/s')
+# The probes are experiments.roofline's (the reproduction measures the same).
+Probe = roofline.Probe
+matmul_probe = roofline.matmul_probe
+bandwidth_probe = roofline.bandwidth_probe
 
 
 def bench_probe(probe: Probe, repeats: int) -> dict:

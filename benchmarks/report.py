@@ -7,6 +7,10 @@ import json
 from benchmarks.workloads import NUM_WORKERS
 
 HEADLINE_KEYS = (
+    'logreg_floor_fraction', 'logreg_floor_fraction_float64',
+    'logreg_floor_fraction_before', 'logreg_floor_fraction_float64_before',
+    'logreg_floor_fraction_paper_grid',
+    'logreg_floor_fraction_float64_paper_grid',
     'laq_over_gd_logreg', 'laq_over_gd_mlp', 'laq_over_plain_gd_logreg',
     'laq_over_plain_gd_mlp', 'jax_over_numpy', 'jax_over_numpy_float32',
     'jax_over_numpy_float64', 'sweep_speedup', 'matmul_fraction',
@@ -42,6 +46,35 @@ def print_table(res: dict) -> None:
       f"{'read bandwidth, ' + res['bandwidth']['probe']:<46}"
       f"{_g(res['bandwidth']['rate'], 'B/s'):>16}",
   ]
+  for dtype, r in res['logreg_floor'].items():
+    p = r['per_iter_s']
+    lines += [
+        '',
+        f"[logreg against its floor: {dtype}, N={r['num_samples']}, "
+        f"M={NUM_WORKERS}, features as {r['feature_layout']}]",
+        f"{'  dense matmul FLOP/s (interleaved)':<46}"
+        f"{_g(r['matmul_flops_per_s'], 'FLOP/s'):>16}",
+        f"{'  read bandwidth (interleaved)':<46}"
+        f"{_g(r['read_bytes_per_s'], 'B/s'):>16}",
+        f"{'  floor (' + r['floor_bound'] + ')':<46}{_ms(r['floor_s']):>16}",
+        f"{'  laq per iteration, fast gradient':<46}{_ms(p['laq']):>16}",
+        f"{'  laq per iteration, autodiff (before)':<46}"
+        f"{_ms(p['laq_autodiff']):>16}",
+        f"{'  gradient + step alone, fast':<46}{_ms(p['gradient']):>16}",
+        f"{'  gradient + step alone, autodiff':<46}"
+        f"{_ms(p['gradient_autodiff']):>16}",
+        f"{'  fraction of floor (laq iteration)':<46}"
+        f"{r['floor_fraction']:>16.3f}",
+        f"{'  fraction of floor before':<46}"
+        f"{r['floor_fraction_before']:>16.3f}",
+        f"{'  paper program (4-point grid) per iteration':<46}"
+        f"{_ms(p['paper_grid']):>16}",
+        f"{'  its floor (4 gradients, one pass)':<46}"
+        f"{_ms(r['floor_s_paper_grid']):>16}",
+        f"{'  fraction of floor (paper program)':<46}"
+        f"{r['floor_fraction_paper_grid']:>16.3f}",
+        f"{'  speedup (paired median)':<46}{r['speedup']:>14.2f} x",
+    ]
   for name in ('logreg', 'mlp'):
     r = res['laq_vs_gd'][name]
     p = r['per_iter_s']

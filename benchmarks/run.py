@@ -14,14 +14,21 @@ compared with each other are timed interleaved. Ratios are A's time over B's.
 
 Sections (and the module of benchmarks/ that holds each):
   machine   the dense matmul FLOP/s and read bandwidth this machine reaches
-            (machine.py).
+            (machine.py; the probes are experiments/roofline.py's).
+  floor     logistic regression's LAQ iteration (full MNIST, M = 10) against
+            its floor, max(gradient FLOPs / matmul rate, feature bytes /
+            read bandwidth), float32 and float64: logreg_floor_fraction(_
+            float64), and the same before the fast gradient (autodiff on
+            plain data) (workloads.py).
   laq/gd    laq vs gd through `laq_jax.run_chunk` (the same compiled program:
             gd and laq differ only in the Hyper switches), vs a plain
             gradient-descent scan written here (no rule), the rule step alone,
             and the gradient without the worker axis; FLOP/s and bytes/s
             (workloads.py).
-  numpy     laq-jax vs the NumPy oracle of the tests (tests/reference.py) on
-            full MNIST logistic regression, float32 and float64 (vs_numpy.py).
+  numpy     laq-jax (on the launchers' data layouts) vs the NumPy oracle of
+            the tests (tests/reference.py) on full MNIST logistic
+            regression, float32 and float64 (vs_numpy.py); the data are
+            loaded in each float type, as the launchers load them.
   check     the NumPy oracle vs laq-jax on an MNIST subset, 20 iterations:
             uploads must be equal in float64 (float32 is reported only)
             (vs_numpy.py).
@@ -91,6 +98,16 @@ def main(argv=None) -> int:
   result['matmul'] = machine.bench_probe(probes['matmul'], repeats + 2)
   result['bandwidth'] = machine.bench_probe(probes['bandwidth'], repeats + 2)
 
+  result['logreg_floor'] = {}
+  for dtype in (jnp.float32, jnp.float64):
+    name = jnp.dtype(dtype).name
+    log(f'logistic regression against its floor: {name}')
+    xs, ys = (x, y) if dtype == jnp.float32 else (
+        workloads.load_shards(args.data_dir, 600 if quick else None,
+                              np.float64))
+    result['logreg_floor'][name] = workloads.bench_logreg_floor(
+        xs, ys, dtype, num_steps=10, repeats=repeats)
+
   result['laq_vs_gd'] = {}
   for name, steps in (('logreg', 10), ('mlp', 2)):
     log(f'laq vs gd: {name}')
@@ -100,9 +117,12 @@ def main(argv=None) -> int:
   result['jax_vs_numpy'] = {}
   for dtype in (jnp.float32, jnp.float64):
     log(f'laq-jax vs NumPy: {jnp.dtype(dtype).name}')
+    xs, ys = (x, y) if dtype == jnp.float32 else (
+        workloads.load_shards(args.data_dir, 600 if quick else None,
+                              np.float64))
     result['jax_vs_numpy'][jnp.dtype(dtype).name] = (
-        vs_numpy.bench_jax_vs_numpy(x, y, dtype, jax_steps=5, numpy_steps=2,
-                                    repeats=repeats))
+        vs_numpy.bench_jax_vs_numpy(xs, ys, dtype, jax_steps=5,
+                                    numpy_steps=2, repeats=repeats))
 
   log('self-check')
   # 128 samples per worker (see vs_numpy.self_check).
@@ -122,7 +142,18 @@ def main(argv=None) -> int:
   }
 
   lg, mlp = result['laq_vs_gd']['logreg'], result['laq_vs_gd']['mlp']
+  floor = result['logreg_floor']
   result.update({
+      'logreg_floor_fraction': floor['float32']['floor_fraction'],
+      'logreg_floor_fraction_float64': floor['float64']['floor_fraction'],
+      'logreg_floor_fraction_before': floor['float32'][
+          'floor_fraction_before'],
+      'logreg_floor_fraction_float64_before': floor['float64'][
+          'floor_fraction_before'],
+      'logreg_floor_fraction_paper_grid': floor['float32'][
+          'floor_fraction_paper_grid'],
+      'logreg_floor_fraction_float64_paper_grid': floor['float64'][
+          'floor_fraction_paper_grid'],
       'laq_over_gd_logreg': lg['laq_over_gd'],
       'laq_over_gd_mlp': mlp['laq_over_gd'],
       'laq_over_plain_gd_logreg': lg['laq_over_plain_gd'],

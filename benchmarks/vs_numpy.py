@@ -33,9 +33,13 @@ def oracle_run(x, y, algo: str, num_steps: int, theta0, model='logreg',
 
 def bench_jax_vs_numpy(x, y, dtype, jax_steps: int, numpy_steps: int,
                        repeats: int) -> dict:
-  """laq on logistic regression: laq-jax vs the NumPy oracle, per iteration."""
+  """laq on logistic regression: laq-jax vs the NumPy oracle, per iteration.
+
+  laq-jax runs on the data layouts the launchers give it
+  (`laq_jax.fast_layout`); the oracle on the same features in `dtype`.
+  """
   problem = laq_jax.get_problem('logreg')
-  data = to_data(x, y, dtype)
+  data = to_data(x, y, dtype, layout=True)  # as the launchers run it
   spec = laq_jax.RunSpec(problem, NUM_WORKERS)
   hyper = laq_jax.make_hyper('laq', dtype=dtype)
   state = laq_jax.init_state(spec, hyper, dtype)

@@ -17,7 +17,10 @@ import jax.numpy as jnp
 import numpy as np
 
 import laq_jax
+from experiments import roofline
+from laq_jax import collectives
 from laq_jax import data as data_lib
+from laq_jax import sweep as sweep_lib
 from laq_jax import loop as loop_lib
 from laq_jax import rules
 from benchmarks.timing import aot, aot_run_chunk, memory_bytes, paired_ratio
@@ -26,57 +29,43 @@ from benchmarks.timing import time_interleaved
 NUM_WORKERS = 10
 
 
-def load_shards(data_dir, per_worker: int | None):
-  """Full MNIST (or the first `per_worker` rows of every shard), float32 NumPy."""
-  mnist = data_lib.load_mnist(data_dir)
+def load_shards(data_dir, per_worker: int | None, dtype=np.float32):
+  """Full MNIST (or the first `per_worker` rows of every shard), NumPy
+  `dtype` (pixels divided by 255 in it, as the launchers load them)."""
+  mnist = data_lib.load_mnist(data_dir, dtype=dtype)
   x, y = data_lib.make_shards(mnist['x_train'], mnist['y_train'], NUM_WORKERS)
   if per_worker is not None:
     x, y = x[:, :per_worker], y[:, :per_worker]
   return np.ascontiguousarray(x), np.ascontiguousarray(y)
 
 
-def to_data(x, y, dtype) -> laq_jax.Data:
-  return laq_jax.Data(jnp.asarray(x, dtype), jnp.asarray(y, jnp.int32))
+def to_data(x, y, dtype, layout: bool = False) -> laq_jax.Data:
+  """Data in `dtype`; `layout`: with `laq_jax.fast_layout`'s layouts (MNIST's
+  pixels as exact bfloat16 integers in float32), as the launchers run
+  logistic regression."""
+  data = laq_jax.Data(jnp.asarray(x, dtype), jnp.asarray(y, jnp.int32))
+  if layout:
+    data = laq_jax.fast_layout(data, integer_scale=1 / 255)
+  return data
 
 
-def gradient_flops(problem_name: str, num_samples: int, dim: int = 784,
-                   classes: int = 10, hidden: int = 200) -> int:
-  """Matmul FLOPs of one full gradient (forward + backward) over all samples.
-
-  logreg: logits X W (2NDC), dW = X^T dlogits (2NDC).
-  mlp: X W1 (2NDH), A W2 (2NHC); dW2 = A^T dlogits (2NHC),
-    dA = dlogits W2^T (2NHC), dW1 = X^T dpre (2NDH). (No dX is needed.)
-  Elementwise work (softmax, ReLU, the rule) is O(N(C+H) + MP), not counted.
-  """
-  if problem_name == 'logreg':
-    return 4 * num_samples * dim * classes
-  return 4 * num_samples * dim * hidden + 6 * num_samples * hidden * classes
-
-
-def sum_workers(a_MxP):
-  """sum_m a_m as M vector adds.
-
-  Not jnp.sum(axis=0): on XLA:CPU (jaxlib 0.10.2) that becomes a YNNPACK reduce
-  fusion over the major axis, ~100x slower than M adds for [10, 159010].
-  """
-  return functools.reduce(jnp.add, [a_MxP[m] for m in range(a_MxP.shape[0])])
+gradient_flops = roofline.gradient_flops
 
 
 def plain_gd_chunk(problem, data: laq_jax.Data, theta_P, step_size, l2,
                    num_steps: int):
   """Gradient descent with per-worker gradients and no rule: the floor.
 
-  The same per-worker objective and gradient as laq_jax's loop, summed (fast,
-  see `sum_workers`) and applied; emits the loss as the loop does.
+  The loop's own full-batch gradient (`loop.full_batch`: the fast one when
+  the data carry its layouts), summed as the loop sums and applied; emits
+  the loss as the loop does.
   """
-  unravel = loop_lib.flat_params(problem, 0, theta_P.dtype)[1]
-  objective = lambda th, x, y: loop_lib.worker_objective(problem, unravel, th,
-                                                         x, y, l2)
-  value_and_grad = jax.vmap(jax.value_and_grad(objective), in_axes=(None, 0, 0))
+  value_and_grad = loop_lib.full_batch(problem, data, l2)[0]
 
   def body(theta, _):
-    losses_M, grads_MxP = value_and_grad(theta, data.x_MxNxD, data.y_MxN)
-    return theta - step_size * sum_workers(grads_MxP), jnp.sum(losses_M)
+    losses_M, grads_MxP = value_and_grad(theta)
+    return (theta - step_size * collectives.sum_workers(grads_MxP),
+            jnp.sum(losses_M))
 
   return jax.lax.scan(body, theta_P, None, length=num_steps)
 
@@ -100,7 +89,8 @@ def rule_chunk(grads_MxP, state: rules.RuleState, theta_P, hyper,
   """The rule step alone, on fixed gradients (its cost without the gradient).
 
   Called as `laq_jax.loop` calls it: the step count, every worker's id and
-  every compressor of a default RunSpec (the program laq runs in).
+  the parts of a default RunSpec (every compressor, error feedback and the
+  quantized broadcast compiled in: the program laq runs in).
   """
   num_workers = grads_MxP.shape[0]
   worker_ids_M = jnp.arange(num_workers, dtype=jnp.int32)
@@ -110,7 +100,7 @@ def rule_chunk(grads_MxP, state: rules.RuleState, theta_P, hyper,
     theta, rule_state, stats = rule.step(
         grads_MxP, rule_state, theta, hyper, step_count=step,
         worker_ids_M=worker_ids_M, num_workers=num_workers, axis_name=None,
-        compressor_names=laq_jax.COMPRESSORS)
+        parts=rules.Parts(laq_jax.COMPRESSORS, True, True))
     row = (stats.sent_M, stats.bits_M, stats.innovation_M, stats.threshold_M,
            stats.error_M)
     return (step + 1, theta, rule_state), row
@@ -123,11 +113,13 @@ def bench_laq_vs_gd(problem_name: str, x, y, num_steps: int, repeats: int,
                     probes: dict, dtype=jnp.float32) -> dict:
   """laq vs gd (same program), vs plain GD, the rule alone, no worker axis.
 
-  The machine-limit `probes` ('matmul', 'bandwidth') are timed interleaved
-  with the programs, so the fractions compare runs under the same load.
+  Logistic regression runs on the layouts the launchers give it
+  (`laq_jax.fast_layout`). The machine-limit `probes` ('matmul',
+  'bandwidth') are timed interleaved with the programs, so the fractions
+  compare runs under the same load.
   """
   problem = laq_jax.get_problem(problem_name)
-  data = to_data(x, y, dtype)
+  data = to_data(x, y, dtype, layout=problem_name == 'logreg')
   spec = laq_jax.RunSpec(problem, NUM_WORKERS)
   hypers = {a: laq_jax.make_hyper(a, dtype=dtype) for a in ('laq', 'gd')}
   state = laq_jax.init_state(spec, hypers['laq'], dtype)
@@ -143,11 +135,8 @@ def bench_laq_vs_gd(problem_name: str, x, y, num_steps: int, repeats: int,
                      y_all, state.theta_P, hyper.step_size, hyper.l2, num_steps,
                      static_argnums=(5,))
   # The rule alone, on this problem's real first gradients.
-  grads_MxP = jax.jit(jax.vmap(
-      jax.grad(lambda th, xs, ys: loop_lib.worker_objective(
-          problem, loop_lib.flat_params(problem, 0, dtype)[1], th, xs, ys,
-          hyper.l2)), in_axes=(None, 0, 0)))(state.theta_P, data.x_MxNxD,
-                                             data.y_MxN)
+  grads_MxP = jax.jit(lambda th: loop_lib.full_batch(problem, data, hyper.l2)[0](
+      th)[1])(state.theta_P)
   rule_only, _ = aot(rule_chunk, grads_MxP, state.rule, state.theta_P, hyper,
                      num_steps, static_argnums=(4,))
   times = time_interleaved({
@@ -166,7 +155,8 @@ def bench_laq_vs_gd(problem_name: str, x, y, num_steps: int, repeats: int,
   limits = {k: probes[k].rate(min(times['probe_' + k])) for k in probes}
   num_samples = x.shape[0] * x.shape[1]
   flops = gradient_flops(problem_name, num_samples)
-  x_bytes = data.x_MxNxD.size * data.x_MxNxD.dtype.itemsize
+  read = data.x_MxNxD if data.xq_MxNxD is None else data.xq_MxNxD
+  x_bytes = read.size * read.dtype.itemsize  # what the gradient reads
   return {
       'problem': problem_name,
       'num_params': problem.num_params(),
@@ -189,7 +179,8 @@ def bench_laq_vs_gd(problem_name: str, x, y, num_steps: int, repeats: int,
       'flops_per_s_laq': flops / per_iter['laq'],
       'flops_per_s_plain_gd': flops / per_iter['plain_gd'],
       'flops_per_s_unsharded': flops / per_iter['unsharded_gd'],
-      # The gradient reads X twice (the forward and the dW matmuls).
+      # The gradient reads X twice (the forward and the dW matmuls), as
+      # stored (bfloat16 integers with the layout).
       'x_bytes': x_bytes,
       'bytes_per_s_laq': 2 * x_bytes / per_iter['laq'],
       'matmul_flops_per_s': limits['matmul'],
@@ -199,3 +190,77 @@ def bench_laq_vs_gd(problem_name: str, x, y, num_steps: int, repeats: int,
       'memory': memory_bytes(compiled),
   }
 
+
+
+def bench_logreg_floor(x, y, dtype, num_steps: int, repeats: int) -> dict:
+  """Logistic regression's LAQ iteration against its floor, and before/after.
+
+  The floor of one iteration is max(gradient matmul FLOPs / the dense
+  matmul rate in `dtype`, the features' bytes as stored / the read
+  bandwidth) (`experiments.roofline`), both rates measured interleaved with
+  the programs. Programs: laq through `run_chunk` on the launchers' layouts
+  (`laq_jax.fast_layout`) and on plain data (autodiff of the loss: the
+  code before the fast gradient), and plain gradient descent on each (the
+  gradient without the rule); and the paper's program, gd/qgd/lag/laq as
+  one 4-point grid (4 gradients' FLOPs, one pass over the features).
+  """
+  problem = laq_jax.get_problem('logreg')
+  fast, plain = to_data(x, y, dtype, layout=True), to_data(x, y, dtype)
+  spec = laq_jax.RunSpec(problem, NUM_WORKERS)
+  hyper = laq_jax.make_hyper('laq', dtype=dtype)
+  state = laq_jax.init_state(spec, hyper, dtype)
+  programs, compile_s = {}, {}
+  for name, data in (('laq', fast), ('laq_autodiff', plain)):
+    compiled, compile_s[name] = aot_run_chunk(spec, state, data, hyper,
+                                              num_steps)
+    programs[name] = functools.partial(compiled, state, data, hyper)
+  for name, data in (('gradient', fast), ('gradient_autodiff', plain)):
+    compiled, compile_s[name] = aot(
+        functools.partial(plain_gd_chunk, problem), data, state.theta_P,
+        hyper.step_size, hyper.l2, num_steps, static_argnums=(4,))
+    programs[name] = functools.partial(compiled, data, state.theta_P,
+                                       hyper.step_size, hyper.l2)
+  # The paper's program: gd, qgd, lag and laq as one 4-point grid sharing
+  # every pass over the data (the parts of those four compiled in).
+  paper = ('gd', 'qgd', 'lag', 'laq')
+  grid_spec = laq_jax.RunSpec(problem, NUM_WORKERS,
+                              **sweep_lib.parts_of([{'algo': a}
+                                                    for a in paper]))
+  grid = laq_jax.stack_hypers([laq_jax.make_hyper(a, dtype=dtype)
+                               for a in paper])
+  grid_state = laq_jax.init_state(grid_spec, grid, dtype)
+  compiled, compile_s['paper_grid'] = aot_run_chunk(grid_spec, grid_state,
+                                                    fast, grid, num_steps)
+  programs['paper_grid'] = functools.partial(compiled, grid_state, fast, grid)
+  probes = {'matmul': roofline.matmul_probe(2048, dtype),
+            'bandwidth': roofline.bandwidth_probe(2**28)}
+  times = time_interleaved({**programs, **{'probe_' + k: p.fn
+                                           for k, p in probes.items()}},
+                           repeats)
+  per_iter = {k: min(times[k]) / num_steps for k in programs}
+  rates = {k: probes[k].rate(min(times['probe_' + k])) for k in probes}
+  num_samples = x.shape[0] * x.shape[1]
+  flops = roofline.gradient_flops('logreg', num_samples)
+  stored = fast.x_MxNxD if fast.xq_MxNxD is None else fast.xq_MxNxD
+  read_bytes = stored.size * stored.dtype.itemsize
+  floor = max(flops / rates['matmul'], read_bytes / rates['bandwidth'])
+  floor_grid = max(len(paper) * flops / rates['matmul'],
+                   read_bytes / rates['bandwidth'])
+  return {
+      'dtype': jnp.dtype(dtype).name, 'num_samples': num_samples,
+      'num_steps': num_steps, 'repeats': repeats, 'compile_s': compile_s,
+      'per_iter_s': per_iter, 'all_times_s': times,
+      'gradient_flops': flops, 'feature_bytes': read_bytes,
+      'feature_layout': str(stored.dtype),
+      'matmul_flops_per_s': rates['matmul'],
+      'read_bytes_per_s': rates['bandwidth'],
+      'floor_s': floor,
+      'floor_bound': ('matmul' if flops / rates['matmul']
+                      >= read_bytes / rates['bandwidth'] else 'bandwidth'),
+      'floor_fraction': floor / per_iter['laq'],
+      'floor_fraction_gradient': floor / per_iter['gradient'],
+      'floor_fraction_before': floor / per_iter['laq_autodiff'],
+      'floor_s_paper_grid': floor_grid,
+      'floor_fraction_paper_grid': floor_grid / per_iter['paper_grid'],
+      'speedup': paired_ratio(times, 'laq_autodiff', 'laq')['median'],
+  }

@@ -10,6 +10,7 @@ points); one point of the sweep reproduces `experiments.train` on
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import pathlib
 import time
@@ -147,7 +148,9 @@ def sweep_and_evaluate(config, workdir: str | os.PathLike, *,
   progress.restart_clock()
   try:
     result = sweep_lib.run_sweep(
-        built.spec, built.data, points, config.num_iters,
+        dataclasses.replace(built.spec,
+                            grid_axis=config_lib.grid_axis(config)),
+        built.data, points, config.num_iters,
         batch_size=config.sweep_batch_size or None,
         chunk_size=config.eval_every, callback=on_chunk,
         run_chunk_fn=built.run_chunk_fn, checkpointer=ckpt,

@@ -27,6 +27,9 @@ from laq_jax.hyper import Hyper
 from laq_jax.problems import Problem
 
 
+GRID_AXES = ('map', 'vmap')
+
+
 @dataclasses.dataclass(frozen=True)
 class RunSpec:
   """The static part of a run: what changes the compiled program.
@@ -46,6 +49,13 @@ class RunSpec:
       then the workers' gradients are taken at the broadcast parameters and
       the loss, at the server's, costs one more forward pass.
     rule: the communication rule the loop runs (`rules.Rule`).
+    grid_axis: how a grid Hyper runs: 'map' (default) runs the points one
+      after another inside the one program, each with the single run's
+      arithmetic, so a point equals its run alone bit for bit and computes
+      only the parts its own data choose; 'vmap' batches the points (wider
+      matrix products, the faster choice on an accelerator), where a point
+      agrees with its run alone to rounding only (the products' summation
+      order changes with their width).
   """
   problem: Problem
   num_workers: int
@@ -56,6 +66,7 @@ class RunSpec:
   error_feedback: bool = True
   downlink: bool = True
   rule: rules.Rule = rules.LAQ
+  grid_axis: str = 'map'
 
   @property
   def parts(self) -> rules.Parts:
@@ -72,6 +83,9 @@ class RunSpec:
     if self.stochastic and self.batch_size < 1:
       raise ValueError(f'batch_size={self.batch_size} is not allowed: it must '
                        'be an integer >= 1')
+    if self.grid_axis not in GRID_AXES:
+      raise ValueError(f'grid_axis={self.grid_axis!r} is not allowed; '
+                       f'allowed: {", ".join(GRID_AXES)}')
     object.__setattr__(self, 'compressors',
                        compressors.check_names(self.compressors))
 
@@ -203,6 +217,38 @@ def worker_objective(problem: Problem, unravel: Callable, theta_P, x_NxD, y_N,
           + 0.5 * l2 * jnp.sum(jnp.square(theta_P)))
 
 
+def full_batch(problem: Problem, data: Data, l2) -> tuple[Callable,
+                                                          Callable]:
+  """Every worker's objective on its whole shard, and its gradient.
+
+  Returns:
+    (value_and_grad, values): theta_P -> (f_M, grads_MxP) and theta_P ->
+    f_M. The problem's `workers_value_and_grad` when the data carry
+    `fast_layout`'s layouts, else autodiff of `worker_objective` vmapped
+    over the workers.
+  """
+  dtype = data.x_MxNxD.dtype
+  unravel = _unravel(problem, dtype)
+  objective = lambda th, x, y: worker_objective(problem, unravel, th, x, y,
+                                                l2)
+  fast = problem.workers_value_and_grad is not None and data.has_fast_layout
+  ravel = lambda tree: ravel_pytree(tree)[0]
+
+  def value_and_grad(theta_P):
+    if fast:
+      return problem.workers_value_and_grad(theta_P, data, l2, unravel, ravel)
+    return jax.vmap(jax.value_and_grad(objective), in_axes=(None, 0, 0))(
+        theta_P, data.x_MxNxD, data.y_MxN)
+
+  def values(theta_P):
+    if fast and problem.workers_value is not None:
+      return problem.workers_value(theta_P, data, l2, unravel)
+    return jax.vmap(objective, in_axes=(None, 0, 0))(theta_P, data.x_MxNxD,
+                                                     data.y_MxN)
+
+  return value_and_grad, values
+
+
 def init_state(spec: RunSpec, hyper: Hyper, dtype=jnp.float32,
                num_local_workers: int | None = None) -> LoopState:
   """Iteration 0: theta^0 from the problem's init under hyper.seed, zero memory.
@@ -251,20 +297,7 @@ def make_step(spec: RunSpec, data: Data, hyper: Hyper, *,
                                                 hyper.l2)
   value_and_grad = jax.vmap(jax.value_and_grad(objective),
                             in_axes=(None, 0, 0))
-  values = jax.vmap(objective, in_axes=(None, 0, 0))
-  fast = problem.workers_value_and_grad is not None and data.has_fast_layout
-  ravel = lambda tree: ravel_pytree(tree)[0]
-
-  def full_value_and_grad(theta_P):
-    if fast:
-      return problem.workers_value_and_grad(theta_P, data, hyper.l2, unravel,
-                                            ravel)
-    return value_and_grad(theta_P, data.x_MxNxD, data.y_MxN)
-
-  def full_values(theta_P):
-    if fast and problem.workers_value is not None:
-      return problem.workers_value(theta_P, data, hyper.l2, unravel)
-    return values(theta_P, data.x_MxNxD, data.y_MxN)
+  full_value_and_grad, full_values = full_batch(problem, data, hyper.l2)
 
   def minibatch(step, worker, x_NxD, y_N):
     key = randomness.batch_key(hyper.seed, step, worker)
@@ -328,8 +361,10 @@ def scan_chunk(spec: RunSpec, state: LoopState, data: Data, hyper: Hyper,
                      axis_name=axis_name)
     return jax.lax.scan(body, state, None, length=num_steps)
 
-  if jnp.ndim(hyper.step_size) == 1:  # a grid: vmap the scan, share the data
-    return jax.vmap(chunk)(state, hyper)
+  if jnp.ndim(hyper.step_size) == 1:  # a grid; the data are shared
+    if spec.grid_axis == 'vmap':
+      return jax.vmap(chunk)(state, hyper)
+    return jax.lax.map(lambda point: chunk(*point), (state, hyper))
   return chunk(state, hyper)
 
 

@@ -135,12 +135,15 @@ def _logreg_logits(theta_params, data):
 
 def _logreg_terms(logits_MxNxC, y_MxN):
   """(mean cross-entropy per worker [M], softmax - one-hot [M, N, C])."""
-  lse = jax.nn.logsumexp(logits_MxNxC, axis=-1)
-  picked = jnp.take_along_axis(logits_MxNxC, y_MxN[..., None], axis=-1)[..., 0]
+  # A one-hot product, not a gather: XLA:CPU's gathers are slow.
   onehot = jax.nn.one_hot(y_MxN, logits_MxNxC.shape[-1],
                           dtype=logits_MxNxC.dtype)
-  return (jnp.mean(lse - picked, axis=-1),
-          jnp.exp(logits_MxNxC - lse[..., None]) - onehot)
+  top = jnp.max(logits_MxNxC, axis=-1, keepdims=True)
+  shifted = logits_MxNxC - jax.lax.stop_gradient(top)
+  exp = jnp.exp(shifted)
+  total = jnp.sum(exp, axis=-1, keepdims=True)
+  loss_MxN = jnp.log(total[..., 0]) - jnp.sum(shifted * onehot, axis=-1)
+  return jnp.mean(loss_MxN, axis=-1), exp / total - onehot
 
 
 def _logreg_value(theta_P, data, l2, unravel):

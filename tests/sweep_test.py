@@ -200,7 +200,6 @@ SHARDED_SCRIPT = textwrap.dedent("""
     import laq_jax as lj
     from laq_jax import sharding, sweep
     from tests import common
-from tests import reference
     x, y = common.mnist_shards(4, 40, dtype=np.float64)
     data = lj.Data(jnp.asarray(x), jnp.asarray(y))
     spec = lj.RunSpec(lj.get_problem('logreg'), 4)

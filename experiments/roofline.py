@@ -1,0 +1,159 @@
+"""The machine's limits, and how fast an experiment's iterations could run.
+
+    rates = measure()                       # matmul FLOP/s, read bytes/s
+    floor = floor_seconds(cost(...), rates, 'float64')
+
+A run's floor per iteration is max(matmul FLOPs / the dense-matmul rate,
+bytes that must be read / the read bandwidth): the gradient's (and, for
+minibatch runs, the full loss's) matrix products at the rate a large dense
+`jnp.matmul` reaches on this machine, or one pass over the training
+features at the rate a large `jnp.sum` reads memory, whichever is longer.
+Both rates are measured in the same process, just before they are used
+(benchmarks/run.py, experiments.reproduce). Elementwise work (softmax, ReLU,
+the communication rule, O(M P) per point) is not in the floor: it is part of
+what the report calls the rest.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+
+class Probe(NamedTuple):
+  """A machine-limit probe: a compiled call and the work (FLOPs or bytes)
+  one call does."""
+  name: str
+  fn: Any
+  work: float
+  unit: str
+
+  def rate(self, seconds: float) -> float:
+    return self.work / seconds
+
+
+def _compiled(fn, *args):
+  return jax.jit(fn).lower(*args).compile()
+
+
+def matmul_probe(n: int = 2048, dtype=jnp.float32) -> Probe:
+  """Dense n x n matmul: the practical compute limit (FLOP/s)."""
+  key_a, key_b = jax.random.split(jax.random.key(0))
+  a = jax.random.normal(key_a, (n, n), dtype)
+  b = jax.random.normal(key_b, (n, n), dtype)
+  compiled = _compiled(jnp.matmul, a, b)
+  return Probe(f'matmul {jnp.dtype(dtype).name} {n}^2',
+               lambda: compiled(a, b), 2 * n**3, 'FLOP/s')
+
+
+def bandwidth_probe(num_bytes: int = 2**28) -> Probe:
+  """Read bandwidth (bytes/s): a float32 sum over an array beyond the
+  caches."""
+  x = jnp.ones((num_bytes // 4,), jnp.float32)
+  compiled = _compiled(jnp.sum, x)
+  return Probe(f'sum of {num_bytes / 2**20:.0f} MiB', lambda: compiled(x),
+               num_bytes, 'B/s')
+
+
+def best_seconds(fn, repeats: int) -> float:
+  """The least time of `repeats` calls after a warm-up (the least disturbed
+  on a shared machine)."""
+  jax.block_until_ready(fn())
+  best = float('inf')
+  for _ in range(repeats):
+    start = time.perf_counter()
+    jax.block_until_ready(fn())
+    best = min(best, time.perf_counter() - start)
+  return best
+
+
+def measure(repeats: int = 5, matmul_n: int = 2048,
+            read_bytes: int = 2**28) -> dict[str, Any]:
+  """The dense-matmul rate per float type and the read bandwidth.
+
+  Returns:
+    {'matmul_flops_per_s': {'float32': r, 'float64': r (when float64 is
+    on)}, 'read_bytes_per_s': bw, 'probes': the probes' names}.
+  """
+  dtypes = ['float32'] + (['float64'] if jax.config.jax_enable_x64 else [])
+  matmul = {d: matmul_probe(matmul_n, jnp.dtype(d)) for d in dtypes}
+  read = bandwidth_probe(read_bytes)
+  return {
+      'matmul_flops_per_s': {d: p.rate(best_seconds(p.fn, repeats))
+                             for d, p in matmul.items()},
+      'read_bytes_per_s': read.rate(best_seconds(read.fn, repeats)),
+      'probes': [p.name for p in matmul.values()] + [read.name],
+  }
+
+
+class Cost(NamedTuple):
+  """What one iteration of a program must do: matmul FLOPs, bytes read."""
+  flops: float
+  bytes: float
+
+
+def gradient_flops(model: str, num_samples: int, dim: int = 784,
+                   classes: int = 10, hidden: int = 200) -> float:
+  """Matmul FLOPs of one gradient (forward + backward) over the samples.
+
+  logreg: logits X W (2NDC), dW = X^T dlogits (2NDC). mlp: X W1 (2NDH),
+  A W2 (2NHC); dW2 = A^T dlogits (2NHC), dA = dlogits W2^T (2NHC),
+  dW1 = X^T dpre (2NDH); no dX.
+  """
+  if model == 'logreg':
+    return 4 * num_samples * dim * classes
+  return 4 * num_samples * dim * hidden + 6 * num_samples * hidden * classes
+
+
+def loss_flops(model: str, num_samples: int, dim: int = 784,
+               classes: int = 10, hidden: int = 200) -> float:
+  """Matmul FLOPs of the loss alone (the forward pass)."""
+  if model == 'logreg':
+    return 2 * num_samples * dim * classes
+  return 2 * num_samples * dim * hidden + 2 * num_samples * hidden * classes
+
+
+def cost(model: str, num_samples: int, num_points: int, *,
+         stochastic: bool = False, batch_samples: int = 0,
+         feature_bytes: float = 4, dim: int = 784, classes: int = 10,
+         hidden: int = 200) -> Cost:
+  """One iteration of a program of `num_points` grid points.
+
+  Args:
+    model: 'logreg' or 'mlp'.
+    num_samples: training samples over all workers (N M).
+    num_points: G, the points sharing the program (and one pass over the
+      data).
+    stochastic: minibatch gradients; the loss f(theta^k) on every sample is
+      still computed every iteration (the trace's loss).
+    batch_samples: minibatch samples over all workers (M times the batch).
+    feature_bytes: bytes per feature as the run stores them (8 float64, 4
+      float32, 2 for MNIST's pixels as bfloat16 integers).
+  """
+  if stochastic:
+    flops = num_points * (gradient_flops(model, batch_samples, dim, classes,
+                                         hidden)
+                          + loss_flops(model, num_samples, dim, classes,
+                                       hidden))
+  else:
+    flops = num_points * gradient_flops(model, num_samples, dim, classes,
+                                        hidden)
+  return Cost(float(flops), float(num_samples * dim * feature_bytes))
+
+
+def floor_seconds(c: Cost, rates: dict[str, Any], precision: str) -> float:
+  """max(FLOPs / matmul rate, bytes / read bandwidth) for one iteration."""
+  return max(c.flops / rates['matmul_flops_per_s'][precision],
+             c.bytes / rates['read_bytes_per_s'])
+
+
+def feature_bytes(model: str, precision: str, integer_features: bool) -> int:
+  """Bytes per feature as a run stores what its gradient reads: MNIST's
+  pixels as bfloat16 integers for float32 logistic regression
+  (`laq_jax.fast_layout`), else the run's float type."""
+  if precision == 'float64':
+    return 8
+  return 2 if model == 'logreg' and integer_features else 4
