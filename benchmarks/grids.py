@@ -31,8 +31,10 @@ def grid_point(index: int, dtype) -> laq_jax.Hyper:
 
 
 def bench_sweep(problem_name: str, x, y, grid_sizes, num_steps: int,
-                repeats: int, dtype=jnp.float32) -> dict:
-  """A vmapped G-point sweep vs G separate runs of the one-point program.
+                repeats: int, dtype=jnp.float32, grid_axis: str = 'map'
+                ) -> dict:
+  """A G-point sweep (its points mapped or vmapped, `RunSpec.grid_axis`) vs
+  G separate runs of the one-point program.
 
   Both as the sweep launcher runs them: the RunSpec compiles in laq's parts
   alone (`laq_jax.sweep.parts_of`; a vmapped grid evaluates every compiled
@@ -41,7 +43,7 @@ def bench_sweep(problem_name: str, x, y, grid_sizes, num_steps: int,
   """
   problem = laq_jax.get_problem(problem_name)
   data = to_data(x, y, dtype, layout=problem_name == 'logreg')
-  spec = laq_jax.RunSpec(problem, NUM_WORKERS,
+  spec = laq_jax.RunSpec(problem, NUM_WORKERS, grid_axis=grid_axis,
                          **sweep_lib.parts_of([{'algo': 'laq'}]))
   max_g = max(grid_sizes)
   points = [grid_point(i, dtype) for i in range(max_g)]
@@ -91,7 +93,8 @@ def bench_sweep(problem_name: str, x, y, grid_sizes, num_steps: int,
         'compile_s': compile_s, 'memory': memory_bytes(compiled),
         'maxrss_bytes_after_warmup': rss,
     })
-  return {'problem': problem_name, 'num_steps': num_steps, 'repeats': repeats,
+  return {'problem': problem_name, 'grid_axis': grid_axis,
+          'num_steps': num_steps, 'repeats': repeats,
           'single_compile_s': single_compile_s,
           'single_per_iter_s': float(np.median(per_run)) / num_steps,
           'rows': rows}

@@ -13,7 +13,7 @@ HEADLINE_KEYS = (
     'logreg_floor_fraction_float64_paper_grid',
     'laq_over_gd_logreg', 'laq_over_gd_mlp', 'laq_over_plain_gd_logreg',
     'laq_over_plain_gd_mlp', 'jax_over_numpy', 'jax_over_numpy_float32',
-    'jax_over_numpy_float64', 'sweep_speedup', 'matmul_fraction',
+    'jax_over_numpy_float64', 'sweep_speedup', 'sweep_speedup_vmap', 'matmul_fraction',
     'matmul_fraction_logreg', 'bandwidth_fraction_logreg', 'self_check_ok')
 
 
@@ -117,18 +117,23 @@ def print_table(res: dict) -> None:
         f"{_ms(r['numpy_per_iter_s']):>16}",
         f"{'  ' + dtype + ' laq-jax / NumPy':<46}{r['jax_over_numpy']:>14.3f} x",
     ]
-  s = res['sweep']
-  lines += ['', f"[sweep: {s['problem']} laq, T={s['num_steps']}, one-point "
-                f"program {_ms(s['single_per_iter_s']).strip()}/iter]",
-            f"{'  G':<6}{'sweep':>12}{'separate':>12}{'speedup':>10}"
-            f"{'vs G=1':>8}{'ms/pt/it':>10}{'compile':>9}{'XLA MiB':>9}"]
-  for r in s['rows']:
-    mem = r['memory'].get('total')
-    lines.append(
-        f"  {r['G']:<4}{r['sweep_s']:>11.3f}s{r['separate_s']:>11.3f}s"
-        f"{r['sweep_speedup']:>9.2f}x{r['sweep_over_G1']:>7.2f}x"
-        f"{r['sweep_per_point_iter_s'] * 1e3:>10.2f}{r['compile_s']:>8.1f}s"
-        f"{(mem or 0) / 2**20:>9.1f}")
+  for key in ('sweep', 'sweep_vmap'):
+    if key not in res:
+      continue
+    s = res[key]
+    lines += ['', f"[sweep: {s['problem']} laq, points "
+                  f"{s.get('grid_axis', 'vmap')}ped, T={s['num_steps']}, "
+                  f"one-point program "
+                  f"{_ms(s['single_per_iter_s']).strip()}/iter]",
+              f"{'  G':<6}{'sweep':>12}{'separate':>12}{'speedup':>10}"
+              f"{'vs G=1':>8}{'ms/pt/it':>10}{'compile':>9}{'XLA MiB':>9}"]
+    for r in s['rows']:
+      mem = r['memory'].get('total')
+      lines.append(
+          f"  {r['G']:<4}{r['sweep_s']:>11.3f}s{r['separate_s']:>11.3f}s"
+          f"{r['sweep_speedup']:>9.2f}x{r['sweep_over_G1']:>7.2f}x"
+          f"{r['sweep_per_point_iter_s'] * 1e3:>10.2f}"
+          f"{r['compile_s']:>8.1f}s{(mem or 0) / 2**20:>9.1f}")
   for name, r in res['largest_grid'].items():
     lines.append(f"{'  largest G that fits, ' + name:<46}"
                  f"{str(r.get('largest_G')):>16}")

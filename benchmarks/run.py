@@ -133,10 +133,14 @@ def main(argv=None) -> int:
   grid_sizes = (1, 4, 16) if quick else (1, 4, 16, 64)
   result['sweep'] = grids.bench_sweep('logreg', x, y, grid_sizes, num_steps=3,
                                       repeats=2 if quick else 3)
+  result['sweep_vmap'] = grids.bench_sweep('logreg', x, y, grid_sizes,
+                                           num_steps=3,
+                                           repeats=2 if quick else 3,
+                                           grid_axis='vmap')
   log('largest grid')
   result['largest_grid'] = {
       'logreg': grids.largest_grid('logreg', x.shape, None, 3,
-                                   rows=result['sweep']['rows']),
+                                   rows=result['sweep_vmap']['rows']),
       'mlp': grids.largest_grid('mlp', x_full.shape,
                                 (2, 4) if quick else (4, 16), 3),
   }
@@ -166,6 +170,9 @@ def main(argv=None) -> int:
       'sweep_speedup': result['sweep']['rows'][-1]['sweep_speedup'],
       'sweep_speedup_by_G': {r['G']: r['sweep_speedup']
                              for r in result['sweep']['rows']},
+      'sweep_speedup_vmap': result['sweep_vmap']['rows'][-1]['sweep_speedup'],
+      'sweep_speedup_vmap_by_G': {r['G']: r['sweep_speedup']
+                                  for r in result['sweep_vmap']['rows']},
       # The MLP gradient is matmul-bound; logreg (C = 10 columns) is not.
       'matmul_fraction': mlp['matmul_fraction'],
       'matmul_fraction_logreg': lg['matmul_fraction'],

@@ -16,8 +16,10 @@ from typing import Any, Sequence
 
 from configs import paper
 from experiments import claims as claims_lib
+from experiments import config as config_lib
 from experiments import outputs
 from experiments import paper_results as results_lib
+from experiments import roofline
 from experiments.markdown import columns_table, fmt, table
 from laq_jax import plotting
 
@@ -201,33 +203,97 @@ def experiment_section(experiment: paper.Experiment, result: dict[str, Any],
   return lines
 
 
+def floor_seconds(result: dict[str, Any], rates: dict[str, Any]) -> float:
+  """What the machine's measured limits allow for an experiment's
+  iterations (`experiments.roofline`): every grid point's matrix products
+  at the dense-matmul rate, or one pass over the training features per
+  iteration at the read bandwidth, whichever is longer."""
+  config, sweep = result['config'], result['sweep']
+  num_train = sweep.get('num_train') or config.get('train_subset') or (
+      config_lib.MNIST_TRAIN_SIZE)
+  stochastic = config['algo'] in paper.STOCHASTIC or bool(
+      set(config['sweep'].get('algo', ())) & set(paper.STOCHASTIC))
+  precision = config['precision']
+  cost = roofline.cost(
+      config['model'], num_train, sweep['num_points'], stochastic=stochastic,
+      batch_samples=config['batch_size'] * config['num_workers'],
+      feature_bytes=roofline.feature_bytes(config['model'], precision,
+                                           config['dataset'] == 'mnist'),
+      hidden=config['hidden'])
+  return sweep['num_iters'] * roofline.floor_seconds(cost, rates, precision)
+
+
 def timing_section(selected: Sequence[paper.Experiment],
                    results: dict[str, Any]) -> list[str]:
-  """Where and how long each experiment ran."""
-  rows, total, machines = [], 0.0, []
+  """Where and how long each experiment ran, against what the machine's
+  measured limits allow."""
+  measured = [r['info']['roofline'] for r in results.values()
+              if r is not None and 'roofline' in r['info']]
+  rows, machines = [], []
+  total = {'wall': 0.0, 'program': 0.0, 'floor': 0.0}
+  borrowed = []
   for e in selected:
     result = results[e.name]
     if result is None:
-      rows.append([e.name, 'missing', '', '', ''])
+      rows.append([e.name, 'missing', '', '', '', '', ''])
       continue
     info = result['info']
-    total += info['wall_time_s']
+    rates = info.get('roofline') or (measured[0] if measured else None)
+    if 'roofline' not in info and rates is not None:
+      borrowed.append(e.name)
+    floor = floor_seconds(result, rates) if rates else None
+    total['wall'] += info['wall_time_s']
+    total['program'] += result['sweep']['run_time_s']
+    total['floor'] += floor or 0.0
     load = info['hardware'].get('load_average_at_start')
     rows.append([e.name, fmt(info['wall_time_s'], '.0f'),
                  fmt(result['sweep']['run_time_s'], '.0f'),
+                 fmt(floor, '.0f'),
+                 fmt(info['wall_time_s'] / floor if floor else None, '.2f'),
                  info['started_utc'], fmt(load[0] if load else None, '.1f')])
     if _hardware_line(info) not in machines:
       machines.append(_hardware_line(info))
+  if total['floor']:
+    rows.append(['**total**', fmt(total['wall'], '.0f'),
+                 fmt(total['program'], '.0f'), fmt(total['floor'], '.0f'),
+                 fmt(total['wall'] / total['floor'], '.2f'), '', ''])
   lines = ['## Hardware and wall time', '', table(
       ['experiment', 'wall time (s)', 'in the compiled program (s)',
-       'started (UTC)', 'load average at start'], rows, 'lrrlr')]
-  lines += ['', f'Total: {total:.0f} s. The wall time includes loading '
-            'MNIST, compiling, f* (cached after its first solve) and the '
-            'test accuracy; the algorithms of an experiment share one program, '
-            'so their times are not separable. The machine may have been '
-            'shared (see the load average).', '']
+       'floor (s)', 'wall / floor', 'started (UTC)', 'load average at start'],
+      rows, 'lrrrrlr')]
+  lines += ['', f'Total: {total["wall"]:.0f} s. The wall time includes '
+            'loading MNIST, compiling, f* (cached after its first solve) and '
+            'the test accuracy; the algorithms of an experiment share one '
+            'program, so their times are not separable. The machine may have '
+            'been shared (see the load average).', '']
+  if measured:
+    rate = measured[0]
+    lines += [
+        'The floor is what this machine\'s limits allow for the '
+        'experiment\'s iterations: per iteration, every algorithm\'s '
+        'gradient matrix products (and in the minibatch experiments the '
+        'loss on all training images, which the trace records every '
+        'iteration) at the dense-matmul rate, or one pass over the training '
+        'features at the read bandwidth, whichever is longer, both measured '
+        'on the machine at the start of the experiment '
+        f'(`experiments/roofline.py`; here {fmt_rate(rate)}). Not in the '
+        'floor: compiling, loading, f*, the test accuracy, the elementwise '
+        'work (softmax, ReLU, the quantizer and the trigger, O(M p) per '
+        'algorithm and iteration) and, in the minibatch experiments, '
+        'drawing the minibatches.'
+        + (f' {", ".join(borrowed)} ran before the report measured its own '
+           'limits: its floor uses those measured for the other '
+           'experiments on the same machine.' if borrowed else ''), '']
   lines += [f'Hardware: {m}.' for m in machines] + ['']
   return lines
+
+
+def fmt_rate(rates: dict[str, Any]) -> str:
+  """'matmul 201 GFLOP/s (float32), 90 (float64); read 12.3 GB/s'."""
+  flops = rates['matmul_flops_per_s']
+  parts = [f'{flops[d] / 1e9:.0f} GFLOP/s in {d}' for d in flops]
+  return (f'dense matmul {", ".join(parts)}; read bandwidth '
+          f'{rates["read_bytes_per_s"] / 1e9:.1f} GB/s')
 
 
 def crosscheck_section(experiment: paper.Experiment, result: dict[str, Any],
@@ -240,12 +306,14 @@ def crosscheck_section(experiment: paper.Experiment, result: dict[str, Any],
                     f'`{results_lib.CROSSCHECK}/` (run without '
                     '--report_only).', '']
   row = result['rows'][experiment.lazy]
-  lines += ['The row above comes from the grid program (vmapped over the '
-            'algorithms). The same run alone, and with its workers split '
-            'over devices, orders its floating-point sums differently; the '
-            'quantizer treats innovations within κR of zero as zero (κ = '
-            '1e-9 in float64), so rounding noise cannot flip a code, and the '
-            'upload decisions must agree at every step:', '']
+  lines += ['The row above comes from the grid program (the four '
+            'algorithms one after another inside one compiled program, '
+            '`grid_axis=\'map\'`). The same run alone compiles only its own '
+            'parts, and with its workers split over devices it sums their '
+            'messages across devices; the quantizer treats innovations '
+            'within κR of zero as zero (κ = 1e-9 in float64), so rounding '
+            'noise cannot flip a code. The upload decisions must agree at '
+            'every step:', '']
   rows = [['grid program (the table)', fmt(row['total_uploads']),
            fmt(row['final_loss'], 'full'), fmt(None), fmt(None)]]
   for check in checks:

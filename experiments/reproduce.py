@@ -55,6 +55,7 @@ from experiments import outputs
 from experiments import paper_results as results_lib
 from experiments import progress as progress_lib
 from experiments import report as report_lib
+from experiments import roofline
 from experiments import train
 
 FLAGS = flags.FLAGS
@@ -111,7 +112,10 @@ def run_experiment(experiment: paper.Experiment, workdir: pathlib.Path,
   out = workdir / experiment.name
   info = {'experiment': experiment.name, 'quick': quick,
           'started_utc': time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime()),
-          'hardware': hardware()}
+          'hardware': hardware(),
+          # the machine's matmul rate and read bandwidth, measured now, for
+          # the report's floor on this experiment's wall time
+          'roofline': roofline.measure()}
   start = time.perf_counter()
   config = paper.sweep_config(experiment)
   try:

@@ -323,7 +323,7 @@ def make_step(spec: RunSpec, data: Data, hyper: Hyper, *,
       xb, yb = jax.vmap(minibatch, in_axes=(None, 0, 0, 0))(
           state.step, worker_ids_M, data.x_MxNxD, data.y_MxN)
       _, grads_MxP = value_and_grad(at_P, xb, yb)
-      loss = total(jnp.sum(full_values(theta_P)))
+      loss = total(collectives.sum_workers(full_values(theta_P)))
     else:
       losses_M, grads_MxP = full_value_and_grad(at_P)
       if spec.downlink:  # the loss at the server's theta, not the broadcast
@@ -333,7 +333,9 @@ def make_step(spec: RunSpec, data: Data, hyper: Hyper, *,
             hyper.downlink_bits > 0,
             lambda: full_values(theta_P),
             lambda: losses_M)
-      loss = total(jnp.sum(losses_M))
+      # Added left to right (not a reduce, whose order XLA picks per
+      # fusion), so a program with other parts compiled in sums alike.
+      loss = total(collectives.sum_workers(losses_M))
     grad_norm_sq = jnp.sum(jnp.square(collectives.sum_workers(grads_MxP,
                                                               axis_name)))
     theta_P, rule_state, stats = spec.rule.step(

@@ -380,6 +380,22 @@ class SweepConfigTest(absltest.TestCase):
     self.assertEqual((run.bits, run.xi, run.num_iters), (3, 0.8, 30))
     config_lib.validate_config(run)
 
+  def test_grid_axis(self):
+    config = self.sweep({'bits': [2, 3]})
+    self.assertEqual(config_lib.grid_axis(config), 'map')  # the default
+    config.sweep_grid_axis = 'vmap'
+    self.assertEqual(config_lib.grid_axis(config), 'vmap')
+    self.assertLen(config_lib.points_from_config(config), 2)
+    self.assertNotIn('sweep_grid_axis',
+                     config_lib.point_config(config, {
+                         **config_lib.points_from_config(config)[0]}))
+    config.sweep_grid_axis = 'pmap'
+    with self.assertRaisesRegex(
+        config_lib.ConfigError,
+        "config.sweep_grid_axis='pmap' is not allowed: it must be 'map' or "
+        "'vmap'"):
+      config_lib.points_from_config(config)
+
   def test_errors(self):
     config = tiny_config()
     with self.assertRaisesRegex(config_lib.ConfigError,

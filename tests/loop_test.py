@@ -1,8 +1,9 @@
 """laq_jax.loop: one compiled scan, chunks, grids, and real MNIST.
 
 One program per (spec, chunk length, shapes) whatever the hyperparameters;
-chunked runs equal one scan; a grid point equals its run alone (also over
-600 steps, with quantizer ties in the data); and on real MNIST laq skips
+chunked runs equal one scan; a grid point equals its run alone bit for bit
+(also over 600 steps, with quantizer ties in the data), and a vmapped grid
+to rounding; and on real MNIST laq skips
 most uploads while converging like gd.
 """
 
@@ -12,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import laq_jax as lj
+from laq_jax import sweep
 from tests import common
 
 M, N = common.SMALL_M, common.SMALL_N
@@ -62,10 +64,11 @@ class LoopTest(parameterized.TestCase):
       np.testing.assert_allclose(grid_trace.loss[g], t.loss, rtol=1e-12)
 
   def test_grid_point_equals_single_run_over_a_long_run(self):
-    # The grid program (vmapped over algorithms) and the single run order
-    # their sums differently; with the quantizer's tie rule the upload
-    # decisions still agree at every one of 600 steps, on shards whose bias
-    # gradients are exact ties at theta^0 (4 images of a digit out of 40).
+    # The grid program maps its points (grid_axis='map'), so the laq point
+    # computes exactly what the run alone does, though the run alone
+    # compiles only its own parts: the whole trace is equal bit for bit over
+    # 600 steps, on shards whose bias gradients are exact ties at theta^0
+    # (4 images of a digit out of 40).
     x, y = common.mnist_shards(M, N)
     data = lj.Data(jnp.asarray(x), jnp.asarray(y))
     spec = lj.RunSpec(lj.get_problem('logreg'), M)
@@ -73,10 +76,32 @@ class LoopTest(parameterized.TestCase):
     grid = lj.stack_hypers([lj.make_hyper(a, dtype=jnp.float64)
                             for a in ('gd', 'qgd', 'lag')] + [laq])
     _, grid_trace = lj.run(spec, data, grid, 600)
-    _, alone = lj.run(spec, data, laq, 600)
+    own = lj.RunSpec(lj.get_problem('logreg'), M,
+                     **sweep.parts_of([{'algo': 'laq'}]))
+    self.assertNotEqual(own.compressors, spec.compressors)
+    _, alone = lj.run(own, data, laq, 600)
     self.assertLess(alone.sent_M.sum(), alone.sent_M.size / 2)  # lazy
-    np.testing.assert_array_equal(grid_trace.sent_M[3], alone.sent_M)
-    np.testing.assert_allclose(grid_trace.loss[3], alone.loss, rtol=1e-12)
+    for field in alone._fields:
+      np.testing.assert_array_equal(getattr(grid_trace, field)[3],
+                                    getattr(alone, field), err_msg=field)
+
+  def test_vmapped_grid_agrees_to_rounding(self):
+    # grid_axis='vmap' batches the points into wider products: the same
+    # run up to rounding (uploads equal over this short run).
+    x, y = common.mnist_shards(M, N)
+    data = lj.Data(jnp.asarray(x), jnp.asarray(y))
+    points = [lj.make_hyper(a, dtype=jnp.float64) for a in ('gd', 'laq')]
+    _, mapped = lj.run(lj.RunSpec(lj.get_problem('logreg'), M), data,
+                       lj.stack_hypers(points), 40)
+    _, vmapped = lj.run(lj.RunSpec(lj.get_problem('logreg'), M,
+                                   grid_axis='vmap'), data,
+                        lj.stack_hypers(points), 40)
+    np.testing.assert_array_equal(vmapped.sent_M, mapped.sent_M)
+    np.testing.assert_allclose(vmapped.loss, mapped.loss, rtol=1e-12)
+
+  def test_unknown_grid_axis_is_named(self):
+    with self.assertRaisesRegex(ValueError, "grid_axis='pmap'.*map, vmap"):
+      lj.RunSpec(lj.get_problem('logreg'), M, grid_axis='pmap')
 
   def test_seed_changes_minibatches_only_when_stochastic(self):
     _, a, _ = small_run('slaq', steps=15, seed=1, problem='mlp')

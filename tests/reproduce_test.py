@@ -277,6 +277,16 @@ class QuickReportTest(absltest.TestCase):
     self.assertIn(f'target residual {paper.QUICK_TARGET:g}', self.report)
     self.assertIn('## Hardware and wall time', self.report)
     self.assertIn('backend cpu', self.report)
+    # Each experiment measured the machine's limits; the table's floors are
+    # recomputed from them.
+    for experiment in paper.experiments(quick=True):
+      result = paper_results.load_results(experiment, _workdir)
+      rates = result['info']['roofline']
+      self.assertGreater(rates['matmul_flops_per_s']['float64'], 0)
+      floor = report.floor_seconds(result, rates)
+      wall = result['info']['wall_time_s']
+      self.assertRegex(self.report, rf'\| {experiment.name} \| {wall:.0f} \| '
+                       rf'[0-9]+ \| {floor:.0f} \| {wall / floor:.2f} \|')
     for experiment in paper.experiments(quick=True):
       for algo in experiment.algos:
         self.assertIn(

@@ -1,0 +1,57 @@
+"""experiments.report: the wall-time floor of an experiment, by hand."""
+
+from absl.testing import absltest
+
+from experiments import report
+
+RATES = {'matmul_flops_per_s': {'float32': 2e11, 'float64': 1e11},
+         'read_bytes_per_s': 1e10}
+
+
+def result(**config):
+  base = {'model': 'logreg', 'precision': 'float64', 'dataset': 'mnist',
+          'algo': 'gd', 'sweep': {'algo': ['gd', 'qgd', 'lag', 'laq']},
+          'train_subset': 0, 'batch_size': 500, 'num_workers': 10,
+          'hidden': 200}
+  return {'config': base | config,
+          'sweep': {'num_points': 4, 'num_iters': 4000, 'num_train': 60000}}
+
+
+class FloorTest(absltest.TestCase):
+
+  def test_full_batch_logreg_is_matmul_bound(self):
+    # 4 points x 4NDC FLOPs at 1e11/s = 75.264 ms; one pass over float64
+    # pixels, 60000 x 784 x 8 bytes at 1e10 B/s, is 37.632 ms.
+    self.assertAlmostEqual(report.floor_seconds(result(), RATES),
+                           4000 * 4 * 4 * 60000 * 784 * 10 / 1e11)
+
+  def test_minibatch_mlp_counts_the_full_loss(self):
+    got = report.floor_seconds(
+        result(model='mlp', precision='float32', algo='sgd',
+               sweep={'algo': ['sgd', 'qsgd', 'ssgd', 'slaq']}), RATES)
+    grad = 4 * 5000 * 784 * 200 + 6 * 5000 * 200 * 10  # 10 x 500 images
+    loss = 2 * 60000 * 784 * 200 + 2 * 60000 * 200 * 10  # every image
+    self.assertAlmostEqual(got, 4000 * 4 * (grad + loss) / 2e11)
+
+  def test_bandwidth_bound_when_few_flops(self):
+    # One point on float32 logistic regression: MNIST pixels read as
+    # bfloat16 integers (2 bytes), 94.08 MB at 1e10 B/s = 9.408 ms, against
+    # 1.88 GFLOP at 2e11/s = 9.408 ms; at half the bandwidth the read wins.
+    slow = dict(RATES, read_bytes_per_s=5e9)
+    one = result(precision='float32')
+    one['sweep']['num_points'] = 1
+    self.assertAlmostEqual(report.floor_seconds(one, slow),
+                           4000 * 60000 * 784 * 2 / 5e9)
+
+  def test_subset_and_rate_line(self):
+    quick = result(train_subset=6000)
+    del quick['sweep']['num_train']  # results written before it existed
+    self.assertAlmostEqual(report.floor_seconds(quick, RATES),
+                           4000 * 4 * 4 * 6000 * 784 * 10 / 1e11)
+    self.assertEqual(report.fmt_rate(RATES),
+                     'dense matmul 200 GFLOP/s in float32, 100 GFLOP/s in '
+                     'float64; read bandwidth 10.0 GB/s')
+
+
+if __name__ == '__main__':
+  absltest.main()
