@@ -102,7 +102,8 @@ def bench_sweep(problem_name: str, x, y, grid_sizes, num_steps: int,
 
 def largest_grid(problem_name: str, x_shape, grid_sizes, num_steps: int,
                  dtype=jnp.float32, rows=None) -> dict:
-  """Largest G whose sweep program fits, from XLA's memory analysis.
+  """Largest G whose vmapped sweep program fits, from XLA's memory analysis
+  (a mapped one, the default, holds one point's temporaries at a time).
 
   The program's bytes (arguments + outputs + temporaries) are measured for
   two grid sizes (compiling on abstract shapes, nothing is allocated, unless
@@ -111,7 +112,7 @@ def largest_grid(problem_name: str, x_shape, grid_sizes, num_steps: int,
   """
   if rows is None:
     problem = laq_jax.get_problem(problem_name)
-    spec = laq_jax.RunSpec(problem, NUM_WORKERS,
+    spec = laq_jax.RunSpec(problem, NUM_WORKERS, grid_axis='vmap',
                            **sweep_lib.parts_of([{'algo': 'laq'}]))
     data = laq_jax.Data(jax.ShapeDtypeStruct(x_shape, dtype),
                         jax.ShapeDtypeStruct(x_shape[:2], jnp.int32))

@@ -11,6 +11,8 @@ HEADLINE_KEYS = (
     'logreg_floor_fraction_before', 'logreg_floor_fraction_float64_before',
     'logreg_floor_fraction_paper_grid',
     'logreg_floor_fraction_float64_paper_grid',
+    'logreg_floor_fraction_paper_grid_vmap',
+    'logreg_floor_fraction_float64_paper_grid_vmap',
     'laq_over_gd_logreg', 'laq_over_gd_mlp', 'laq_over_plain_gd_logreg',
     'laq_over_plain_gd_mlp', 'jax_over_numpy', 'jax_over_numpy_float32',
     'jax_over_numpy_float64', 'sweep_speedup', 'sweep_speedup_vmap', 'matmul_fraction',
@@ -67,12 +69,18 @@ def print_table(res: dict) -> None:
         f"{r['floor_fraction']:>16.3f}",
         f"{'  fraction of floor before':<46}"
         f"{r['floor_fraction_before']:>16.3f}",
-        f"{'  paper program (4-point grid) per iteration':<46}"
+        f"{'  paper program (4 points mapped) per iter.':<46}"
         f"{_ms(p['paper_grid']):>16}",
-        f"{'  its floor (4 gradients, one pass)':<46}"
+        f"{'  its floor (4 gradients, 4 passes)':<46}"
         f"{_ms(r['floor_s_paper_grid']):>16}",
         f"{'  fraction of floor (paper program)':<46}"
         f"{r['floor_fraction_paper_grid']:>16.3f}",
+        f"{'  paper program (4 points vmapped) per iter.':<46}"
+        f"{_ms(p['paper_grid_vmap']):>16}",
+        f"{'  its floor (4 gradients, one pass)':<46}"
+        f"{_ms(r['floor_s_paper_grid_vmap']):>16}",
+        f"{'  fraction of floor (vmapped program)':<46}"
+        f"{r['floor_fraction_paper_grid_vmap']:>16.3f}",
         f"{'  speedup (paired median)':<46}{r['speedup']:>14.2f} x",
     ]
   for name in ('logreg', 'mlp'):

@@ -158,6 +158,10 @@ def main(argv=None) -> int:
           'floor_fraction_paper_grid'],
       'logreg_floor_fraction_float64_paper_grid': floor['float64'][
           'floor_fraction_paper_grid'],
+      'logreg_floor_fraction_paper_grid_vmap': floor['float32'][
+          'floor_fraction_paper_grid_vmap'],
+      'logreg_floor_fraction_float64_paper_grid_vmap': floor['float64'][
+          'floor_fraction_paper_grid_vmap'],
       'laq_over_gd_logreg': lg['laq_over_gd'],
       'laq_over_gd_mlp': mlp['laq_over_gd'],
       'laq_over_plain_gd_logreg': lg['laq_over_plain_gd'],

@@ -202,7 +202,8 @@ def bench_logreg_floor(x, y, dtype, num_steps: int, repeats: int) -> dict:
   (`laq_jax.fast_layout`) and on plain data (autodiff of the loss: the
   code before the fast gradient), and plain gradient descent on each (the
   gradient without the rule); and the paper's program, gd/qgd/lag/laq as
-  one 4-point grid (4 gradients' FLOPs, one pass over the features).
+  one 4-point grid (4 gradients' FLOPs; 4 passes over the features with
+  its points mapped, one with them vmapped).
   """
   problem = laq_jax.get_problem('logreg')
   fast, plain = to_data(x, y, dtype, layout=True), to_data(x, y, dtype)
@@ -220,18 +221,20 @@ def bench_logreg_floor(x, y, dtype, num_steps: int, repeats: int) -> dict:
         hyper.step_size, hyper.l2, num_steps, static_argnums=(4,))
     programs[name] = functools.partial(compiled, data, state.theta_P,
                                        hyper.step_size, hyper.l2)
-  # The paper's program: gd, qgd, lag and laq as one 4-point grid sharing
-  # every pass over the data (the parts of those four compiled in).
+  # The paper's program: gd, qgd, lag and laq as one 4-point grid (the
+  # parts of those four compiled in), its points mapped (the default: each
+  # reads the data itself) and vmapped (one pass over the data for all).
   paper = ('gd', 'qgd', 'lag', 'laq')
-  grid_spec = laq_jax.RunSpec(problem, NUM_WORKERS,
-                              **sweep_lib.parts_of([{'algo': a}
-                                                    for a in paper]))
   grid = laq_jax.stack_hypers([laq_jax.make_hyper(a, dtype=dtype)
                                for a in paper])
-  grid_state = laq_jax.init_state(grid_spec, grid, dtype)
-  compiled, compile_s['paper_grid'] = aot_run_chunk(grid_spec, grid_state,
-                                                    fast, grid, num_steps)
-  programs['paper_grid'] = functools.partial(compiled, grid_state, fast, grid)
+  for name, axis in (('paper_grid', 'map'), ('paper_grid_vmap', 'vmap')):
+    grid_spec = laq_jax.RunSpec(problem, NUM_WORKERS, grid_axis=axis,
+                                **sweep_lib.parts_of([{'algo': a}
+                                                      for a in paper]))
+    grid_state = laq_jax.init_state(grid_spec, grid, dtype)
+    compiled, compile_s[name] = aot_run_chunk(grid_spec, grid_state, fast,
+                                              grid, num_steps)
+    programs[name] = functools.partial(compiled, grid_state, fast, grid)
   probes = {'matmul': roofline.matmul_probe(2048, dtype),
             'bandwidth': roofline.bandwidth_probe(2**28)}
   times = time_interleaved({**programs, **{'probe_' + k: p.fn
@@ -245,7 +248,9 @@ def bench_logreg_floor(x, y, dtype, num_steps: int, repeats: int) -> dict:
   read_bytes = stored.size * stored.dtype.itemsize
   floor = max(flops / rates['matmul'], read_bytes / rates['bandwidth'])
   floor_grid = max(len(paper) * flops / rates['matmul'],
-                   read_bytes / rates['bandwidth'])
+                   len(paper) * read_bytes / rates['bandwidth'])
+  floor_grid_vmap = max(len(paper) * flops / rates['matmul'],
+                        read_bytes / rates['bandwidth'])
   return {
       'dtype': jnp.dtype(dtype).name, 'num_samples': num_samples,
       'num_steps': num_steps, 'repeats': repeats, 'compile_s': compile_s,
@@ -262,5 +267,8 @@ def bench_logreg_floor(x, y, dtype, num_steps: int, repeats: int) -> dict:
       'floor_fraction_before': floor / per_iter['laq_autodiff'],
       'floor_s_paper_grid': floor_grid,
       'floor_fraction_paper_grid': floor_grid / per_iter['paper_grid'],
+      'floor_s_paper_grid_vmap': floor_grid_vmap,
+      'floor_fraction_paper_grid_vmap': (floor_grid_vmap
+                                         / per_iter['paper_grid_vmap']),
       'speedup': paired_ratio(times, 'laq_autodiff', 'laq')['median'],
   }

@@ -206,8 +206,9 @@ def experiment_section(experiment: paper.Experiment, result: dict[str, Any],
 def floor_seconds(result: dict[str, Any], rates: dict[str, Any]) -> float:
   """What the machine's measured limits allow for an experiment's
   iterations (`experiments.roofline`): every grid point's matrix products
-  at the dense-matmul rate, or one pass over the training features per
-  iteration at the read bandwidth, whichever is longer."""
+  at the dense-matmul rate, or the passes over the training features at the
+  read bandwidth (one per point and iteration when the points are mapped,
+  the default; one per iteration when vmapped), whichever is longer."""
   config, sweep = result['config'], result['sweep']
   num_train = sweep.get('num_train') or config.get('train_subset') or (
       config_lib.MNIST_TRAIN_SIZE)
@@ -219,6 +220,8 @@ def floor_seconds(result: dict[str, Any], rates: dict[str, Any]) -> float:
       batch_samples=config['batch_size'] * config['num_workers'],
       feature_bytes=roofline.feature_bytes(config['model'], precision,
                                            config['dataset'] == 'mnist'),
+      passes=(sweep['num_points']
+              if config_lib.grid_axis(config) == 'map' else 1),
       hidden=config['hidden'])
   return sweep['num_iters'] * roofline.floor_seconds(cost, rates, precision)
 
@@ -227,8 +230,12 @@ def timing_section(selected: Sequence[paper.Experiment],
                    results: dict[str, Any]) -> list[str]:
   """Where and how long each experiment ran, against what the machine's
   measured limits allow."""
-  measured = [r['info']['roofline'] for r in results.values()
-              if r is not None and 'roofline' in r['info']]
+  # Measured limits by machine: an experiment that ran before the report
+  # measured them borrows those of another run on the same machine.
+  measured = {}
+  for r in results.values():
+    if r is not None and 'roofline' in r['info']:
+      measured.setdefault(_hardware_line(r['info']), r['info']['roofline'])
   rows, machines = [], []
   total = {'wall': 0.0, 'program': 0.0, 'floor': 0.0}
   borrowed = []
@@ -238,7 +245,7 @@ def timing_section(selected: Sequence[paper.Experiment],
       rows.append([e.name, 'missing', '', '', '', '', ''])
       continue
     info = result['info']
-    rates = info.get('roofline') or (measured[0] if measured else None)
+    rates = info.get('roofline') or measured.get(_hardware_line(info))
     if 'roofline' not in info and rates is not None:
       borrowed.append(e.name)
     floor = floor_seconds(result, rates) if rates else None
@@ -267,16 +274,17 @@ def timing_section(selected: Sequence[paper.Experiment],
             'program, so their times are not separable. The machine may have '
             'been shared (see the load average).', '']
   if measured:
-    rate = measured[0]
     lines += [
         'The floor is what this machine\'s limits allow for the '
         'experiment\'s iterations: per iteration, every algorithm\'s '
         'gradient matrix products (and in the minibatch experiments the '
         'loss on all training images, which the trace records every '
-        'iteration) at the dense-matmul rate, or one pass over the training '
-        'features at the read bandwidth, whichever is longer, both measured '
+        'iteration) at the dense-matmul rate, or one pass per algorithm '
+        'over the training features at the read bandwidth, whichever is '
+        'longer, both measured '
         'on the machine at the start of the experiment '
-        f'(`experiments/roofline.py`; here {fmt_rate(rate)}). Not in the '
+        '(`experiments/roofline.py`; here '
+        f'{"; ".join(fmt_rate(r) for r in measured.values())}). Not in the '
         'floor: compiling, loading, f*, the test accuracy, the elementwise '
         'work (softmax, ReLU, the quantizer and the trigger, O(M p) per '
         'algorithm and iteration) and, in the minibatch experiments, '
@@ -289,7 +297,8 @@ def timing_section(selected: Sequence[paper.Experiment],
 
 
 def fmt_rate(rates: dict[str, Any]) -> str:
-  """'matmul 201 GFLOP/s (float32), 90 (float64); read 12.3 GB/s'."""
+  """'dense matmul 201 GFLOP/s in float32, 90 GFLOP/s in float64; read
+  bandwidth 12.3 GB/s'."""
   flops = rates['matmul_flops_per_s']
   parts = [f'{flops[d] / 1e9:.0f} GFLOP/s in {d}' for d in flops]
   return (f'dense matmul {", ".join(parts)}; read bandwidth '

@@ -118,20 +118,22 @@ def loss_flops(model: str, num_samples: int, dim: int = 784,
 
 def cost(model: str, num_samples: int, num_points: int, *,
          stochastic: bool = False, batch_samples: int = 0,
-         feature_bytes: float = 4, dim: int = 784, classes: int = 10,
-         hidden: int = 200) -> Cost:
+         feature_bytes: float = 4, passes: int = 1, dim: int = 784,
+         classes: int = 10, hidden: int = 200) -> Cost:
   """One iteration of a program of `num_points` grid points.
 
   Args:
     model: 'logreg' or 'mlp'.
     num_samples: training samples over all workers (N M).
-    num_points: G, the points sharing the program (and one pass over the
-      data).
+    num_points: G, the points sharing the program.
     stochastic: minibatch gradients; the loss f(theta^k) on every sample is
       still computed every iteration (the trace's loss).
     batch_samples: minibatch samples over all workers (M times the batch).
     feature_bytes: bytes per feature as the run stores them (8 float64, 4
       float32, 2 for MNIST's pixels as bfloat16 integers).
+    passes: passes over the features per iteration: 1 when the points are
+      vmapped (they share every pass), G when they are mapped (each point
+      reads the data itself).
   """
   if stochastic:
     flops = num_points * (gradient_flops(model, batch_samples, dim, classes,
@@ -141,7 +143,7 @@ def cost(model: str, num_samples: int, num_points: int, *,
   else:
     flops = num_points * gradient_flops(model, num_samples, dim, classes,
                                         hidden)
-  return Cost(float(flops), float(num_samples * dim * feature_bytes))
+  return Cost(float(flops), float(passes * num_samples * dim * feature_bytes))
 
 
 def floor_seconds(c: Cost, rates: dict[str, Any], precision: str) -> float:

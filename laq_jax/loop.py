@@ -6,7 +6,8 @@
 arrays, so a new hyperparameter value, a new seed or a later chunk of the same
 length reuses the compiled program. Give `hyper` a leading grid axis G (see
 `hyper.stack_hypers`) and the same call runs a whole sweep as one program: the
-scan is vmapped over G, the data is shared, not copied.
+scan runs for each point in turn (`RunSpec.grid_axis='map'`) or vmapped over
+G ('vmap'); the data are shared, not copied.
 """
 
 from __future__ import annotations
@@ -152,12 +153,15 @@ def fast_layout(data: Data, integer_scale: float | None = None) -> Data:
   if integer_scale is not None and x.dtype == jnp.float32:
     n = np.asarray(x, np.float64) / integer_scale
     rounded = np.rint(n)
-    if np.max(np.abs(n - rounded), initial=0) > 1e-3 or np.max(
-        np.abs(rounded), initial=0) > 256:
+    off = np.max(np.abs(n - rounded), initial=0)
+    largest = np.max(np.abs(rounded), initial=0)
+    if off > 1e-3 or largest > 256:
       raise ValueError(
           f'integer_scale={integer_scale}: the features are not integers '
-          '|n| <= 256 times it (x / integer_scale is off an integer by up to '
-          f'{np.max(np.abs(n - rounded)):.3g}); pass integer_scale=None')
+          '|n| <= 256 times it (x / integer_scale is '
+          + (f'off an integer by up to {off:.3g}' if off > 1e-3 else
+             f'as large as {largest:.0f} in magnitude')
+          + '); pass integer_scale=None')
     xq = jnp.asarray(rounded, jnp.bfloat16)
     return data._replace(xq_MxNxD=xq, xqt_MxDxN=jnp.swapaxes(xq, 1, 2),
                          xq_scale=jnp.asarray(integer_scale, jnp.float32))
@@ -353,7 +357,7 @@ def make_step(spec: RunSpec, data: Data, hyper: Hyper, *,
 def scan_chunk(spec: RunSpec, state: LoopState, data: Data, hyper: Hyper,
                num_steps: int, *, worker_ids_M: jax.Array | None = None,
                axis_name: str | None = None):
-  """The traced chunk: `num_steps` scan steps, vmapped over a grid Hyper.
+  """The traced chunk: `num_steps` scan steps, for each point of a grid Hyper.
 
   Shared by `run_chunk` (all workers here) and `laq_jax.sharding` (inside
   shard_map, with the local workers' global ids and the mesh axis).

@@ -104,12 +104,20 @@ def logistic_regression(input_dim: int = 784, num_classes: int = 10) -> Problem:
 
 
 def _split3(a_f32):
-  """[..., K] float32 -> [..., 3K] bfloat16 parts; their sum is exact."""
-  hi = a_f32.astype(jnp.bfloat16)
-  rest = a_f32 - hi.astype(jnp.float32)
-  mid = rest.astype(jnp.bfloat16)
-  lo = (rest - mid.astype(jnp.float32)).astype(jnp.bfloat16)
-  return jnp.concatenate([hi, mid, lo], axis=-1)
+  """[..., K] float32 -> [..., 3K] bfloat16 parts; their sum is exact.
+
+  The parts are rounded with `reduce_precision` in float32, which XLA keeps
+  (a float32 -> bfloat16 -> float32 round trip may be folded away where the
+  backend allows excess precision, as on GPUs), and cast once at the end,
+  exactly.
+  """
+  to_bf16 = functools.partial(jax.lax.reduce_precision, exponent_bits=8,
+                              mantissa_bits=7)
+  hi = to_bf16(a_f32)
+  rest = a_f32 - hi
+  mid = to_bf16(rest)
+  lo = rest - mid
+  return jnp.concatenate([hi, mid, lo], axis=-1).astype(jnp.bfloat16)
 
 
 def _sum3(parts, k: int):

@@ -10,10 +10,12 @@ A grid point is a dict of the run's numeric hyperparameters plus its
 algorithm; every point of a sweep shares the static part of the run (model,
 data, M, D, precision, chunk length and full-batch vs minibatch gradients),
 so the points become a leading axis G of the `Hyper` pytree and
-`laq_jax.run_chunk` vmaps the whole scan over it (the data is shared, not
-copied). The algorithms differ only in data (`Hyper.compressor`,
-`innovation`, `lazy`), so `algo` is a grid axis like any other; full-batch
-and minibatch algorithms cannot share one program and are rejected together.
+`laq_jax.run_chunk` runs the whole scan for each of them, one after another
+(`RunSpec.grid_axis='map'`, each point bit for bit its run alone) or vmapped
+('vmap'); the data are shared, not copied. The algorithms differ only in
+data (`Hyper.compressor`, `innovation`, `lazy`), so `algo` is a grid axis
+like any other; full-batch and minibatch algorithms cannot share one program,
+so `run_sweep` runs them as two (`programs`).
 
 A grid too large for memory runs in batches of `batch_size` points; the last
 batch is padded (with copies of its last point, dropped from the results) to
