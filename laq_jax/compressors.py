@@ -40,6 +40,7 @@ from typing import Callable, NamedTuple, Sequence
 import jax
 import jax.numpy as jnp
 
+from laq_jax import collectives
 from laq_jax import quantize
 
 COMPRESSORS = ('identity', 'uniform', 'qsgd', 'rand_p', 'top_k', 'sign',
@@ -98,7 +99,7 @@ def qsgd(grad_P, ref_P, key, hyper) -> Compressed:
   """
   v = grad_P - ref_P
   dtype = v.dtype
-  norm = jnp.sqrt(jnp.sum(jnp.square(v)))
+  norm = jnp.sqrt(collectives.sum_sq(v))
   safe_norm = jnp.where(norm > 0, norm, jnp.ones_like(norm))
   s = hyper.levels.astype(dtype)
   scaled = s * jnp.abs(v) / safe_norm
@@ -188,7 +189,7 @@ def sign(grad_P, ref_P, key, hyper) -> Compressed:
   v = grad_P - ref_P
   num_params = v.shape[-1]
   magnitude = jnp.abs(v)
-  scale = jnp.sum(magnitude) / num_params
+  scale = collectives.fixed_sum(magnitude) / num_params
   zero = magnitude <= quantize.tie_tolerance(v.dtype) * jnp.max(magnitude)
   signs = jnp.where(zero, jnp.zeros_like(v), jnp.sign(v))
   return Compressed(ref_P + scale * signs, jnp.int32(num_params + 32))

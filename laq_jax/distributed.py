@@ -13,7 +13,7 @@ One process per host (or per GPU group), every process runs the same program:
 
 Every process holds the same full data and hyperparameters (they are small
 for MNIST); `jax.make_array_from_callback` copies into each process only the
-shards of its own devices. The worker aggregate is a `psum` over the global
+shards of its own devices. The worker aggregate gathers the uploads over the global
 'workers' mesh axis, so it crosses hosts through the collectives of the
 backend (NCCL on GPU, ICI/DCN on TPU, gloo on CPU).
 """

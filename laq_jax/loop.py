@@ -308,10 +308,6 @@ def make_step(spec: RunSpec, data: Data, hyper: Hyper, *,
     idx = jax.random.choice(key, shard_size, (spec.batch_size,), replace=False)
     return x_NxD[idx], y_N[idx]
 
-  def total(local_sum):
-    return local_sum if axis_name is None else jax.lax.psum(local_sum,
-                                                            axis_name)
-
   def body(state: LoopState, _):
     theta_P = state.theta_P
     # The workers compute at the parameters they hold: theta itself, or its
@@ -327,7 +323,7 @@ def make_step(spec: RunSpec, data: Data, hyper: Hyper, *,
       xb, yb = jax.vmap(minibatch, in_axes=(None, 0, 0, 0))(
           state.step, worker_ids_M, data.x_MxNxD, data.y_MxN)
       _, grads_MxP = value_and_grad(at_P, xb, yb)
-      loss = total(collectives.sum_workers(full_values(theta_P)))
+      loss = collectives.sum_workers(full_values(theta_P), axis_name)
     else:
       losses_M, grads_MxP = full_value_and_grad(at_P)
       if spec.downlink:  # the loss at the server's theta, not the broadcast
@@ -339,7 +335,7 @@ def make_step(spec: RunSpec, data: Data, hyper: Hyper, *,
             lambda: losses_M)
       # Added left to right (not a reduce, whose order XLA picks per
       # fusion), so a program with other parts compiled in sums alike.
-      loss = total(collectives.sum_workers(losses_M))
+      loss = collectives.sum_workers(losses_M, axis_name)
     grad_norm_sq = jnp.sum(jnp.square(collectives.sum_workers(grads_MxP,
                                                               axis_name)))
     theta_P, rule_state, stats = spec.rule.step(

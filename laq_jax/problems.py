@@ -19,6 +19,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from laq_jax import collectives
+
 PROBLEMS = ('logreg', 'mlp')
 
 
@@ -149,9 +151,12 @@ def _logreg_terms(logits_MxNxC, y_MxN):
   top = jnp.max(logits_MxNxC, axis=-1, keepdims=True)
   shifted = logits_MxNxC - jax.lax.stop_gradient(top)
   exp = jnp.exp(shifted)
-  total = jnp.sum(exp, axis=-1, keepdims=True)
+  total = collectives.fixed_sum(exp)[..., None]
   loss_MxN = jnp.log(total[..., 0]) - jnp.sum(shifted * onehot, axis=-1)
-  return jnp.mean(loss_MxN, axis=-1), exp / total - onehot
+  # Sums over a worker's samples in a fixed order: the same bits whether
+  # the workers are vmapped on one device or split over several.
+  return (collectives.fixed_sum(loss_MxN) / loss_MxN.shape[-1],
+          exp / total - onehot)
 
 
 def _logreg_value(theta_P, data, l2, unravel):
@@ -175,7 +180,8 @@ def _logreg_value_and_grad(theta_P, data, l2, unravel, ravel):
     dw_MxDxC = jnp.einsum('mdn,mnc->mdc', data.xt_MxDxN, r_MxNxC)
   else:
     dw_MxDxC = jnp.einsum('mnd,mnc->mdc', data.x_MxNxD, r_MxNxC)
-  grads_MxP = jax.vmap(ravel)({'b': jnp.sum(r_MxNxC, axis=1), 'w': dw_MxDxC})
+  bias_MxC = collectives.fixed_sum(jnp.swapaxes(r_MxNxC, 1, 2))
+  grads_MxP = jax.vmap(ravel)({'b': bias_MxC, 'w': dw_MxDxC})
   return (losses_M + 0.5 * l2 * jnp.sum(jnp.square(theta_P)),
           grads_MxP + l2 * theta_P)
 

@@ -22,6 +22,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from laq_jax import collectives
+
 # kappa per dtype: |g_i - Qhat_i| <= kappa R counts as a zero innovation.
 TIE_TOLERANCE = {np.dtype(np.float64): 1e-9, np.dtype(np.float32): 1e-5}
 
@@ -77,6 +79,6 @@ def quantize_innovation(grad_P: jax.Array, ref_P: jax.Array,
   value = ref_P + 2 * tau * safe_radius * codes - safe_radius
   value = jnp.where(radius > 0, value, ref_P)
   codes = jnp.where(radius > 0, codes, jnp.zeros_like(codes))
-  error_sq = jnp.sum(jnp.square(value - grad_P))
+  error_sq = collectives.sum_sq(value - grad_P)
   return Quantized(value, codes, radius, error_sq)
 

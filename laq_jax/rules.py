@@ -12,7 +12,8 @@ Arrays are flat: a worker's gradient is a vector of all P parameters, because
 the quantizer's radius and the trigger's norms are taken over the whole
 parameter vector (Sun et al. 2019). Every per-worker array has a leading worker
 axis M. Under `jax.shard_map` the worker axis is split over devices; pass
-`axis_name` and the aggregate becomes a `psum` over it.
+`axis_name` and the aggregate gathers the workers over it
+(`collectives.sum_workers`).
 """
 
 from __future__ import annotations
@@ -126,9 +127,9 @@ def _worker(grad_P, last_upload_P, last_error, clock, error_P, key,
     sent_P = jnp.where(hyper.error_feedback, grad_P + error_P, grad_P)
   out = compressors.compress(sent_P, ref_P, key, hyper, parts.compressors)
   value_P = out.value_P
-  error = jnp.sum(jnp.square(value_P - grad_P))
-  compressed_sq = jnp.sum(jnp.square(value_P - last_upload_P))
-  raw_sq = jnp.sum(jnp.square(grad_P - last_upload_P))
+  error = collectives.sum_sq(value_P - grad_P)
+  compressed_sq = collectives.sum_sq(value_P - last_upload_P)
+  raw_sq = collectives.sum_sq(grad_P - last_upload_P)
   laq_rhs = trigger_lib.threshold(laq_shared, error, last_error,
                                   hyper.err_weight, hyper.threshold_offset)
   clag_rhs = hyper.zeta * last_step_sq
@@ -209,7 +210,7 @@ def step(grads_MxP: jax.Array, state: RuleState, theta_P: jax.Array,
   aggregate_P = state.aggregate_P + collectives.sum_workers(delta_MxP,
                                                             axis_name)
   new_theta_P = theta_P - hyper.step_size * aggregate_P
-  moved = jnp.sum(jnp.square(new_theta_P - theta_P))
+  moved = collectives.sum_sq(new_theta_P - theta_P)
   history = jnp.concatenate([moved[None], state.history_D[:-1]])
   broadcast_P, bits_down = broadcast(new_theta_P, state.broadcast_P, hyper,
                                      parts)

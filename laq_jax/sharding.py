@@ -8,15 +8,16 @@
 The M workers are split into equal blocks, one block per device; inside a
 device the block is vmapped, exactly as the single-device path vmaps all M.
 The step is the same `loop.make_step` / `rules.step` code: given
-`axis_name='workers'` the server aggregate and the loss become a `psum` over
+`axis_name='workers'` the server aggregate and the loss gather the workers over
 the mesh axis. Worker ids are global, so minibatch draws do not depend on the
-layout, and a run on any number of devices matches `laq_jax.run_chunk`: the
-same uploads, losses equal to rounding (XLA may sum a worker's gradient in a
-different order when it batches a different number of workers). The one
-exception is a gradient coordinate that is zero in exact arithmetic, computed
-as +-1e-17: its zero innovation sits on a rounding tie of the quantizer (the
-2^b-level grid has no zero level), and each layout may round it to a
-different neighbouring level. Both are valid LAQ runs.
+layout, and a run on any number of devices matches `laq_jax.run_chunk`: a
+device computes its workers' gradients with the single-device path's
+arithmetic (the products are per worker; the per-worker sums have a fixed
+order, `collectives.fixed_sum`), and the server adds the gathered uploads in
+worker order. For logistic regression's full-batch gradient (the paper's
+convex run) the uploads and the losses are the same bits
+(tests/_sharded_checks.py; the paper report's cross-check at full size);
+autodiff's gradients (the MLP, minibatches) may differ in the last bits.
 
 What lives where:
   * split over 'workers': the data, each worker's rule state (last upload,
@@ -24,8 +25,8 @@ What lives where:
   * replicated: theta, the aggregate, the parameter history, the step count,
     the hyperparameters and the loss.
 
-Collectives are dense: the `psum` moves P numbers per device every step
-whether or not its workers uploaded. A skipped upload is *accounted* (its
+Collectives are dense: every device gathers all M workers' P-vectors every
+step (`collectives.sum_workers`) whether or not a worker uploaded. A skipped upload is *accounted* (its
 bits are 0 in the Trace), not removed from the wire.
 
 The same functions work with several processes (`laq_jax.distributed`): a

@@ -8,7 +8,9 @@ single runs, chunked runs and grids (one over the paper's QSGD and SSGD,
 whose random draws come from (seed, step, worker)), and a 400-step convex
 LAQ run on shards with quantizer ties, the devices path must upload exactly
 when the vmap path (`laq_jax.run_chunk`) does and give the same losses and
-trigger statistics to 1e-10 (slow tier). The layout rules run in-process.
+trigger statistics to 1e-10, and on the fast layout of full-batch logistic
+regression (also a 400-step run) the same bits in every field (slow tier).
+The layout rules run in-process.
 """
 
 import json
