@@ -1,6 +1,7 @@
 """experiments/events.py, read back with TensorBoard's own reader."""
 
 import pathlib
+import shutil
 import tempfile
 
 from absl.testing import absltest
@@ -36,6 +37,7 @@ class EventsTest(absltest.TestCase):
   def setUp(self):
     super().setUp()
     self.dir = pathlib.Path(tempfile.mkdtemp(prefix='laq_events_test_'))
+    self.addCleanup(shutil.rmtree, self.dir, ignore_errors=True)
 
   def test_every_step_and_tag_as_metrics_csv_has_them(self):
     loss, grad, sent, bits, bits_down = fake_run(25)
