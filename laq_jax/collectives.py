@@ -23,7 +23,8 @@ def sum_workers(x_MxP: jax.Array, axis_name: str | None = None) -> jax.Array:
 
   Written as M vector adds rather than `jnp.sum(axis=0)`: on the CPU backend
   (jaxlib 0.10.2) the reduce over the leading axis of a [10, 159010] array
-  took 13-30 ms against 0.1 ms for the adds (docs/benchmarks.md). The result
+  took 13-30 ms against 0.1 ms for the adds (measured with benchmarks/run.py
+  when this was written). The result
   is the same sum, left to right.
 
   Args:
