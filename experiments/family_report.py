@@ -42,20 +42,6 @@ class Study(NamedTuple):
   convex: bool
 
 
-def _number(text: str):
-  if text == '':
-    return None
-  if text in ('True', 'False'):
-    return text == 'True'
-  try:
-    return int(text)
-  except ValueError:
-    try:
-      return float(text)
-    except ValueError:
-      return text
-
-
 def load_rows(workdir: pathlib.Path, study: Study) -> dict[str, dict] | None:
   """{kind: {algo: results.csv row}} of a study, None when a sweep is
   missing (not run, or interrupted)."""
@@ -64,7 +50,7 @@ def load_rows(workdir: pathlib.Path, study: Study) -> dict[str, dict] | None:
     path = workdir / study.name / folder
     if not (path / 'sweep.json').is_file():
       return None
-    rows = [{k: _number(v) for k, v in row.items()}
+    rows = [{k: outputs.parse_cell(v) for k, v in row.items()}
             for row in outputs.read_results(path / 'results.csv')]
     out[kind] = {r['algo']: r for r in rows}
   return out

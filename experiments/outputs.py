@@ -105,6 +105,23 @@ def cell(x) -> str:
   return repr(float(x)) if isinstance(x, (float, np.floating)) else str(x)
 
 
+def parse_cell(text: str):
+  """A results.csv cell as int, float, bool, str or None (empty): what
+  `cell` wrote, read back."""
+  if text == '':
+    return None
+  if text in ('True', 'False'):
+    return text == 'True'
+  try:
+    return int(text)
+  except ValueError:
+    pass
+  try:
+    return float(text)
+  except ValueError:
+    return text
+
+
 def metrics_csv(loss_T, grad_norm_sq_T, sent_TxM, bits_TxM, bits_down_TxM,
                 fstar: float | None, accuracy_at: dict[int, float],
                 paper_reference: float) -> str:

@@ -62,22 +62,6 @@ def is_done(experiment: paper.Experiment, workdir: pathlib.Path) -> bool:
   return same_config(json.loads((out / 'config.json').read_text()), wanted)
 
 
-def _number(text: str):
-  """A results.csv cell as int, float, bool, str or None (empty)."""
-  if text == '':
-    return None
-  if text in ('True', 'False'):
-    return text == 'True'
-  try:
-    return int(text)
-  except ValueError:
-    pass
-  try:
-    return float(text)
-  except ValueError:
-    return text
-
-
 def load_results(experiment: paper.Experiment, workdir: pathlib.Path
                  ) -> dict[str, Any] | None:
   """The experiment's results, or None when not (completely) there or when
@@ -91,7 +75,7 @@ def load_results(experiment: paper.Experiment, workdir: pathlib.Path
   if not is_done(experiment, workdir):
     return None  # missing, incomplete, or another config's (stale) results
   out = workdir / experiment.name
-  rows = [{k: _number(v) for k, v in row.items()}
+  rows = [{k: outputs.parse_cell(v) for k, v in row.items()}
           for row in outputs.read_results(out / 'results.csv')]
   with np.load(out / 'curves.npz') as npz:
     curves = {k: npz[k] for k in npz.files}
