@@ -32,6 +32,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.bits = 4  # b, bits per coordinate of a quantized upload
   config.memory = 10  # D, parameter steps the trigger remembers
   config.xi = 0.8  # sum of the xi_d = xi / D
+  # xi's multipliers by iteration, 'K1:C1,K2:C2' (C_j times xi from
+  # iteration K_j on, not cumulative), '' for none; the authors' minibatch
+  # network: '300:2,500:6'.
+  config.xi_schedule = ''
   config.err_weight = 3.0  # c_e
   config.threshold_offset = 0.0  # c_0
   config.max_staleness = 100  # tbar
@@ -60,6 +64,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.precision = 'float64'  # 'float32' or 'float64'
   # Evaluation and outputs.
   config.eval_every = 100  # chunk length: progress line + test accuracy
+  # Log the full objective f(theta^k) every N iterations (k % N == 0; empty
+  # elsewhere in metrics.csv). 0: 1 for full-batch runs (it comes with the
+  # gradient), 10 for minibatch runs (a pass over all the data per log).
+  config.loss_every = 0
   config.target_residual = 1e-6  # report iterations/uploads/bits to reach it
   config.fstar = 'auto'  # 'auto' (solve, convex models), 'none', or a number
   # Execution.

@@ -189,7 +189,8 @@ def build(config) -> Built:
                  batch_size=get('batch_size'),
                  compressors=(algorithm.compressor,),
                  error_feedback=algorithm.error_feedback,
-                 downlink=algorithm.downlink)
+                 downlink=algorithm.downlink,
+                 loss_every=get('loss_every'))
   hyper = make_hyper(algorithm, dtype=dtype,
                      authors_code=bool(get('authors_code')),
                      **{f: get(f) for f in config_lib.HYPER_FIELDS})

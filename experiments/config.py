@@ -24,7 +24,7 @@ from laq_jax import sharding
 from laq_jax import sweep as sweep_lib
 from laq_jax.hyper import (ALGORITHMS, DEFAULTS, check_scalar,
                            get_algorithm, is_integer, is_number)
-from laq_jax.loop import GRID_AXES
+from laq_jax.loop import GRID_AXES, MINIBATCH_LOSS_EVERY
 from laq_jax.problems import PROBLEMS
 
 FIELDS = tuple(default_config.get_config().keys())
@@ -150,6 +150,8 @@ def validate_config(config, *, allow_extra: Iterable[str] = ()) -> None:
   integer('data_seed', 0)
   integer('train_subset', 0, ' (0 uses every training sample)')
   integer('eval_every', 1)
+  integer('loss_every', 0, ' (0: 1 for full-batch runs, '
+          f'{MINIBATCH_LOSS_EVERY} for minibatch runs)')
   integer('checkpoint_every', 0, ' (0 turns checkpoints off)')
   every, chunk = c['checkpoint_every'], c['eval_every']
   if every % chunk:

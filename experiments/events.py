@@ -102,9 +102,11 @@ class Events:
       step = first_step + t
       if t != count - 1 and step % stride:
         continue
-      values = [('objective/loss', loss_T[t])]
-      if self.fstar is not None:
-        values.append(('objective/residual', loss_T[t] - self.fstar))
+      values = []
+      if not np.isnan(loss_T[t]):  # NaN: not logged (RunSpec.loss_every)
+        values.append(('objective/loss', loss_T[t]))
+        if self.fstar is not None:
+          values.append(('objective/residual', loss_T[t] - self.fstar))
       values += [('objective/grad_norm_sq', grad_T[t]),
                  ('communication/uploads', cumulative[t, 0]),
                  ('communication/bits_up', cumulative[t, 1]),

@@ -40,14 +40,19 @@ SWEEP_FILES = ('config.json', 'results.csv', 'curves.npz', 'sweep.json',
 def _progress_note(fstar: float | None):
   """The note of a sweep's progress line after a chunk of a batch."""
   def note(p) -> str:
-    last = p.trace.loss[:, -1]
-    last = last[np.isfinite(last)]
-    if not last.size:
+    loss = np.asarray(p.trace.loss, np.float64)
+    # each point's last logged loss (NaN: not logged, RunSpec.loss_every)
+    logged = ~np.isnan(loss)
+    last = np.asarray([row[ok][-1] for row, ok in zip(loss, logged)
+                       if ok.any()])
+    if not logged.any():
+      best = 'no iteration of this chunk logged the loss'
+    elif not np.isfinite(last).any():
       best = 'every point of the batch diverged'
     elif fstar is not None:
-      best = f'best residual {np.min(last - fstar):.3e}'
+      best = f'best residual {np.nanmin(last - fstar):.3e}'
     else:
-      best = f'best loss {np.min(last):.6g}'
+      best = f'best loss {np.nanmin(last):.6g}'
     uploads = p.trace.sent_M.sum(axis=(1, 2))
     chunk = p.trace.loss.shape[1]
     return (f'batch {p.batch + 1}/{p.num_batches} (points '

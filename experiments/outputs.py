@@ -124,8 +124,10 @@ def parse_cell(text: str):
 
 def metrics_csv(loss_T, grad_norm_sq_T, sent_TxM, bits_TxM, bits_down_TxM,
                 fstar: float | None, accuracy_at: dict[int, float],
-                paper_reference: float) -> str:
-  """The text of metrics.csv (see experiments/train.py's docstring)."""
+                paper_reference: float, loss_every: int = 1) -> str:
+  """The text of metrics.csv (see experiments/train.py's docstring); the
+  loss and residual cells of iterations that do not log the objective
+  (`laq_jax.metrics.logged`) are empty."""
   uploads_T, bits_T = metrics.per_step(sent_TxM, bits_TxM)
   _, down_T = metrics.per_step(sent_TxM, bits_down_TxM)
   paper, _ = metrics.paper_residual(loss_T, np.shape(sent_TxM)[-1],
@@ -137,10 +139,15 @@ def metrics_csv(loss_T, grad_norm_sq_T, sent_TxM, bits_TxM, bits_down_TxM,
   writer.writerow(METRICS_COLUMNS)
   # A diverged run's last loss is written as nan or inf, never left empty.
   value = lambda x: repr(float(x))
+  logged = metrics.logged(len(loss_T), loss_every)
   for k, loss in enumerate(np.asarray(loss_T, np.float64)):
+    if not logged[k]:
+      loss_cells = ['', '', '']
+    else:
+      loss_cells = [value(loss), '' if fstar is None else value(loss - fstar),
+                    value(paper[k])]
     writer.writerow([
-        k, value(loss), '' if fstar is None else value(loss - fstar),
-        value(paper[k]), value(grad_norm_sq_T[k]),
+        k, *loss_cells, value(grad_norm_sq_T[k]),
         int(uploads_T[k]), int(bits_T[k]), int(down_T[k]),
         int(cum_uploads[k]), int(cum_bits[k]), int(cum_down[k]),
         cell(accuracy_at.get(k))])

@@ -113,7 +113,11 @@ class _Record:
 
   @property
   def last_loss(self) -> float:
-    return float(self.parts[-1][0][-1])
+    """The last logged loss (NaN where none is)."""
+    loss = np.concatenate([p[0] for p in self.parts]) if self.parts else []
+    logged = np.asarray(loss, np.float64)
+    logged = logged[~np.isnan(logged)]
+    return float(logged[-1]) if logged.size else math.nan
 
   def arrays(self) -> dict[str, np.ndarray]:
     """{'loss': [K], 'grad_norm': [K], 'sent': bool [K, M], 'bits': [K, M],
@@ -288,7 +292,9 @@ def _run(config, built, workdir, config_dict, fstar) -> _Ran:
       rows = (np.asarray(trace.loss), np.asarray(trace.grad_norm_sq),
               np.asarray(trace.sent_M), np.asarray(trace.bits_M),
               np.asarray(trace.bits_down_M))
-      bad = np.flatnonzero(~np.isfinite(rows[0]))
+      # (NaN at an iteration that does not log the loss is no divergence)
+      bad = np.flatnonzero(~np.isfinite(rows[0]) & metrics.logged(
+          length, built.spec.log_every, done))
       if bad.size:  # keep the steps up to and including the first bad one
         keep = int(bad[0]) + 1
         record.append(*(r[:keep] for r in rows))
@@ -341,7 +347,8 @@ def _summarize(config, built, ran: _Ran, fstar_info, workdir) -> dict:
   diverged_at, final_accuracy = ran.diverged_at, ran.final_accuracy
   final_loss = (math.nan if diverged_at is not None else
                 full_objective(built, ran.state.theta_P))
-  diverged_at = metrics.diverged_at(loss_K, final_loss)  # or at theta^T
+  every = built.spec.log_every
+  diverged_at = metrics.diverged_at(loss_K, final_loss, every)  # or theta^T
   if diverged_at is None and final_accuracy is None:  # resumed at the end
     final_accuracy = laq_jax.accuracy(
         built.problem, np.asarray(ran.state.theta_P), built.test_x,
@@ -359,7 +366,7 @@ def _summarize(config, built, ran: _Ran, fstar_info, workdir) -> dict:
       bits_TxM=arrays['bits'], fstar=fstar_info['fstar'],
       target=config.target_residual, final_test_accuracy=final_accuracy,
       grad_norm_sq_T=arrays['grad_norm'], bits_down_TxM=arrays['bits_down'],
-      algo=config.algo,
+      loss_every=every, algo=config.algo,
       model=config.model, dataset=config.dataset,
       num_workers=config.num_workers, num_params=built.num_params,
       precision=config.precision, test_set=built.test_set)
@@ -384,7 +391,8 @@ def _write_files(config, workdir: pathlib.Path, ran: _Ran,
   fstar = summary['fstar']
   outputs.atomic_write(workdir / 'metrics.csv', outputs.metrics_csv(
       loss_K, grad_norm_K, sent_KxM, bits_KxM, arrays['bits_down'], fstar,
-      ran.record.accuracy_at, summary['paper_reference']))
+      ran.record.accuracy_at, summary['paper_reference'],
+      loss_every=summary['loss_every']))
   outputs.write_npy(workdir / 'uploads.npy', sent_KxM)
   uploads_K, bits_K = metrics.per_step(sent_KxM, bits_KxM)
   _, bits_down_K = metrics.per_step(sent_KxM, arrays['bits_down'])

@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from laq_jax import compressors
+from laq_jax import schedule
 from laq_jax.trigger import TRIGGERS
 
 
@@ -115,7 +116,8 @@ class Hyper(NamedTuple):
   Attributes:
     step_size: alpha, applied to the *sum* of worker gradients.
     bits: b, bits per coordinate of the uniform quantizer, 1..32 (int32).
-    xi: total weight of the parameter-difference history; xi_d = xi / D.
+    xi: total weight of the parameter-difference history; xi_d = xi / D
+      (times the schedule's factor at iteration k).
     err_weight: c_e, weight of the quantization errors in the trigger.
     threshold_offset: c_0, constant added to the trigger threshold.
     max_staleness: tbar, a worker uploads after this many consecutive skips.
@@ -133,8 +135,14 @@ class Hyper(NamedTuple):
     trigger: index into TRIGGERS (int32).
     error_feedback: add the worker's error memory before compressing (bool).
     authors_code: follow the authors' released scripts where they depart
-      from Algorithm 1 (no forced upload at k = 0; history weights xi / k
-      for k <= D; b*p bits per quantized upload) (bool).
+      from Algorithm 1 (no forced upload at k = 0; their history weights;
+      b*p bits per quantized upload; in minibatch runs their minibatch
+      scripts' history window and contiguous-block minibatches, and QSGD's
+      and SSGD's rounding and bit counts: docs/algorithm.md) (bool).
+    xi_steps: the iterations from which xi's schedule changes its factor
+      (int32 [schedule.SLOTS], unused slots at schedule.NEVER).
+    xi_factors: xi's multiplier from each of those iterations on (not
+      cumulative; 1 before the first), [schedule.SLOTS].
   """
   step_size: Any
   bits: Any
@@ -154,6 +162,8 @@ class Hyper(NamedTuple):
   trigger: Any
   error_feedback: Any
   authors_code: Any
+  xi_steps: Any
+  xi_factors: Any
 
   @property
   def lazy(self):
@@ -173,10 +183,13 @@ class Hyper(NamedTuple):
 DEFAULTS = dict(step_size=0.02, bits=4, xi=0.8, err_weight=3.0,
                 threshold_offset=0.0, max_staleness=100, l2=0.01, seed=0,
                 levels=10_000, keep_prob=0.5, top_k=0.01, zeta=20.0,
-                downlink_bits=0)
+                downlink_bits=0, xi_schedule='')
 FLOAT_FIELDS = ('step_size', 'xi', 'err_weight', 'threshold_offset', 'l2',
                 'keep_prob', 'top_k', 'zeta')
 INT_FIELDS = ('bits', 'max_staleness', 'seed', 'levels', 'downlink_bits')
+# Schedules: text '300:2,500:6' ('' none) or (step, factor) pairs, stored in
+# Hyper as xi_steps / xi_factors (`laq_jax.schedule`).
+SCHEDULE_FIELDS = ('xi_schedule',)
 MAX_LEVELS = 2**24  # s: l_i <= s fits a float32 exactly
 
 
@@ -196,6 +209,9 @@ def check_scalar(name: str, value, where: str | None = None) -> None:
   """Raises ValueError unless `value` is one allowed scalar for field `name`
   of DEFAULTS: an integer for INT_FIELDS, a finite number otherwise, in the
   field's range. `where` names the value in the message (default `name`)."""
+  if name in SCHEDULE_FIELDS:
+    schedule.parse(value, where or name)
+    return
   ok, allowed = CHECKS[name]
   typed = is_integer(value) if name in INT_FIELDS else is_number(value)
   if not (typed and ok(value)):
@@ -252,6 +268,9 @@ def validate(**values) -> None:
   ignored so callers can pass a whole config.
   """
   for name, value in values.items():
+    if name in SCHEDULE_FIELDS:
+      schedule.parse(value, name)
+      continue
     if name not in CHECKS:
       continue
     ok, allowed = CHECKS[name]
@@ -273,7 +292,8 @@ def make_hyper(algo: str | Algorithm = 'laq', *, dtype=jnp.float32,
     dtype: float dtype of the numeric fields (float32 or float64).
     authors_code: follow the authors' scripts (see `Hyper`).
     **overrides: any field of DEFAULTS; array values make a grid (see
-      `stack_hypers` for the usual way).
+      `stack_hypers` for the usual way). `xi_schedule` is text
+      ('300:2,500:6') or (step, factor) pairs (`laq_jax.schedule`).
 
   Returns:
     A Hyper of jnp arrays.
@@ -287,6 +307,7 @@ def make_hyper(algo: str | Algorithm = 'laq', *, dtype=jnp.float32,
   validate(**values)
   values['downlink_bits'] = broadcast_bits(algorithm, values['bits'],
                                            values['downlink_bits'])
+  xi_steps, xi_factors = schedule.arrays(values['xi_schedule'], dtype)
   return Hyper(
       **{f: jnp.asarray(values[f], dtype) for f in FLOAT_FIELDS},
       **{f: jnp.asarray(values[f], jnp.int32) for f in INT_FIELDS},
@@ -296,6 +317,8 @@ def make_hyper(algo: str | Algorithm = 'laq', *, dtype=jnp.float32,
       trigger=jnp.asarray(TRIGGERS.index(algorithm.trigger), jnp.int32),
       error_feedback=jnp.asarray(algorithm.error_feedback, bool),
       authors_code=jnp.asarray(authors_code, bool),
+      xi_steps=xi_steps,
+      xi_factors=xi_factors,
   )
 
 

@@ -29,6 +29,10 @@ from laq_jax.problems import Problem
 
 
 GRID_AXES = ('map', 'vmap')
+# The logged objective's default interval in minibatch runs (RunSpec's
+# loss_every=0): the full objective costs a pass over every worker's whole
+# shard, many times the minibatch gradient.
+MINIBATCH_LOSS_EVERY = 10
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,6 +61,13 @@ class RunSpec:
       matrix products, the faster choice on an accelerator), where a point
       agrees with its run alone to rounding only (the products' summation
       order changes with their width).
+    loss_every: E, the trace's `loss` holds the full objective f(theta^k) at
+      the iterations k with k % E == 0 and NaN at the others (`logged`); 0
+      (the default) means 1 for full-batch runs, whose loss comes with the
+      gradient, and MINIBATCH_LOSS_EVERY for minibatch runs, where the full
+      objective is a pass over all the data that the step does not need and
+      is computed only at the logged iterations. The logged values are
+      those of a loss_every=1 run; the run itself does not change.
   """
   problem: Problem
   num_workers: int
@@ -68,11 +79,19 @@ class RunSpec:
   downlink: bool = True
   rule: rules.Rule = rules.LAQ
   grid_axis: str = 'map'
+  loss_every: int = 0
 
   @property
   def parts(self) -> rules.Parts:
     """The rule's parts this program compiles in."""
-    return rules.Parts(self.compressors, self.error_feedback, self.downlink)
+    return rules.Parts(self.compressors, self.error_feedback, self.downlink,
+                       self.stochastic)
+
+  @property
+  def log_every(self) -> int:
+    """E in effect: `loss_every`, or its default for the kind of run."""
+    return self.loss_every or (MINIBATCH_LOSS_EVERY if self.stochastic
+                               else 1)
 
   def __post_init__(self):
     if self.num_workers < 1:
@@ -84,6 +103,11 @@ class RunSpec:
     if self.stochastic and self.batch_size < 1:
       raise ValueError(f'batch_size={self.batch_size} is not allowed: it must '
                        'be an integer >= 1')
+    if (isinstance(self.loss_every, bool) or not isinstance(
+        self.loss_every, (int, np.integer)) or self.loss_every < 0):
+      raise ValueError(f'loss_every={self.loss_every!r} is not allowed: it '
+                       'must be an integer >= 1, or 0 for the default (1 '
+                       f'full batch, {MINIBATCH_LOSS_EVERY} minibatch)')
     if self.grid_axis not in GRID_AXES:
       raise ValueError(f'grid_axis={self.grid_axis!r} is not allowed; '
                        f'allowed: {", ".join(GRID_AXES)}')
@@ -185,7 +209,8 @@ class Trace(NamedTuple):
   """Per-step outputs of a chunk, leading axis T (then M for per-worker).
 
   `loss` is the full objective f(theta^k) = sum_m f_m(theta^k) at the
-  server's parameters the step started from; `grad_norm_sq` is
+  server's parameters the step started from, at the logged iterations
+  (`RunSpec.loss_every`, `metrics.logged`; NaN at the others); `grad_norm_sq` is
   ||sum_m g_m||^2 of the gradients the workers computed (at the parameters
   they hold: ||grad f(theta^k)||^2 in a full-batch run without a quantized
   broadcast; the minibatch gradients' sum in a stochastic one);
@@ -270,7 +295,7 @@ def init_state(spec: RunSpec, hyper: Hyper, dtype=jnp.float32,
 
 def _cast_hyper(hyper: Hyper, dtype) -> Hyper:
   floats = ('step_size', 'xi', 'err_weight', 'threshold_offset', 'l2',
-            'keep_prob', 'top_k', 'zeta')
+            'keep_prob', 'top_k', 'zeta', 'xi_factors')
   return hyper._replace(**{f: jnp.asarray(getattr(hyper, f), dtype)
                            for f in floats})
 
@@ -303,10 +328,20 @@ def make_step(spec: RunSpec, data: Data, hyper: Hyper, *,
                             in_axes=(None, 0, 0))
   full_value_and_grad, full_values = full_batch(problem, data, hyper.l2)
 
+  num_blocks = max(shard_size // spec.batch_size, 1)
+
   def minibatch(step, worker, x_NxD, y_N):
     key = randomness.batch_key(hyper.seed, step, worker)
     idx = jax.random.choice(key, shard_size, (spec.batch_size,), replace=False)
+    # The authors' scripts: one of the shard's fixed contiguous blocks of
+    # batch_size (tf.data's batch, then shuffle().take(1)), drawn uniformly.
+    block = jax.random.randint(key, (), 0, num_blocks)
+    idx = jnp.where(hyper.authors_code,
+                    block * spec.batch_size + jnp.arange(spec.batch_size),
+                    idx)
     return x_NxD[idx], y_N[idx]
+
+  every = spec.log_every
 
   def body(state: LoopState, _):
     theta_P = state.theta_P
@@ -323,7 +358,13 @@ def make_step(spec: RunSpec, data: Data, hyper: Hyper, *,
       xb, yb = jax.vmap(minibatch, in_axes=(None, 0, 0, 0))(
           state.step, worker_ids_M, data.x_MxNxD, data.y_MxN)
       _, grads_MxP = value_and_grad(at_P, xb, yb)
-      loss = collectives.sum_workers(full_values(theta_P), axis_name)
+      if every == 1:
+        losses_M = full_values(theta_P)
+      else:  # the full objective at the logged iterations only
+        losses_M = jax.lax.cond(
+            state.step % every == 0, full_values,
+            lambda th: jnp.full((num_local,), jnp.nan, dtype), theta_P)
+      loss = collectives.sum_workers(losses_M, axis_name)
     else:
       losses_M, grads_MxP = full_value_and_grad(at_P)
       if spec.downlink:  # the loss at the server's theta, not the broadcast
@@ -336,6 +377,9 @@ def make_step(spec: RunSpec, data: Data, hyper: Hyper, *,
       # Added left to right (not a reduce, whose order XLA picks per
       # fusion), so a program with other parts compiled in sums alike.
       loss = collectives.sum_workers(losses_M, axis_name)
+      if every > 1:
+        loss = jnp.where(state.step % every == 0, loss,
+                         jnp.asarray(jnp.nan, loss.dtype))
     grad_norm_sq = jnp.sum(jnp.square(collectives.sum_workers(grads_MxP,
                                                               axis_name)))
     theta_P, rule_state, stats = spec.rule.step(

@@ -71,18 +71,31 @@ def at_target(residual_K, uploads_T, bits_T, target: float,
   return out
 
 
-def diverged_at(loss_T, final_loss: float) -> int | None:
-  """Where a run diverged: the first k with f(theta^k) NaN or inf.
+def logged(num_steps: int, loss_every: int = 1, start: int = 0
+           ) -> np.ndarray:
+  """[num_steps] bool: which iterations k = start .. start+num_steps-1 log
+  the objective f(theta^k): k % loss_every == 0 (`RunSpec.loss_every`; the
+  trace holds NaN at the others)."""
+  k = np.arange(start, start + num_steps)
+  return k % max(int(loss_every), 1) == 0
+
+
+def diverged_at(loss_T, final_loss: float, loss_every: int = 1
+                ) -> int | None:
+  """Where a run diverged: the first logged k with f(theta^k) NaN or inf.
 
   Args:
-    loss_T: f(theta^k) for k = 0..T-1.
+    loss_T: f(theta^k) for k = 0..T-1 (NaN where not logged).
     final_loss: f(theta^T).
+    loss_every: the interval of the logged iterations (`logged`): a NaN at
+      any other k means "not evaluated", not divergence.
 
   Returns:
-    The first k in 0..T-1 with a non-finite loss, else T if f(theta^T) is
-    non-finite, else None (the run did not diverge).
+    The first logged k in 0..T-1 with a non-finite loss, else T if
+    f(theta^T) is non-finite, else None (the run did not diverge).
   """
-  bad = np.flatnonzero(~np.isfinite(np.asarray(loss_T, np.float64)))
+  loss = np.asarray(loss_T, np.float64)
+  bad = np.flatnonzero(~np.isfinite(loss) & logged(len(loss), loss_every))
   if bad.size:
     return int(bad[0])
   return None if math.isfinite(float(final_loss)) else len(loss_T)
@@ -188,7 +201,8 @@ def summarize(*, loss_T, final_loss: float, sent_TxM, bits_TxM,
               fstar: float | None, target: float,
               final_test_accuracy: float | None = None,
               grad_norm_sq_T=None, paper_reference: float | None = None,
-              bits_down_TxM=None, **extra: Any) -> dict[str, Any]:
+              bits_down_TxM=None, loss_every: int = 1,
+              **extra: Any) -> dict[str, Any]:
   """The summary of one run as a JSON-ready dict.
 
   Two residuals, each with its own at-target figures: the exact one,
@@ -209,6 +223,9 @@ def summarize(*, loss_T, final_loss: float, sent_TxM, bits_TxM,
       run's own).
     bits_down_TxM: bits each worker received at each step (the broadcast),
       or None.
+    loss_every: the loss is logged at k % loss_every == 0 (NaN elsewhere):
+      the at-target figures are those of the first logged iterate at or
+      below the target (f(theta^T) counts as logged).
     **extra: further keys copied in first (algo, model, wall time, ...).
 
   Returns:
@@ -216,7 +233,8 @@ def summarize(*, loss_T, final_loss: float, sent_TxM, bits_TxM,
     final_test_accuracy, fstar, target_residual, target_iteration,
     target_uploads, target_bits (None where f* is unknown or the target is not
     reached), paper_reference, paper_final_residual, paper_target_iteration,
-    paper_target_uploads, paper_target_bits, last_grad_norm_sq, diverged;
+    paper_target_uploads, paper_target_bits, last_grad_norm_sq, loss_every,
+    diverged;
     with `bits_down_TxM` also total_bits_down, target_bits_down and
     paper_target_bits_down; plus `extra`.
   """
@@ -256,7 +274,8 @@ def summarize(*, loss_T, final_loss: float, sent_TxM, bits_TxM,
           'total_bits_down': int(down_T.sum()),
           'target_bits_down': hit['bits_down'],
           'paper_target_bits_down': paper_hit['bits_down']}),
-      'diverged': not bool(np.all(np.isfinite(loss))),
+      'loss_every': int(loss_every),
+      'diverged': diverged_at(loss_T, final_loss, loss_every) is not None,
   }
 
 
@@ -318,7 +337,8 @@ def summarize_sweep(result, *, fstar, target: float, test_accuracy=None
   for g, point in enumerate(result.points):
     acc = None if test_accuracy is None else float(test_accuracy[g])
     final = float(result.final_loss_G[g])
-    at = diverged_at(result.loss_GxT[g], final)
+    every = 1 if result.loss_every_G is None else int(result.loss_every_G[g])
+    at = diverged_at(result.loss_GxT[g], final, every)
     steps = slice(None) if at is None else slice(0, at + 1)
     if at is not None:
       final, acc = math.nan, None
@@ -330,7 +350,8 @@ def summarize_sweep(result, *, fstar, target: float, test_accuracy=None
         final_test_accuracy=acc,
         grad_norm_sq_T=result.grad_norm_sq_GxT[g][steps],
         paper_reference=float(references[g]),
-        bits_down_TxM=result.bits_down_GxTxM[g][steps], point=g, **point)
+        bits_down_TxM=result.bits_down_GxTxM[g][steps], loss_every=every,
+        point=g, **point)
     row['diverged_at'] = at
     rows.append(row)
   return rows
@@ -361,7 +382,8 @@ def curve_arrays(result, *, max_upload_elements: int = 10**8
     loss [G,T] (f(theta^k) before step k), final_loss [G] (f(theta^T)),
     grad_norm_sq [G,T] (||sum_m g_m||^2 at theta^k), paper_reference [G]
     (see `paper_references`), cum_uploads, cum_bits and cum_bits_down
-    [G,T] (int64, through step k, summed over workers), uploads [G,T,M] bool
+    [G,T] (int64, through step k, summed over workers), loss_every [G]
+    (loss is NaN at the iterations not logged), uploads [G,T,M] bool
     (who uploaded at step k; only when G*T*M <= max_upload_elements), and
     one [G] array per GRID_KEYS key (algo as strings).
   """
@@ -375,6 +397,9 @@ def curve_arrays(result, *, max_upload_elements: int = 10**8
       'cum_uploads': cumulative(uploads_GxT),
       'cum_bits': cumulative(bits_GxT),
       'cum_bits_down': cumulative(bits_down_GxT),
+      'loss_every': (np.ones(len(result.points), np.int64)
+                     if result.loss_every_G is None
+                     else np.asarray(result.loss_every_G, np.int64)),
   }
   if result.sent_GxTxM.size <= max_upload_elements:
     out['uploads'] = np.asarray(result.sent_GxTxM, bool)

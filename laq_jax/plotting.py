@@ -73,6 +73,10 @@ def loss_figure(curves: Sequence[Curve], x: str = 'iterations', *,
   for curve in curves:
     y = np.asarray(curve.value, np.float64)
     xs = np.asarray(getattr(curve, field), np.float64)
+    # Iterates whose objective was not logged (NaN: `RunSpec.loss_every`)
+    # are left out, so the line joins the logged ones.
+    keep = ~np.isnan(y)
+    y, xs = y[keep], xs[keep]
     # Points a log scale cannot show (residuals at or past f* to rounding;
     # x = 0 on a log x axis) are left out, not clipped to a fake value.
     y = np.where(y > 0, y, np.nan)

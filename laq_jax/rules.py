@@ -28,6 +28,7 @@ from laq_jax import collectives
 from laq_jax import compressors
 from laq_jax import quantize
 from laq_jax import randomness
+from laq_jax import schedule
 from laq_jax import trigger as trigger_lib
 from laq_jax.hyper import Hyper
 
@@ -89,10 +90,13 @@ class Parts:
     compressors: the compressors it may meet.
     error_feedback: whether any point uses error feedback.
     downlink: whether any point quantizes the broadcast.
+    stochastic: minibatch gradients: `Hyper.authors_code` then follows the
+      authors' minibatch scripts (their history window).
   """
   compressors: tuple[str, ...] = compressors.COMPRESSORS
   error_feedback: bool = True
   downlink: bool = True
+  stochastic: bool = False
 
 
 def init(theta_P: jax.Array, num_workers: int, memory: int,
@@ -197,9 +201,12 @@ def step(grads_MxP: jax.Array, state: RuleState, theta_P: jax.Array,
   num_workers = num_workers or num_local
   if worker_ids_M is None:
     worker_ids_M = jnp.arange(num_local, dtype=jnp.int32)
+  # xi at iteration k: times its schedule's factor (exactly xi without one).
+  xi = hyper.xi * schedule.factor_at(hyper.xi_steps, hyper.xi_factors,
+                                     step_count)
   laq_shared = trigger_lib.history_threshold(
-      state.history_D, hyper.step_size, hyper.xi, num_workers, step_count,
-      hyper.authors_code)
+      state.history_D, hyper.step_size, xi, num_workers, step_count,
+      hyper.authors_code, minibatch_scripts=parts.stochastic)
   keys = jax.vmap(lambda w: randomness.compress_key(hyper.seed, step_count,
                                                     w))(worker_ids_M)
   worker = jax.vmap(_worker, in_axes=(0, 0, 0, 0, 0, 0, None, None, None,

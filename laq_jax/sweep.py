@@ -223,6 +223,9 @@ class SweepResult(NamedTuple):
     bits_down_GxTxM: bits each worker received at each step (int32).
     final_loss_G: f(theta^T) after the last step.
     theta_GxP: the final parameters theta^T.
+    loss_every_G: each point's logged-loss interval (`RunSpec.log_every` of
+      its program: loss_GxT is NaN at the other iterations); None: every
+      iteration.
   """
   points: list[dict[str, Any]]
   loss_GxT: np.ndarray
@@ -232,6 +235,7 @@ class SweepResult(NamedTuple):
   bits_down_GxTxM: np.ndarray
   final_loss_G: np.ndarray
   theta_GxP: np.ndarray
+  loss_every_G: np.ndarray | None = None
 
 
 class Progress(NamedTuple):
@@ -389,8 +393,11 @@ def run_sweep(spec: RunSpec, data: Data, points: Sequence[Mapping[str, Any]],
                      kind='stable')
   columns = [np.concatenate(x)[order] for x in zip(*finished)]
   loss, grad_norm, sent, bits, bits_down, final, theta = columns
+  every = np.empty(len(points), np.int64)
+  for program, real, _ in plan:
+    every[real] = program.log_every
   return SweepResult(points, loss, grad_norm, sent.astype(bool), bits,
-                     bits_down, final, theta)
+                     bits_down, final, theta, every)
 
 
 # What a batch records per step (the Trace fields), and what a finished

@@ -40,24 +40,42 @@ NEVER_UPLOADED = 2**31 - 1
 
 def history_threshold(hist_D: jax.Array, step_size: jax.Array, xi: jax.Array,
                       num_workers: int, step=None,
-                      authors_code=False) -> jax.Array:
+                      authors_code=False, minibatch_scripts: bool = False
+                      ) -> jax.Array:
   """(1 / (alpha^2 M^2)) * sum_d xi_d h_d: the part shared by all workers.
 
   Args:
-    hist_D: h_d, d = 1..D (0 for steps that do not exist yet).
+    hist_D: h_d, d = 1..D ([0] newest; 0 for steps that do not exist yet).
     step_size: alpha.
-    xi: the total history weight.
+    xi: the total history weight at this iteration (after its schedule).
     num_workers: M.
     step: k (needed with `authors_code`).
-    authors_code: xi_d = xi / min(k, D) (the authors' scripts) instead of
-      xi / D.
+    authors_code: the authors' weights instead of xi_d = xi / D. Their
+      full-batch scripts (LAQ.py, GD/lasterrtwiceDNN.py): xi / min(k, D) on
+      all D steps. Their minibatch scripts (SLAQ.py, SGD/lasterrsgdDNN.py),
+      with `minibatch_scripts`: a rolling buffer read at d = 1..D-1, so from
+      k = D on xi / D on the D - 1 newest steps (the oldest is left out);
+      for k < D the buffer is read at slots that are not filled yet, which
+      leaves the steps j = D-k+1..k (none while k <= D/2), weighted xi / k.
+    minibatch_scripts: (static) read `authors_code` as the minibatch scripts.
   """
   memory = hist_D.shape[-1]
   divisor = jnp.asarray(memory, hist_D.dtype)
-  if step is not None:
-    warm = jnp.clip(step, 1, memory).astype(hist_D.dtype)
+  if step is None:
+    return (xi / divisor) * jnp.sum(hist_D) / (
+        jnp.square(step_size) * num_workers**2)
+  warm = jnp.clip(step, 1, memory).astype(hist_D.dtype)
+  if not minibatch_scripts:
     divisor = jnp.where(authors_code, warm, divisor)
-  return (xi / divisor) * jnp.sum(hist_D) / (
+    return (xi / divisor) * jnp.sum(hist_D) / (
+        jnp.square(step_size) * num_workers**2)
+  default = (xi / divisor) * jnp.sum(hist_D)
+  j = jnp.arange(1, memory + 1)
+  window = jnp.where(step >= memory, j <= memory - 1,
+                     (j >= memory - step + 1) & (j <= step))
+  scripts = (xi / warm) * jnp.sum(jnp.where(window, hist_D,
+                                            jnp.zeros_like(hist_D)))
+  return jnp.where(authors_code, scripts, default) / (
       jnp.square(step_size) * num_workers**2)
 
 
