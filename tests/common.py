@@ -127,11 +127,12 @@ SMALL_M, SMALL_N = 4, 40
 
 
 def small_run(algo, steps=60, dtype=None, problem='logreg', layout=False,
-              **hyper):
+              loss_every=1, **hyper):
   """`algo` on the small shards (float64 data): (state, trace, (x, y)).
 
   layout: give the data `laq_jax.fast_layout`'s layouts (the fast
-  full-batch logistic-regression gradient)."""
+  full-batch logistic-regression gradient). loss_every: RunSpec's (1: the
+  loss at every step, as the oracle logs it)."""
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
   import laq_jax as lj  # pylint: disable=g-import-not-at-top
   dtype = dtype or jnp.float64
@@ -140,7 +141,8 @@ def small_run(algo, steps=60, dtype=None, problem='logreg', layout=False,
   if layout:
     data = lj.fast_layout(data)
   spec = lj.RunSpec(lj.get_problem(problem, hidden=16), SMALL_M,
-                    stochastic=lj.ALGORITHMS[algo].stochastic, batch_size=10)
+                    stochastic=lj.ALGORITHMS[algo].stochastic, batch_size=10,
+                    loss_every=loss_every)
   h = lj.make_hyper(algo, dtype=dtype, **hyper)
   state, trace = lj.run(spec, data, h, steps)
   return state, trace, (x, y)

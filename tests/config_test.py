@@ -23,6 +23,7 @@ from configs import sweep_algos
 from configs import sweep_bits_xi
 from experiments import build
 from experiments import config as config_lib
+from laq_jax import schedule
 from tests import common
 
 ALGORITHMS = ('gd', 'qgd', 'lag', 'laq', 'sgd', 'sqgd', 'slag', 'slaq',
@@ -69,12 +70,24 @@ class ConfigFilesTest(absltest.TestCase):
                            list(experiment.algos))
 
   def test_stochastic_configs_hold_the_authors_settings(self):
-    for name in ('mnist_logreg_stochastic', 'mnist_mlp_stochastic'):
-      c = configs.load(name)
-      self.assertEqual(
-          (c.algo, c.bits, c.step_size, c.err_weight, c.threshold_offset,
-           c.num_iters, c.batch_size, c.precision),
-          ('slaq', 3, 0.008, 1.5, 0.2, 1500, 500, 'float32'), name)
+    # NeurIPS SLAQ.py (logistic regression).
+    c = configs.load('mnist_logreg_stochastic')
+    self.assertEqual(
+        (c.algo, c.bits, c.step_size, c.xi, c.xi_schedule, c.err_weight,
+         c.threshold_offset, c.num_iters, c.batch_size, c.precision),
+        ('slaq', 3, 0.008, 0.8, '', 1.5, 0.2, 1500, 500, 'float32'))
+    # TPAMI-LAQ SGD/lasterrsgdDNN.py (the network): b=6 and alpha=0.02
+    # overwrite its b=8 and alpha=0.008; ck = 3 (xi_d = 3/D), x2 from
+    # k = 300, x6 from k = 500; ec*3 = 3; no c_0.
+    c = configs.load('mnist_mlp_stochastic')
+    self.assertEqual(
+        (c.algo, c.model, c.hidden, c.bits, c.step_size, c.xi,
+         c.xi_schedule, c.err_weight, c.threshold_offset, c.memory,
+         c.max_staleness, c.l2, c.num_iters, c.batch_size, c.precision,
+         c.loss_every, c.authors_code),
+        ('slaq', 'mlp', 200, 6, 0.02, 3.0, '300:2,500:6', 3.0, 0.0, 10, 100,
+         0.01, 1500, 500, 'float32', 10, False))
+    self.assertEqual(schedule.parse(c.xi_schedule), ((300, 2.0), (500, 6.0)))
 
   def test_the_network_config_holds_the_authors_settings(self):
     # TPAMI-LAQ GD/lasterrtwiceDNN.py: 200 ReLUs, b = 8, 8,000 iterations.

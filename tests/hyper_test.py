@@ -71,7 +71,12 @@ class HyperTest(absltest.TestCase):
     defaults = hyper.make_hyper('laq')
     self.assertEqual(defaults.step_size.dtype, jnp.float32)
     for name, value in hyper.DEFAULTS.items():
+      if name in hyper.SCHEDULE_FIELDS:
+        continue
       self.assertAlmostEqual(float(getattr(defaults, name)), value, 6, name)
+    # No schedule: every slot unused (factor 1 at a step no run reaches).
+    np.testing.assert_array_equal(defaults.xi_factors, np.ones(8))
+    np.testing.assert_array_equal(defaults.xi_steps, np.full(8, 2**31 - 1))
 
   def test_unknown_override(self):
     with self.assertRaisesRegex(ValueError, r"\['bitz'\].*allowed"):

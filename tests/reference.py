@@ -305,7 +305,8 @@ def run(x_mnd, y_mn, *, steps, alpha, bits, compressor='uniform',
         c_0=0.0, tbar=100, classes=10, batches=None, levels=10_000,
         keep_prob=0.5, uniforms=None, authors_code=False, model='logreg',
         hidden=None, theta0=None, top_k=0.01, error_feedback=False,
-        trigger=None, zeta=1.0, downlink_bits=0):
+        trigger=None, zeta=1.0, downlink_bits=0, xi_schedule=(),
+        minibatch_scripts=False):
   """`steps` iterations of docs/algorithm.md's "One iteration", loop by loop.
 
   Extended to the family of /work/shared/compressors.md: error feedback,
@@ -340,6 +341,12 @@ def run(x_mnd, y_mn, *, steps, alpha, bits, compressor='uniform',
     downlink_bits: b of the server's quantized broadcast (two-way LAQ): the
       workers hold thetahat and compute their gradients there; 0: they hold
       theta itself (an unquantized broadcast of 32 p bits).
+    xi_schedule: ((K1, C1), ...): xi times C_j from iteration K_j on.
+    minibatch_scripts: with authors_code, the history of the authors'
+      minibatch scripts (SLAQ.py, SGD/lasterrsgdDNN.py), copied loop by loop:
+      a rolling buffer dtheta of the last D parameter steps, shifted at the
+      top of each iteration k >= 1, read at columns k-d (k <= D) or D-d
+      (k > D) for d = 1..D-1 with weights ksi[d, k] = xi/k, ksi[d, D] = xi/D.
 
   Returns:
     dict of per-step loss [T] (f(theta^k) on the full shards, at the server's
@@ -385,16 +392,33 @@ def run(x_mnd, y_mn, *, steps, alpha, bits, compressor='uniform',
   clock = np.zeros(m_workers) if authors_code else np.full(m_workers, np.inf)
   agg = np.zeros(p, dtype)
   hist = np.zeros(memory, dtype)  # hist[d-1] = h_d
+  buffer = np.zeros(memory, dtype)  # the scripts' dtheta, as squared norms
   rows = []
   for k in range(steps):
+    xi_k = xi
+    for start, factor in xi_schedule:
+      if k >= start:
+        xi_k = xi * dt(factor)
+    if k >= 1:
+      buffer[:memory - 1] = buffer[1:].copy()
+      buffer[memory - 1] = hist[0]  # ||theta^k - theta^{k-1}||^2
     row = dict(loss=dt(0), grad_norm_sq=None,
                sent=np.zeros(m_workers, bool),
                bits=np.zeros(m_workers, np.int64),
                bits_down=np.zeros(m_workers, np.int64),
                **{name: np.zeros(m_workers, dtype)
                   for name in ('innovation', 'threshold', 'error')})
-    weight = xi / (max(min(k, memory), 1) if authors_code else memory)
+    weight = xi_k / (max(min(k, memory), 1) if authors_code else memory)
     rhs_hist = weight * np.sum(hist) / (alpha**2 * m_workers**2)
+    if authors_code and minibatch_scripts:
+      me = dt(0)
+      for d in range(1, memory):
+        if k - d >= 0:
+          if k <= memory:
+            me += (xi_k / k) * buffer[k - d]
+          else:
+            me += (xi_k / memory) * buffer[memory - d]
+      rhs_hist = me / (alpha**2 * m_workers**2)
     grad_sum = np.zeros(p, dtype)
     for m in range(m_workers):
       # The loss is the server's f(theta^k); the gradient is at thetahat^k.

@@ -35,7 +35,8 @@ def run_both(algo, dtype=np.float64, steps=STEPS, batch_size=10, **hyper):
   # full-batch runs, one for the stochastic ones.
   names = lj.COMPRESSORS if stochastic else ('identity', 'uniform')
   spec = lj.RunSpec(lj.get_problem('mlp', hidden=H), M, stochastic=stochastic,
-                    batch_size=batch_size, compressors=names)
+                    batch_size=batch_size, compressors=names,
+                    loss_every=1)  # the oracle logs every step
   authors_code = hyper.pop('authors_code', False)
   h = lj.make_hyper(algo, dtype=dtype, authors_code=authors_code, **hyper)
   state0 = lj.init_state(spec, h, dtype)
