@@ -15,9 +15,11 @@ Bits per upload (p = number of parameters):
   uniform   b p + 32 (the codes and the float32 radius; b p with
             `Hyper.authors_code`, as the authors' scripts count it)
   qsgd      32 (the norm) + per nonzero level l_i: 1 sign bit + the Elias-gamma
-            code of l_i, 2 floor(log2 l_i) + 1 bits (QSGD's own encoding)
+            code of l_i, 2 floor(log2 l_i) + 1 bits (QSGD's own encoding);
+            with `Hyper.authors_code` the authors' count (see `qsgd`)
   rand_p    32 per kept value + 32 for the seed of the mask (the server
-            regenerates the mask from it, so indices cost nothing)
+            regenerates the mask from it, so indices cost nothing); 32 per
+            kept value with `Hyper.authors_code`
   top_k     k (32 + ceil(log2 p)): each kept value and its index
   sign      p + 32: a sign bit per coordinate and the float32 scale
   terngrad  2 p + 32: a ternary digit per coordinate and the float32 scale
@@ -106,11 +108,42 @@ def qsgd(grad_P, ref_P, key, hyper) -> Compressed:
   scaled = s * jnp.abs(v) / safe_norm
   low = jnp.floor(scaled)
   u = jax.random.uniform(key, v.shape, dtype)
-  level = low + (u < scaled - low).astype(dtype)
+  frac = scaled - low
+  # The authors' quantr (TPAMI-LAQ SGD/*.py) rounds up with probability
+  # 1 - frac (biased; a zero coordinate becomes +||v|| / s), and counts
+  # the sum over |l_i| >= 2 of log2 l_i + log2 log2 l_i + ... (while >= 2),
+  # with no sign bits and no norm.
+  authors = hyper.authors_code
+  up = jnp.where(authors, u <= 1 - frac, u < frac)
+  level = low + up.astype(dtype)
   level = jnp.where(norm > 0, level, jnp.zeros_like(level))
-  value = ref_P + norm * jnp.sign(v) * level / s
+  # Theirs gives 0 the sign +1; a coordinate that is 0 in exact arithmetic
+  # (a bias gradient 0.1 - 1/10) comes out +-1e-17 in an order of summation
+  # that differs between programs, so |v_i| <= kappa ||v|| counts as 0 (the
+  # quantizer's tie rule, `quantize.tie_tolerance`).
+  zero = jnp.abs(v) <= quantize.tie_tolerance(dtype) * norm
+  signs = jnp.where(authors, jnp.where(zero | (v >= 0), 1, -1).astype(dtype),
+                    jnp.sign(v))
+  value = ref_P + norm * signs * level / s
   per_value = jnp.where(level > 0, 1 + elias_gamma_bits(level), 0)
-  return Compressed(value, 32 + jnp.sum(per_value, dtype=jnp.int32))
+  bits = 32 + jnp.sum(per_value, dtype=jnp.int32)
+  bits = jnp.where(authors, jnp.round(iterated_log_bits(level)).astype(
+      jnp.int32), bits)
+  return Compressed(value, bits)
+
+
+def iterated_log_bits(level_P):
+  """The authors' QSGD bit count: sum_i of log2 l + log2 log2 l + ... over
+  the terms >= 1 reached from |l_i| >= 2 (their `while tem >= 2: tem =
+  log2(tem); nbit += tem`), in float64 where enabled. Five rounds reach
+  below 2 from any l <= 2^24."""
+  t = jnp.abs(level_P).astype(jnp.promote_types(level_P.dtype, jnp.float32))
+  total = jnp.zeros((), t.dtype)
+  for _ in range(5):
+    active = t >= 2
+    t = jnp.where(active, jnp.log2(jnp.where(active, t, 2)), t)
+    total = total + jnp.sum(jnp.where(active, t, 0))
+  return total
 
 
 def rand_p(grad_P, ref_P, key, hyper) -> Compressed:
@@ -120,7 +153,9 @@ def rand_p(grad_P, ref_P, key, hyper) -> Compressed:
   p = hyper.keep_prob.astype(v.dtype)
   keep = jax.random.uniform(key, v.shape, v.dtype) < p
   value = ref_P + jnp.where(keep, v / p, jnp.zeros_like(v))
-  return Compressed(value, 32 * jnp.sum(keep, dtype=jnp.int32) + 32)
+  # The authors' scripts count 32 per kept value, no seed.
+  seed_bits = jnp.where(hyper.authors_code, 0, 32).astype(jnp.int32)
+  return Compressed(value, 32 * jnp.sum(keep, dtype=jnp.int32) + seed_bits)
 
 
 def top_k_count(top_k, num_params: int):

@@ -225,6 +225,33 @@ def gamma_length(level):
   return 2 * int(math.floor(math.log2(level))) + 1
 
 
+def qsgd_authors(v, s, uniforms):
+  """The authors' quantr (TPAMI-LAQ SGD/lasterrsgdDNN.py), loop by loop, with
+  `uniforms` as its rr draws: (C(v), bits, rounded to an integer)."""
+  norv = np.sqrt(v.dot(v))
+  if norv == 0:
+    return np.zeros_like(v), 0
+  norvec = v / norv
+  q = np.zeros(len(v))
+  nbit = 0.0
+  kappa = 1e-9 if v.dtype == np.float64 else 1e-5  # laq_jax's tie rule
+  for i in range(len(v)):
+    sign = 1 if norvec[i] >= 0 or abs(norvec[i]) <= kappa else -1
+    k = int(abs(norvec[i]) * s) + 1
+    rr = uniforms[i]
+    # theirs: if rr > k - |norvec_i| s: q = sign (k - 1), else sign k; with
+    # rr uniform on [0, 1) both this and ours read "up iff rr <= 1 - frac".
+    if rr > k - abs(norvec[i] * s):
+      q[i] = sign * (k - 1)
+    else:
+      q[i] = sign * k
+    tem = abs(q[i])
+    while tem >= 2:
+      tem = math.log2(tem)
+      nbit += tem
+  return (q / s * norv).astype(v.dtype), int(round(nbit))
+
+
 def qsgd(v, s, uniforms):
   """QSGD with s levels, given one uniform draw per coordinate: (C(v), bits)."""
   s = v.dtype.type(s)
@@ -438,11 +465,13 @@ def run(x_mnd, y_mn, *, steps, alpha, bits, compressor='uniform',
         q, _ = quantize(u, ref, bits)
         cost = bits * p + (0 if authors_code else 32)
       elif compressor == 'qsgd':
-        c, cost = qsgd(u - ref, levels, uniforms[k][m])
+        c, cost = (qsgd_authors if authors_code else qsgd)(
+            u - ref, levels, uniforms[k][m])
         q = ref + c
       elif compressor == 'rand_p':
         c, cost = rand_p(u - ref, keep_prob, uniforms[k][m])
         q = ref + c
+        cost -= 32 if authors_code else 0  # no seed in their count
       elif compressor == 'top_k':
         c, cost = _top_k(u - ref, k_top)
         q = ref + c

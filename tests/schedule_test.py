@@ -152,6 +152,33 @@ class AuthorsMinibatchScriptsTest(parameterized.TestCase):
     self.assertGreater(len({b for row in blocks for b in row}), 1)
 
 
+  @parameterized.parameters('qsgd', 'ssgd')
+  def test_qsgd_and_ssgd_as_the_scripts_count_them(self, algo):
+    a = lj.ALGORITHMS[algo]
+    steps, seed, batch = 12, 6, 10
+    kw = dict(step_size=0.03, seed=seed, levels=50, keep_prob=0.3)
+    state, trace, (x, y) = small_run(algo, steps=steps, authors_code=True,
+                                     **kw)
+    blocks = [[int(jax.random.randint(randomness.batch_key(seed, k, m), (),
+                                      0, N // batch)) for m in range(M)]
+              for k in range(steps)]
+    batches = [[np.arange(b * batch, (b + 1) * batch) for b in row]
+               for row in blocks]
+    uniforms = [[np.asarray(jax.random.uniform(
+        randomness.compress_key(seed, k, m), (7850,), np.float64))
+                 for m in range(M)] for k in range(steps)]
+    ref = reference.run(x, y, steps=steps, alpha=0.03, bits=4,
+                        compressor=a.compressor, innovation=False,
+                        lazy_on=False, batches=batches, levels=50,
+                        keep_prob=0.3, uniforms=uniforms, authors_code=True)
+    np.testing.assert_array_equal(trace.bits_M.astype(np.int64), ref['bits'])
+    np.testing.assert_allclose(np.asarray(state.theta_P), ref['theta'],
+                               atol=1e-10)
+    # ... and they differ from the default count (the switch does something).
+    _, plain, _ = small_run(algo, steps=steps, **kw)
+    self.assertFalse(np.array_equal(plain.bits_M, trace.bits_M))
+
+
 class LossEveryTest(parameterized.TestCase):
 
   @parameterized.parameters(('slaq', 7), ('sgd', 10), ('laq', 3))
