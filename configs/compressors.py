@@ -12,7 +12,13 @@ Settings by the kind of gradient (documented in docs/algorithm.md):
               D = 10, xi = 0.8, c_e = 3, tbar = 100; 4,000 iterations on
               logistic regression (float64), 8,000 on the network (float32);
   minibatch   the authors' SLAQ settings: 500 samples per worker,
-              alpha = 0.008, b = 3, c_e = 1.5, c_0 = 0.2, 1,500 iterations;
+              alpha = 0.008, b = 3, c_e = 1.5, c_0 = 0.2, 1,500 iterations
+              (NeurIPS SLAQ.py); on the network their network script's
+              (TPAMI-LAQ SGD/lasterrsgdDNN.py): alpha = 0.02, b = 6,
+              c_e = 3, c_0 = 0, xi = 3 with xi_schedule '300:2,500:6',
+              and alpha = 0.0006 for the sign and ternary presets
+              (ef_signsgd, terngrad), as that script runs its sign-SGD and
+              ternary methods;
 and for every preset: QSGD s = 10,000 levels (the authors' script), SSGD
 p = 0.5 (theirs), top_k k = 1% of p (EF21, CLAG, top-k with error feedback),
 CLAG zeta = 20 (its threshold then equals LAG's xi / (alpha^2 M^2) = 20 at
@@ -36,6 +42,23 @@ FULL_BATCH = dict(step_size=0.02, bits=4, err_weight=3.0,
 MINIBATCH = dict(step_size=0.008, bits=3, err_weight=1.5,
                  threshold_offset=0.2, batch_size=500, num_iters=1500)
 NETWORK = dict(model='mlp', hidden=200, precision='float32', fstar='none')
+# The minibatch presets on the network (SGD/lasterrsgdDNN.py).
+NETWORK_MINIBATCH = dict(step_size=0.02, bits=6, xi=3.0,
+                         xi_schedule='300:2,500:6', err_weight=3.0,
+                         threshold_offset=0.0)
+NETWORK_SIGN_STEP = 0.0006  # its sign-SGD and ternary runs (alg 4, 5)
+SIGN_PRESETS = ('ef_signsgd', 'terngrad')
+# The quick network's minibatch: the authors' share of a shard (500 of
+# 6,000); at 500 of 600 SLAQ stops uploading (configs/paper.py).
+QUICK_NETWORK_BATCH = 50
+
+
+def network_minibatch_settings(algo: str) -> dict:
+  """A minibatch preset's settings on the network."""
+  values = dict(NETWORK_MINIBATCH)
+  if algo in SIGN_PRESETS:
+    values['step_size'] = NETWORK_SIGN_STEP
+  return values
 
 VARIANTS = {
     **default.VARIANTS,
@@ -56,6 +79,10 @@ def kind_settings(algo: str, network: bool, quick: bool) -> dict:
     values.update(NETWORK)
     if not stochastic:
       values.update(bits=8, num_iters=8000)
+    else:
+      values.update(network_minibatch_settings(algo))
+      if quick:
+        values['batch_size'] = QUICK_NETWORK_BATCH
   if quick:
     key = ('mlp_' if network else '') + ('minibatch' if stochastic
                                           else 'full')

@@ -10,7 +10,9 @@ full-batch ones and the minibatch ones run as two programs (their gradients
 differ), everything else they differ in (compressor, what it compresses,
 error feedback, trigger, the broadcast's bits, the settings) is data. Each
 kind runs at its settings of configs/compressors.py (`config.algo_settings`
-gives the minibatch presets the authors' SLAQ settings). One budget for
+gives the minibatch presets the authors' SLAQ settings, on the network their
+network script's: b = 6, alpha = 0.02, xi = 3 with its schedule, c_e = 3,
+c_0 = 0, alpha = 0.0006 for sign and ternary). One budget for
 both programs: 1,500 iterations (the full batch ones at 4,000 in `:full`).
 
 Variants: `full` (the 7 full-batch presets, 4,000 iterations, the convex
@@ -62,7 +64,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.algo_settings = ml_collections.ConfigDict(
       {a: dict(MINIBATCH_SETTINGS) for a in MINIBATCH})
   config = default.apply_arg(config, arg, VARIANTS)
-  if config.model == 'mlp':  # the minibatch presets keep b = 3
+  if config.model == 'mlp':  # the network script's minibatch settings
     for a in MINIBATCH:
-      config.algo_settings[a].bits = compressors.MINIBATCH['bits']
+      config.algo_settings[a] = ml_collections.ConfigDict(
+          compressors.network_minibatch_settings(a))
+    if 'quick' in {w.strip() for w in (arg or '').split(',')}:
+      config.batch_size = compressors.QUICK_NETWORK_BATCH
   return config

@@ -89,6 +89,25 @@ class ConfigFilesTest(absltest.TestCase):
          0.01, 1500, 500, 'float32', 10, False))
     self.assertEqual(schedule.parse(c.xi_schedule), ((300, 2.0), (500, 6.0)))
 
+  def test_the_familys_network_minibatch_presets_share_the_settings(self):
+    from configs import compressors, sweep_compressors  # pylint: disable=g-import-not-at-top
+    sweep = sweep_compressors.get_config('minibatch,mlp')
+    for algo in ('slaq', 'sgd', 'qsgd', 'ef_signsgd', 'terngrad'):
+      s = sweep.algo_settings[algo]
+      want = 0.0006 if algo in ('ef_signsgd', 'terngrad') else 0.02
+      self.assertEqual((s.step_size, s.bits, s.xi, s.xi_schedule,
+                        s.err_weight, s.threshold_offset),
+                       (want, 6, 3.0, '300:2,500:6', 3.0, 0.0), algo)
+      one = compressors.get_config(f'algo={algo},mlp')
+      self.assertEqual((one.step_size, one.bits, one.xi_schedule),
+                       (want, 6, '300:2,500:6'), algo)
+    self.assertEqual(sweep_compressors.get_config('minibatch,mlp,quick'
+                                                  ).batch_size, 50)
+    # Logistic regression keeps the NeurIPS SLAQ.py settings.
+    s = sweep_compressors.get_config('minibatch').algo_settings['slaq']
+    self.assertEqual((s.step_size, s.bits), (0.008, 3))
+    config_lib.points_from_config(sweep)
+
   def test_the_network_config_holds_the_authors_settings(self):
     # TPAMI-LAQ GD/lasterrtwiceDNN.py: 200 ReLUs, b = 8, 8,000 iterations.
     c = configs.load('mnist_mlp')
@@ -269,6 +288,15 @@ class ValidationTest(parameterized.TestCase):
             'a divisor of the 60000 training samples'),
       _case('batch_larger_than_shard', dict(algo='slaq', batch_size=61),
             'batch_size', '61', "at most the shard size 60 .*'slaq'"),
+      # Schedules and the logged objective.
+      _case('xi_schedule_not_increasing', dict(xi_schedule='500:2,300:6'),
+            'xi_schedule', "'500:2,300:6'", 'K1:C1,K2:C2'),
+      _case('xi_schedule_text', dict(xi_schedule='from 300 on'),
+            'xi_schedule', "'from 300 on'", 'up to 8 breakpoints'),
+      _case('xi_schedule_type', dict(xi_schedule=3), 'xi_schedule', '3',
+            'K1:C1'),
+      _case('loss_every_negative', dict(loss_every=-1), 'loss_every', '-1',
+            'an integer >= 0 .0: 1 for full-batch runs, 10 for minibatch'),
   )
   def test_rule(self, overrides, field, value, allowed):
     # A plain dict: ConfigDict's own type checks would catch some first.
