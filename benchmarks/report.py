@@ -115,6 +115,25 @@ def print_table(res: dict) -> None:
         f"{_g(r['read_bytes_per_s'], 'B/s'):>16}",
         f"{'  fraction of read bandwidth':<46}{r['bandwidth_fraction']:>16.3f}",
     ]
+  if 'loss_every' in res:
+    r = res['loss_every']
+    p = r['per_iter_s']
+    lines += [
+        '',
+        f"[minibatch network: slaq, batch {r['batch_size']}, "
+        f"N={r['num_samples']}, M={NUM_WORKERS}, float32, "
+        f"T={r['num_steps']}]",
+        f"{'  full objective every iteration':<46}"
+        f"{_ms(p['loss_every_1']):>16}",
+        f"{'  full objective every 10 (loss_every=10)':<46}"
+        f"{_ms(p['loss_every_10']):>16}",
+        f"{'  no full objective (the minibatch step)':<46}"
+        f"{_ms(p['no_loss']):>16}",
+        f"{'  every 1 / every 10 ' + _spread(r, 'every_1_over_every_10'):<46}"
+        f"{r['every_1_over_every_10']['median']:>14.2f} x",
+        f"{'  every 10 / none ' + _spread(r, 'every_10_over_no_loss'):<46}"
+        f"{r['every_10_over_no_loss']['median']:>14.2f} x",
+    ]
   lines += ['', f"[laq-jax vs NumPy reference, logreg laq, "
                 f"N={res['laq_vs_gd']['logreg']['num_samples']}]"]
   for dtype, r in res['jax_vs_numpy'].items():

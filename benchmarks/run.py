@@ -32,6 +32,9 @@ Sections (and the module of benchmarks/ that holds each):
   check     the NumPy oracle vs laq-jax on an MNIST subset, 20 iterations:
             uploads must be equal in float64 (float32 is reported only)
             (vs_numpy.py).
+  loss_every  the minibatch network (SLAQ, 500 per worker) logging the full
+            objective every iteration vs every 10 (`RunSpec.loss_every`)
+            vs never: mlp_minibatch_loss_every_1_over_10 (workloads.py).
   sweep     a vmapped sweep of G grid points vs G separate runs of the
             single-point program, for G in (1, 4, 16, 64); memory of the sweep
             program (XLA's memory_analysis) and the largest G that fits
@@ -74,7 +77,12 @@ def main(argv=None) -> int:
                       help='MNIST directory (default: LAQ_JAX_DATA, ...)')
   parser.add_argument('--repeats', type=int, default=None,
                       help='timed repeats per measurement (min is kept)')
+  parser.add_argument('--only', default=None, choices=('loss_every',),
+                      help='run this section alone (with the machine '
+                      'description)')
   args = parser.parse_args(argv)
+  if args.only:
+    return _only(args)
 
   start = time.perf_counter()
   # float64 is on for the float64 sections; every array asks for its dtype,
@@ -113,6 +121,10 @@ def main(argv=None) -> int:
     log(f'laq vs gd: {name}')
     result['laq_vs_gd'][name] = workloads.bench_laq_vs_gd(
         name, x, y, steps, repeats, probes)
+
+  log('minibatch network: the logged objective every 1 vs 10 iterations')
+  result['loss_every'] = workloads.bench_loss_every(
+      x, y, num_steps=10 if quick else 20, repeats=repeats)
 
   result['jax_vs_numpy'] = {}
   for dtype in (jnp.float32, jnp.float64):
@@ -167,6 +179,8 @@ def main(argv=None) -> int:
       'laq_over_plain_gd_logreg': lg['laq_over_plain_gd'],
       'laq_over_plain_gd_mlp': mlp['laq_over_plain_gd'],
       'laq_over_gd_target': LAQ_OVER_GD_TARGET,
+      'mlp_minibatch_loss_every_1_over_10': result['loss_every'][
+          'every_1_over_every_10']['median'],
       'jax_over_numpy_float32': result['jax_vs_numpy']['float32'][
           'jax_over_numpy'],
       'jax_over_numpy_float64': result['jax_vs_numpy']['float64'][
@@ -194,6 +208,33 @@ def main(argv=None) -> int:
     with open(args.out, 'w') as f:
       json.dump(result, f, indent=1, default=_json_default)
   return 0 if result['self_check_ok'] else 1
+
+
+def _only(args) -> int:
+  """One section alone: `--only loss_every`."""
+  start = time.perf_counter()
+  repeats = args.repeats or (3 if args.quick else 5)
+  result = {'command': ' '.join([os.path.basename(sys.executable)]
+                                + sys.argv),
+            'quick': args.quick, 'machine': machine.describe_machine()}
+  x, y = workloads.load_shards(args.data_dir, None)
+  result['loss_every'] = workloads.bench_loss_every(
+      x, y, num_steps=10 if args.quick else 20, repeats=repeats)
+  result['machine']['load_average_end'] = os.getloadavg()
+  result['seconds'] = time.perf_counter() - start
+  r = result['loss_every']
+  print(f"machine: {result['machine']['cpu_model']}, load avg start "
+        f"{result['machine']['load_average_start'][0]:.2f} end "
+        f"{result['machine']['load_average_end'][0]:.2f}")
+  for k, v in r['per_iter_s'].items():
+    print(f'  {k:<16} {1e3 * v:10.2f} ms per iteration')
+  for k, v in r['ratios'].items():
+    print(f"  {k:<24} {v['median']:.2f} x (paired repeats "
+          f"{v['min']:.2f}..{v['max']:.2f})")
+  if args.out:
+    with open(args.out, 'w') as f:
+      json.dump(result, f, indent=1, default=_json_default)
+  return 0
 
 
 def _json_default(value):

@@ -272,3 +272,49 @@ def bench_logreg_floor(x, y, dtype, num_steps: int, repeats: int) -> dict:
                                          / per_iter['paper_grid_vmap']),
       'speedup': paired_ratio(times, 'laq_autodiff', 'laq')['median'],
   }
+
+
+def bench_loss_every(x, y, num_steps: int, repeats: int,
+                     dtype=jnp.float32) -> dict:
+  """The minibatch network (SLAQ, 500 per worker, M = 10) with its logged
+  full objective every iteration vs every 10 (`RunSpec.loss_every`), and
+  with none at all (the minibatch step alone), timed interleaved.
+
+  `num_steps` should be a multiple of 10 (then loss_every = 10 evaluates the
+  objective num_steps / 10 times).
+  """
+  problem = laq_jax.get_problem('mlp')
+  data = to_data(x, y, dtype, layout=True)  # the launchers' layouts
+  hyper = laq_jax.make_hyper('slaq', dtype=dtype, bits=6, step_size=0.02,
+                             xi=3.0, xi_schedule='300:2,500:6')
+  programs = {}
+  compile_s = {}
+  for name, every in (('loss_every_1', 1), ('loss_every_10', 10),
+                      ('no_loss', 2**30)):
+    spec = laq_jax.RunSpec(problem, NUM_WORKERS, stochastic=True,
+                           batch_size=500, compressors=('uniform',),
+                           error_feedback=False, downlink=False,
+                           loss_every=every)
+    state = laq_jax.init_state(spec, hyper, dtype)
+    programs[name], compile_s[name] = aot_run_chunk(spec, state, data, hyper,
+                                                    num_steps)
+  state = laq_jax.init_state(spec, hyper, dtype)
+  times = time_interleaved(
+      {name: (lambda c=c: c(state, data, hyper)) for name, c in
+       programs.items()}, repeats)
+  per_iter = {k: min(v) / num_steps for k, v in times.items()}
+  return {
+      'problem': 'mlp', 'algo': 'slaq', 'batch_size': 500,
+      'num_samples': int(x.shape[0] * x.shape[1]),
+      'num_steps': num_steps, 'repeats': repeats, 'compile_s': compile_s,
+      'per_iter_s': per_iter, 'all_times_s': times,
+      'every_1_over_every_10': paired_ratio(times, 'loss_every_1',
+                                            'loss_every_10'),
+      'every_10_over_no_loss': paired_ratio(times, 'loss_every_10',
+                                            'no_loss'),
+  } | {'ratios': {
+      'every_1_over_every_10': paired_ratio(times, 'loss_every_1',
+                                            'loss_every_10'),
+      'every_10_over_no_loss': paired_ratio(times, 'loss_every_10',
+                                            'no_loss')}}
+

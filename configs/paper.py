@@ -58,6 +58,7 @@ class Experiment(NamedTuple):
     baseline: the unquantized, non-lazy reference (gd or sgd).
     uploads_vs: the algorithms the paper's algorithm must beat on uploads.
     bits_vs: ... and on bits.
+    source: the authors' script its settings come from.
   """
   name: str
   title: str
@@ -68,6 +69,7 @@ class Experiment(NamedTuple):
   baseline: str
   uploads_vs: tuple[str, ...]
   bits_vs: tuple[str, ...]
+  source: str = ''
 
   @property
   def convex(self) -> bool:
@@ -81,21 +83,26 @@ class Experiment(NamedTuple):
 _FULL = (
     Experiment('logreg', 'Logistic regression, full batch (convex)',
                'mnist_logreg', '', FULL_BATCH, 'laq', 'gd',
-               uploads_vs=('gd', 'qgd'), bits_vs=('gd', 'qgd', 'lag')),
+               uploads_vs=('gd', 'qgd'), bits_vs=('gd', 'qgd', 'lag'),
+               source='github sunjunaimer/LAQ, NeurIPS2019:LAQ/LAQ.py'),
     Experiment('logreg_stochastic',
-               'Logistic regression, minibatch (authors\' NeurIPS SLAQ '
-               'settings)',
+               'Logistic regression, minibatch (SLAQ.py\'s settings)',
                'mnist_logreg_stochastic', '', STOCHASTIC, 'slaq', 'sgd',
                uploads_vs=('sgd', 'qsgd', 'ssgd'),
-               bits_vs=('sgd', 'qsgd', 'ssgd')),
+               bits_vs=('sgd', 'qsgd', 'ssgd'),
+               source='github sunjunaimer/LAQ, NeurIPS2019:LAQ/SLAQ.py'),
     Experiment('mlp_stochastic',
-               'MLP (200 ReLUs), minibatch (authors\' network settings)',
+               'MLP (200 ReLUs), minibatch (lasterrsgdDNN.py\'s settings)',
                'mnist_mlp_stochastic', '', STOCHASTIC, 'slaq', 'sgd',
                uploads_vs=('sgd', 'qsgd', 'ssgd'),
-               bits_vs=('sgd', 'qsgd', 'ssgd')),
+               bits_vs=('sgd', 'qsgd', 'ssgd'),
+               source='github sunjunaimer/TPAMI-LAQ, SGD.zip: '
+                      'SGD/lasterrsgdDNN.py'),
     Experiment('mlp', 'MLP (200 ReLUs), full batch (nonconvex)', 'mnist_mlp',
                '', FULL_BATCH, 'laq', 'gd',
-               uploads_vs=('gd', 'qgd'), bits_vs=('gd', 'qgd', 'lag')),
+               uploads_vs=('gd', 'qgd'), bits_vs=('gd', 'qgd', 'lag'),
+               source='github sunjunaimer/TPAMI-LAQ, GD.zip: '
+                      'GD/lasterrtwiceDNN.py'),
 )
 
 _QUICK_ARGS = {

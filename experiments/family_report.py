@@ -148,6 +148,7 @@ def _settings_section() -> list[str]:
       parts.append('quantized broadcast (b bits)')
     rows.append([name, kind, ', '.join(parts), a.reference])
   full, mini = compressors_config.FULL_BATCH, compressors_config.MINIBATCH
+  net = compressors_config.NETWORK_MINIBATCH
   return [
       '## Settings', '',
       'Each preset runs at the settings of its kind of gradient '
@@ -158,7 +159,14 @@ def _settings_section() -> list[str]:
       f'{mini["batch_size"]} samples per worker, alpha = '
       f'{mini["step_size"]}, b = {mini["bits"]}, c_e = '
       f'{mini["err_weight"]}, c_0 = {mini["threshold_offset"]} (the '
-      'authors\' SLAQ settings); QSGD s = 10,000 levels and SSGD p = 0.5 '
+      'authors\' SLAQ settings, NeurIPS SLAQ.py) on logistic regression and '
+      f'on the network their network script\'s (SGD/lasterrsgdDNN.py): '
+      f'alpha = {net["step_size"]}, b = {net["bits"]}, xi = {net["xi"]:g} '
+      f'with xi_schedule {net["xi_schedule"]!r}, c_e = {net["err_weight"]:g}, '
+      f'c_0 = {net["threshold_offset"]:g}, and alpha = '
+      f'{compressors_config.NETWORK_SIGN_STEP} for '
+      f'{" and ".join(compressors_config.SIGN_PRESETS)} (as that script runs '
+      'its sign and ternary methods); QSGD s = 10,000 levels and SSGD p = 0.5 '
       '(the authors\' script), top-k k = 1% of p, CLAG zeta = 20 (its '
       'threshold then equals LAG\'s xi / (alpha^2 M^2) for one history '
       'term), two-way LAQ\'s broadcast at b bits. Bits are exact '
