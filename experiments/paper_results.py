@@ -27,6 +27,10 @@ CROSSCHECK = 'crosscheck'
 CROSSCHECK_EXPERIMENT = 'logreg'
 CROSSCHECK_DEVICES = 2
 # name: (words, workers_on)
+# The lazy row of the minibatch experiments once more as the authors'
+# scripts run it (`authors_code=True`): WORKDIR/authors_code/NAME.
+AUTHORS = 'authors_code'
+AUTHORS_EXPERIMENTS = ('logreg_stochastic', 'mlp_stochastic')
 CROSSCHECK_RUNS = {
     'single': ('run alone (experiments.main, workers vmapped)', 'vmap'),
     'devices': (f'workers on {CROSSCHECK_DEVICES} CPU devices (shard_map)',
@@ -161,3 +165,22 @@ def crosscheck(experiment: paper.Experiment, result: dict[str, Any],
             np.max(np.abs(loss - grid_loss) / np.abs(grid_loss))),
         'final_loss': run.summary['final_loss']})
   return out or None
+
+
+def authors_config(experiment: paper.Experiment):
+  """The run config of `experiment`'s lazy row with `authors_code` on."""
+  config = paper.run_config(experiment, experiment.lazy)
+  config.authors_code = True
+  return config
+
+
+def authors_run(experiment: paper.Experiment, workdir: pathlib.Path):
+  """The finished authors_code run of `experiment` (outputs.RunResult), or
+  None when it is not there or is another config's."""
+  try:
+    run = outputs.load_run(workdir / AUTHORS / experiment.name)
+  except FileNotFoundError:
+    return None
+  wanted = as_json(config_lib.to_dict(authors_config(experiment)))
+  return run if same_config(run.config, wanted) else None
+

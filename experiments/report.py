@@ -249,7 +249,7 @@ def floor_seconds(result: dict[str, Any], rates: dict[str, Any]) -> float:
                                            config['dataset'] == 'mnist'),
       passes=(sweep['num_points']
               if config_lib.grid_axis(config) == 'map' else 1),
-      hidden=config['hidden'])
+      hidden=config['hidden'], loss_every=loss_every(result))
   return sweep['num_iters'] * roofline.floor_seconds(cost, rates, precision)
 
 
@@ -305,8 +305,8 @@ def timing_section(selected: Sequence[paper.Experiment],
         'The floor is what this machine\'s limits allow for the '
         'experiment\'s iterations: per iteration, every algorithm\'s '
         'gradient matrix products (and in the minibatch experiments the '
-        'loss on all training images, which the trace records every '
-        'iteration) at the dense-matmul rate, or one pass per algorithm '
+        'loss on all training images at the iterations the trace logs it, '
+        'every `loss_every`) at the dense-matmul rate, or one pass per algorithm '
         'over the training features at the read bandwidth, whichever is '
         'longer, both measured '
         'on the machine at the start of the experiment '
@@ -330,6 +330,60 @@ def fmt_rate(rates: dict[str, Any]) -> str:
   parts = [f'{flops[d] / 1e9:.0f} GFLOP/s in {d}' for d in flops]
   return (f'dense matmul {", ".join(parts)}; read bandwidth '
           f'{rates["read_bytes_per_s"] / 1e9:.1f} GB/s')
+
+
+def authors_section(experiment: paper.Experiment, result: dict[str, Any],
+                    run, workdir: pathlib.Path) -> list[str]:
+  """The lazy row beside the same row run as the authors' scripts run it
+  (`authors_code`), with the baseline, and a loss figure of the three."""
+  lazy, base = experiment.lazy, experiment.baseline
+  lines = [f'### {lazy} as the authors\' scripts run it (`authors_code`)',
+           '']
+  if run is None:
+    return lines + [f'Not run: `authors_code/{experiment.name}/` holds no '
+                    'finished run of this config (`experiments.reproduce` '
+                    'runs it unless `--noauthors_code`).', '']
+  rows = result['rows']
+  s = run.summary
+  entries = [(f'{base} (the table)', rows[base]),
+             (f'{lazy} (the table: Algorithm 1)', rows[lazy]),
+             (f'{lazy}, authors_code', s)]
+  body = [[name, fmt(r['total_uploads'], 'int'), fmt(r['total_bits'], 'int'),
+           fmt(r['final_loss'], 'sci'), fmt(r['final_test_accuracy'], 'pct')]
+          for name, r in entries]
+  lines += ['The table\'s row follows Algorithm 1 (every worker uploads at '
+            'k = 0; xi_d = xi / D on the D newest steps from k = 1 on; '
+            'minibatches drawn from the whole shard; b p + 32 bits). The '
+            'authors\' minibatch scripts differ (docs/algorithm.md, "where '
+            'this implementation reads the paper"): no forced upload at '
+            'k = 0, a history window read from a rolling buffer that is '
+            'empty for k <= D/2 and holds D - 1 steps later, one of the '
+            'shard\'s fixed blocks per step, b p bits. The same settings '
+            'with `authors_code=True`:', '',
+            table(['run', 'uploads', 'bits', 'final training loss f(θ^T)',
+                   'test accuracy'], body, 'lrrrr'), '']
+  ratio = lambda a, b: a / b if b else float('nan')
+  uploads = ratio(s['total_uploads'], rows[base]['total_uploads'])
+  bits = ratio(s['total_bits'], rows[base]['total_bits'])
+  acc = (None if s['final_test_accuracy'] is None
+         or rows[base]['final_test_accuracy'] is None else
+         100 * (s['final_test_accuracy'] - rows[base]['final_test_accuracy']))
+  lines += [f'With authors_code {lazy} uses {uploads:.3f}x {base}\'s uploads '
+            f'and {bits:.4f}x its bits, at '
+            + (f'{acc:+.2f} percentage points of test accuracy'
+               if acc is not None else 'no accuracy (diverged)')
+            + f' (the claims\' thresholds: at most '
+            f'{claims_lib.FAR_FEWER:g}x, within '
+            f'{claims_lib.ACCURACY_POINTS:g} point).', '']
+  curves = [results_lib.curve(result, a, 'loss') for a in (base, lazy)]
+  curves.append(outputs.run_curve(run, f'{lazy}, authors_code',
+                                  residual=False))
+  path = f'{experiment.name}/authors_code_loss_vs_iterations.png'
+  outputs.save_figure(plotting.loss_figure(
+      curves, 'iterations', title=f'{experiment.name}: Algorithm 1 vs '
+      'authors_code'), workdir / path, dpi=FIGURE_DPI)
+  lines += [f'![{experiment.name} authors_code]({path})', '']
+  return lines
 
 
 def crosscheck_section(experiment: paper.Experiment, result: dict[str, Any],
@@ -431,6 +485,10 @@ def report(selected: Sequence[paper.Experiment], workdir: pathlib.Path,
     for c in claims_lib.claims(e, result):
       summary.append([e.name, c['claim'], claims_lib.verdict(c['holds'])])
     sections += experiment_section(e, result, figures, workdir.name, quick)
+    if e.name in results_lib.AUTHORS_EXPERIMENTS:
+      sections += authors_section(e, result,
+                                  results_lib.authors_run(e, workdir),
+                                  workdir)
     if e.name == results_lib.CROSSCHECK_EXPERIMENT:
       checks = results_lib.crosscheck(e, result, workdir)
       sections += crosscheck_section(e, result, checks)

@@ -16,6 +16,10 @@ WORKDIR receives, per experiment NAME:
                             residual (average loss minus the smallest)
   NAME/grad_norm_vs_*.png   the squared gradient norm (the network's figures)
   NAME/upload_raster_ALGO.png   who uploaded when, for laq / slaq
+  authors_code/NAME         the minibatch experiments' slaq row run alone
+                            with authors_code=True (the authors' scripts'
+                            history window, blocks, no forced k = 0
+                            upload, b*p bits), set beside the table
   crosscheck/single, crosscheck/devices   the convex LAQ row run alone
                             (experiments.train) and with its workers on 2
                             CPU devices (experiments.main in a subprocess,
@@ -75,6 +79,10 @@ flags.DEFINE_integer('mlp_iters', None, 'Iterations of the full-batch MLP '
 flags.DEFINE_bool('crosscheck', True, 'Also run the convex LAQ row alone '
                   'and on 2 CPU devices and compare it with the grid program '
                   'step by step.')
+flags.DEFINE_bool('authors_code', True, 'Also run the minibatch '
+                  'experiments\' lazy row (slaq) with authors_code=True, the '
+                  'authors\' scripts (AUTHORS_EXPERIMENTS), for the '
+                  'report\'s comparison.')
 flags.mark_flags_as_required(['workdir'])
 
 
@@ -206,6 +214,26 @@ def run_crosscheck(experiment: paper.Experiment, workdir: pathlib.Path
   return failed
 
 
+def run_authors(experiment: paper.Experiment, workdir: pathlib.Path
+                ) -> list[str]:
+  """Runs the lazy row of `experiment` with `authors_code` on (in this
+  process, `experiments.train`) unless it is there; returns what failed."""
+  if results_lib.authors_run(experiment, workdir) is not None:
+    logging.info('%s with authors_code: results already there',
+                 experiment.name)
+    return []
+  out = workdir / results_lib.AUTHORS / experiment.name
+  logging.info('%s: %s with authors_code (the authors\' scripts)',
+               experiment.name, experiment.lazy)
+  try:
+    train.train_and_evaluate(results_lib.authors_config(experiment), out,
+                             overwrite=True)
+  except Exception:  # pylint: disable=broad-except
+    logging.exception('%s with authors_code failed', experiment.name)
+    return [f'{results_lib.AUTHORS}/{experiment.name}']
+  return []
+
+
 def select(only: Sequence[str] | None, quick: bool, mlp_iters: int
            ) -> list[paper.Experiment]:
   """configs/paper.py's experiments, or those named in `only`."""
@@ -257,6 +285,11 @@ def main(argv):
                   if e.name == results_lib.CROSSCHECK_EXPERIMENT), None)
     if check is not None and FLAGS.crosscheck:
       failed += run_crosscheck(check, workdir)
+    if FLAGS.authors_code:
+      for e in selected:
+        if (e.name in results_lib.AUTHORS_EXPERIMENTS
+            and results_lib.is_done(e, workdir)):
+          failed += run_authors(e, workdir)
   report_lib.report(paper.experiments(FLAGS.quick, mlp_iters), workdir,
                     FLAGS.quick)
   logging.info('report: %s', workdir / report_lib.REPORT)

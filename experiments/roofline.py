@@ -119,7 +119,7 @@ def loss_flops(model: str, num_samples: int, dim: int = 784,
 def cost(model: str, num_samples: int, num_points: int, *,
          stochastic: bool = False, batch_samples: int = 0,
          feature_bytes: float = 4, passes: int = 1, dim: int = 784,
-         classes: int = 10, hidden: int = 200) -> Cost:
+         classes: int = 10, hidden: int = 200, loss_every: int = 1) -> Cost:
   """One iteration of a program of `num_points` grid points.
 
   Args:
@@ -127,7 +127,9 @@ def cost(model: str, num_samples: int, num_points: int, *,
     num_samples: training samples over all workers (N M).
     num_points: G, the points sharing the program.
     stochastic: minibatch gradients; the loss f(theta^k) on every sample is
-      still computed every iteration (the trace's loss).
+      still computed every `loss_every` iterations (the trace's loss), so
+      one iteration costs 1 / loss_every of it (and of its pass over the
+      features).
     batch_samples: minibatch samples over all workers (M times the batch).
     feature_bytes: bytes per feature as the run stores them (8 float64, 4
       float32, 2 for MNIST's pixels as bfloat16 integers).
@@ -139,11 +141,13 @@ def cost(model: str, num_samples: int, num_points: int, *,
     flops = num_points * (gradient_flops(model, batch_samples, dim, classes,
                                          hidden)
                           + loss_flops(model, num_samples, dim, classes,
-                                       hidden))
+                                       hidden) / loss_every)
+    read = passes * num_samples * dim * feature_bytes / loss_every
   else:
     flops = num_points * gradient_flops(model, num_samples, dim, classes,
                                         hidden)
-  return Cost(float(flops), float(passes * num_samples * dim * feature_bytes))
+    read = passes * num_samples * dim * feature_bytes
+  return Cost(float(flops), float(read))
 
 
 def floor_seconds(c: Cost, rates: dict[str, Any], precision: str) -> float:
