@@ -121,7 +121,8 @@ def _hardware_line(info: dict[str, Any]) -> str:
 def loss_every(result: dict[str, Any]) -> int:
   """The experiment's logged-loss interval (1 for results written before
   `loss_every` existed)."""
-  values = {int(r.get('loss_every') or 1) for r in result['rows'].values()}
+  values = {int(r.get('loss_every') or 1)
+            for r in result.get('rows', {}).values()}
   return max(values) if values else 1
 
 
@@ -375,6 +376,23 @@ def authors_section(experiment: paper.Experiment, result: dict[str, Any],
             + f' (the claims\' thresholds: at most '
             f'{claims_lib.FAR_FEWER:g}x, within '
             f'{claims_lib.ACCURACY_POINTS:g} point).', '']
+  uploads = result['curves'].get('uploads')
+  if uploads is not None:
+    table_sent = uploads[list(result['curves']['algo']).index(lazy)]
+    edges = [0] + [k for k, _ in schedule_lib.parse(
+        result['config'].get('xi_schedule') or '')] + [len(table_sent)]
+    edges = sorted(set(e for e in edges if e <= len(table_sent)))
+    spans = list(zip(edges[:-1], edges[1:]))
+    rate = lambda sent, a, b: (100 * sent[a:b].sum() / max(b - a, 1)
+                               / sent.shape[1])
+    lines += ['Uploads per worker per 100 iterations, by the phases of xi\'s '
+              'schedule (tbar = 100 forces at least 1):', '',
+              table(['run'] + [f'k = {a:,}..{b - 1:,}' for a, b in spans],
+                    [[name] + [f'{rate(sent, a, b):.1f}' for a, b in spans]
+                     for name, sent in ((f'{lazy} (Algorithm 1)', table_sent),
+                                        (f'{lazy}, authors_code',
+                                         run.sent_TxM))],
+                    'l' + 'r' * len(spans)), '']
   curves = [results_lib.curve(result, a, 'loss') for a in (base, lazy)]
   curves.append(outputs.run_curve(run, f'{lazy}, authors_code',
                                   residual=False))
