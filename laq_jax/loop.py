@@ -62,7 +62,8 @@ class RunSpec:
       agrees with its run alone to rounding only (the products' summation
       order changes with their width).
     loss_every: E, the trace's `loss` holds the full objective f(theta^k) at
-      the iterations k with k % E == 0 and NaN at the others (`logged`); 0
+      the iterations k with k % E == 0 and NaN at the others
+      (`metrics.logged`); 0
       (the default) means 1 for full-batch runs, whose loss comes with the
       gradient, and MINIBATCH_LOSS_EVERY for minibatch runs, where the full
       objective is a pass over all the data that the step does not need and
@@ -210,10 +211,11 @@ class Trace(NamedTuple):
 
   `loss` is the full objective f(theta^k) = sum_m f_m(theta^k) at the
   server's parameters the step started from, at the logged iterations
-  (`RunSpec.loss_every`, `metrics.logged`; NaN at the others); `grad_norm_sq` is
-  ||sum_m g_m||^2 of the gradients the workers computed (at the parameters
-  they hold: ||grad f(theta^k)||^2 in a full-batch run without a quantized
-  broadcast; the minibatch gradients' sum in a stochastic one);
+  (`RunSpec.loss_every`, `metrics.logged`; NaN at the others);
+  `grad_norm_sq` is ||sum_m g_m||^2 of the gradients the workers computed
+  (at the parameters they hold: ||grad f(theta^k)||^2 in a full-batch run
+  without a quantized broadcast; the minibatch gradients' sum in a
+  stochastic one);
   `bits_down_M` the bits each worker received after the step.
   """
   loss: jax.Array

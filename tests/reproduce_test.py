@@ -124,7 +124,7 @@ def _expected(workdir: pathlib.Path, experiment: paper.Experiment
     row = {'iterations': sent_TxM.shape[0],
            'uploads': int(sent_TxM.sum()),
            'bits': int(bits_T.sum()),
-           'final loss': curves['final_loss'][g]}
+           'final training loss f(θ^T)': curves['final_loss'][g]}
     if algo == 'ssgd':  # 32 per kept value + 32: at most 32 p + 32 each
       assert 32 * sent_TxM.sum() < bits_T.sum() <= (32 * p + 32) * (
           sent_TxM.sum()), algo
@@ -310,6 +310,29 @@ class QuickReportTest(absltest.TestCase):
     self.assertEqual(config['workers_on'], 'devices')
     self.assertIn('| logreg | the same uploads at every step in the grid '
                   'program, alone and on devices | holds |', self.report)
+
+  def test_authors_code_rows_match_their_runs(self):
+    for name in paper_results.AUTHORS_EXPERIMENTS:
+      with self.subTest(name):
+        experiment = next(e for e in paper.experiments(quick=True)
+                          if e.name == name)
+        run_dir = _workdir / paper_results.AUTHORS / name
+        config = json.loads((run_dir / 'config.json').read_text())
+        self.assertTrue(config['authors_code'])
+        self.assertEqual(config['algo'], experiment.lazy)
+        summary = json.loads((run_dir / 'summary.json').read_text())
+        section = _section(self.report, experiment.title)
+        self.assertIn(f'### {experiment.lazy} as the authors\' scripts run '
+                      'it', section)
+        row = next(line for line in section.splitlines()
+                   if line.startswith(f'| {experiment.lazy}, authors_code |'))
+        cells = [c.strip() for c in row.strip('|').split('|')]
+        self.assertEqual(_cell(cells[1]), summary['total_uploads'])
+        self.assertEqual(_cell(cells[2]), summary['total_bits'])
+        # The switch changes the run (no forced k = 0 uploads, b p bits).
+        table = paper_results.load_results(experiment, _workdir)['rows']
+        self.assertNotEqual(summary['total_bits'],
+                            table[experiment.lazy]['total_bits'])
 
   def test_resume_skips_finished_and_copy(self):
     results = _workdir / 'logreg_stochastic' / 'results.csv'
