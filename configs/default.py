@@ -49,7 +49,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.seed = 0  # model init, minibatch draws, random compressors
   # The authors' scripts where they depart from Algorithm 1: no forced upload
   # at k = 0, history weights xi / k for k <= D, b*p bits per quantized
-  # upload (no radius). Off: the paper's Algorithm 1.
+  # upload (no radius); in minibatch runs their minibatch scripts' history
+  # window, contiguous-block minibatches, QSGD's rounding and bit count and
+  # SSGD without seed bits (docs/algorithm.md). Off: the paper's Algorithm 1.
   config.authors_code = False
   # Data.
   config.dataset = 'mnist'  # 'mnist', 'builtin:heart_scale', 'libsvm:/path'
