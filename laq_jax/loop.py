@@ -363,9 +363,13 @@ def make_step(spec: RunSpec, data: Data, hyper: Hyper, *,
       if every == 1:
         losses_M = full_values(theta_P)
       else:  # the full objective at the logged iterations only
-        losses_M = jax.lax.cond(
-            state.step % every == 0, full_values,
-            lambda th: jnp.full((num_local,), jnp.nan, dtype), theta_P)
+        def not_logged(_):
+          nan_M = jnp.full((num_local,), jnp.nan, dtype)
+          # Under shard_map the logged branch is per worker: so is this one.
+          return (nan_M if axis_name is None else
+                  jax.lax.pcast(nan_M, axis_name, to='varying'))
+        losses_M = jax.lax.cond(state.step % every == 0, full_values,
+                                not_logged, theta_P)
       loss = collectives.sum_workers(losses_M, axis_name)
     else:
       losses_M, grads_MxP = full_value_and_grad(at_P)
