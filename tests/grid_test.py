@@ -38,10 +38,11 @@ SUMMARY_COLUMNS = [
     'target_iteration', 'target_uploads', 'target_bits', 'paper_reference',
     'paper_final_residual', 'paper_target_iteration', 'paper_target_uploads',
     'paper_target_bits', 'last_grad_norm_sq', 'total_bits_down',
-    'target_bits_down', 'paper_target_bits_down', 'diverged', 'diverged_at']
+    'target_bits_down', 'paper_target_bits_down', 'loss_every', 'diverged',
+    'diverged_at']
 HYPER_KEYS = ['algo', 'step_size', 'bits', 'xi', 'err_weight',
               'threshold_offset', 'max_staleness', 'l2', 'seed', 'levels',
-              'keep_prob', 'top_k', 'zeta', 'downlink_bits']
+              'keep_prob', 'top_k', 'zeta', 'downlink_bits', 'xi_schedule']
 SPEC_TABLE = reference.PRESETS  # docs/algorithm.md's table
 
 
