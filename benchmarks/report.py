@@ -130,9 +130,9 @@ def print_table(res: dict) -> None:
         f"{'  no full objective (the minibatch step)':<46}"
         f"{_ms(p['no_loss']):>16}",
         f"{'  every 1 / every 10 ' + _spread(r, 'every_1_over_every_10'):<46}"
-        f"{r['every_1_over_every_10']['median']:>14.2f} x",
+        f"{r['ratios']['every_1_over_every_10']['median']:>14.2f} x",
         f"{'  every 10 / none ' + _spread(r, 'every_10_over_no_loss'):<46}"
-        f"{r['every_10_over_no_loss']['median']:>14.2f} x",
+        f"{r['ratios']['every_10_over_no_loss']['median']:>14.2f} x",
     ]
   lines += ['', f"[laq-jax vs NumPy reference, logreg laq, "
                 f"N={res['laq_vs_gd']['logreg']['num_samples']}]"]

@@ -179,7 +179,7 @@ def main(argv=None) -> int:
       'laq_over_plain_gd_logreg': lg['laq_over_plain_gd'],
       'laq_over_plain_gd_mlp': mlp['laq_over_plain_gd'],
       'laq_over_gd_target': LAQ_OVER_GD_TARGET,
-      'mlp_minibatch_loss_every_1_over_10': result['loss_every'][
+      'mlp_minibatch_loss_every_1_over_10': result['loss_every']['ratios'][
           'every_1_over_every_10']['median'],
       'jax_over_numpy_float32': result['jax_vs_numpy']['float32'][
           'jax_over_numpy'],

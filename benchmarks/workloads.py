@@ -308,13 +308,10 @@ def bench_loss_every(x, y, num_steps: int, repeats: int,
       'num_samples': int(x.shape[0] * x.shape[1]),
       'num_steps': num_steps, 'repeats': repeats, 'compile_s': compile_s,
       'per_iter_s': per_iter, 'all_times_s': times,
-      'every_1_over_every_10': paired_ratio(times, 'loss_every_1',
-                                            'loss_every_10'),
-      'every_10_over_no_loss': paired_ratio(times, 'loss_every_10',
-                                            'no_loss'),
-  } | {'ratios': {
-      'every_1_over_every_10': paired_ratio(times, 'loss_every_1',
-                                            'loss_every_10'),
-      'every_10_over_no_loss': paired_ratio(times, 'loss_every_10',
-                                            'no_loss')}}
+      'ratios': {
+          'every_1_over_every_10': paired_ratio(times, 'loss_every_1',
+                                                'loss_every_10'),
+          'every_10_over_no_loss': paired_ratio(times, 'loss_every_10',
+                                                'no_loss')},
+  }
 

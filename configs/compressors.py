@@ -34,6 +34,7 @@ from __future__ import annotations
 import ml_collections
 
 from configs import default
+from configs import mnist_mlp_stochastic
 from laq_jax.hyper import get_algorithm
 
 # The settings of each kind of gradient (the field's presets share them).
@@ -43,14 +44,10 @@ MINIBATCH = dict(step_size=0.008, bits=3, err_weight=1.5,
                  threshold_offset=0.2, batch_size=500, num_iters=1500)
 NETWORK = dict(model='mlp', hidden=200, precision='float32', fstar='none')
 # The minibatch presets on the network (SGD/lasterrsgdDNN.py).
-NETWORK_MINIBATCH = dict(step_size=0.02, bits=6, xi=3.0,
-                         xi_schedule='300:2,500:6', err_weight=3.0,
-                         threshold_offset=0.0)
+NETWORK_MINIBATCH = mnist_mlp_stochastic.SETTINGS
 NETWORK_SIGN_STEP = 0.0006  # its sign-SGD and ternary runs (alg 4, 5)
 SIGN_PRESETS = ('ef_signsgd', 'terngrad')
-# The quick network's minibatch: the authors' share of a shard (500 of
-# 6,000); at 500 of 600 SLAQ stops uploading (configs/paper.py).
-QUICK_NETWORK_BATCH = 50
+QUICK_NETWORK_BATCH = mnist_mlp_stochastic.QUICK_BATCH
 
 
 def network_minibatch_settings(algo: str) -> dict:

@@ -26,12 +26,19 @@ import ml_collections
 
 from configs import default
 
+# The network script's settings (SGD/lasterrsgdDNN.py), which the family's
+# minibatch presets on the network share (configs/compressors.py).
+SETTINGS = dict(step_size=0.02, bits=6, xi=3.0, xi_schedule='300:2,500:6',
+                err_weight=3.0, threshold_offset=0.0)
+# The quick budget's minibatch: the authors' share of a shard (500 of
+# 6,000) on its 600-image shards; at 500 of 600 SLAQ stops uploading
+# (configs/paper.py).
+QUICK_BATCH = 50
+
 VARIANTS = {
     **default.VARIANTS,
-    # batch 50 of a 600-image shard: the authors' 500 of 6,000 (see
-    # configs/paper.py: at batch 500 SLAQ stops uploading there).
     'quick': dict(train_subset=6000, num_iters=300, eval_every=50,
-                  batch_size=50),
+                  batch_size=QUICK_BATCH),
     'tiny': dict(train_subset=600, num_iters=30, eval_every=10, batch_size=20),
 }
 
@@ -44,12 +51,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.precision = 'float32'
   config.fstar = 'none'
   config.batch_size = 500
-  config.bits = 6
-  config.step_size = 0.02
-  config.xi = 3.0
-  config.xi_schedule = '300:2,500:6'
-  config.err_weight = 3.0
-  config.threshold_offset = 0.0
+  config.update(SETTINGS)
   config.memory = 10
   config.max_staleness = 100
   config.l2 = 0.01

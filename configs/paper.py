@@ -37,6 +37,7 @@ from typing import NamedTuple
 import ml_collections
 
 import configs
+from configs import mnist_mlp_stochastic
 
 FULL_BATCH = ('gd', 'qgd', 'lag', 'laq')
 STOCHASTIC = ('sgd', 'qsgd', 'ssgd', 'slaq')
@@ -115,7 +116,7 @@ _QUICK_ARGS = {
     # at b = 6, SLAQ's workers stop uploading and the network runs away on
     # stale gradients (loss 65,559 after 300 iterations, 31.6% accuracy).
     'mlp_stochastic': ('train_subset=6000,num_iters=300,eval_every=100,'
-                       'batch_size=50'),
+                       f'batch_size={mnist_mlp_stochastic.QUICK_BATCH}'),
     'mlp': 'train_subset=6000,num_iters=200,eval_every=100',
 }
 

@@ -35,6 +35,7 @@ from absl import logging
 from experiments import progress as progress_lib
 
 FLAGS = flags.FLAGS
+NETWORK_MINIBATCH_ITERS = 1500  # the paper's SLAQ budget
 flags.DEFINE_string('workdir', None, 'Folder for the sweeps and REPORT.md.')
 flags.DEFINE_bool('quick', False, '6,000 images and short runs: minutes.')
 flags.DEFINE_bool('tiny', False, '600 images, 30 iterations: seconds (a '
@@ -42,7 +43,7 @@ flags.DEFINE_bool('tiny', False, '600 images, 30 iterations: seconds (a '
 flags.DEFINE_integer('network_iters', None, 'Iterations of the network\'s '
                      'full-batch sweep (default: 8,000 with a GPU/TPU, 500 '
                      'on a CPU; the minibatch sweep runs the paper\'s '
-                     f'{1500:,}).')
+                     f'{NETWORK_MINIBATCH_ITERS:,}).')
 flags.DEFINE_integer('network_images', None, 'Training images of the '
                      'network\'s sweeps (default: all 60,000; a subset of '
                      '6,000 makes a minibatch of 500 nearly a full shard, '
@@ -54,7 +55,6 @@ flags.mark_flags_as_required(['workdir'])
 
 CPU_NETWORK_ITERS = 500
 CPU_NETWORK_IMAGES = 0  # all 60,000 (6,000 made SLAQ's batch a full shard)
-NETWORK_MINIBATCH_ITERS = 1500  # the paper's SLAQ budget
 
 
 def studies(budget: str, network_iters: int, network_images: int):

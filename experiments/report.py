@@ -364,13 +364,13 @@ def authors_section(experiment: paper.Experiment, result: dict[str, Any],
             table(['run', 'uploads', 'bits', 'final training loss f(θ^T)',
                    'test accuracy'], body, 'lrrrr'), '']
   ratio = lambda a, b: a / b if b else float('nan')
-  uploads = ratio(s['total_uploads'], rows[base]['total_uploads'])
-  bits = ratio(s['total_bits'], rows[base]['total_bits'])
+  upload_ratio = ratio(s['total_uploads'], rows[base]['total_uploads'])
+  bit_ratio = ratio(s['total_bits'], rows[base]['total_bits'])
   acc = (None if s['final_test_accuracy'] is None
          or rows[base]['final_test_accuracy'] is None else
          100 * (s['final_test_accuracy'] - rows[base]['final_test_accuracy']))
-  lines += [f'With authors_code {lazy} uses {uploads:.3f}x {base}\'s uploads '
-            f'and {bits:.4f}x its bits, at '
+  lines += [f'With authors_code {lazy} uses {upload_ratio:.3f}x {base}\'s '
+            f'uploads and {bit_ratio:.4f}x its bits, at '
             + (f'{acc:+.2f} percentage points of test accuracy'
                if acc is not None else 'no accuracy (diverged)')
             + f' (the claims\' thresholds: at most '

@@ -114,10 +114,11 @@ class _Record:
   @property
   def last_loss(self) -> float:
     """The last logged loss (NaN where none is)."""
-    loss = np.concatenate([p[0] for p in self.parts]) if self.parts else []
-    logged = np.asarray(loss, np.float64)
-    logged = logged[~np.isnan(logged)]
-    return float(logged[-1]) if logged.size else math.nan
+    for part in reversed(self.parts):
+      logged = part[0][~np.isnan(part[0])]
+      if logged.size:
+        return float(logged[-1])
+    return math.nan
 
   def arrays(self) -> dict[str, np.ndarray]:
     """{'loss': [K], 'grad_norm': [K], 'sent': bool [K, M], 'bits': [K, M],

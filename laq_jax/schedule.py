@@ -119,11 +119,3 @@ def factor_at(steps_S, factors_S, step) -> jnp.ndarray:
     out = jnp.where(step >= steps_S[..., j], factors_S[..., j], out)
   return out
 
-
-def factor_numpy(pairs: Sequence[tuple[int, float]], step: int) -> float:
-  """`factor_at` for parsed breakpoints in plain Python (tests, reports)."""
-  out = 1.0
-  for s, c in pairs:
-    if step >= s:
-      out = c
-  return out

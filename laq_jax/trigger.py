@@ -60,23 +60,21 @@ def history_threshold(hist_D: jax.Array, step_size: jax.Array, xi: jax.Array,
     minibatch_scripts: (static) read `authors_code` as the minibatch scripts.
   """
   memory = hist_D.shape[-1]
+  scale = jnp.square(step_size) * num_workers**2
   divisor = jnp.asarray(memory, hist_D.dtype)
-  if step is None:
-    return (xi / divisor) * jnp.sum(hist_D) / (
-        jnp.square(step_size) * num_workers**2)
-  warm = jnp.clip(step, 1, memory).astype(hist_D.dtype)
-  if not minibatch_scripts:
-    divisor = jnp.where(authors_code, warm, divisor)
-    return (xi / divisor) * jnp.sum(hist_D) / (
-        jnp.square(step_size) * num_workers**2)
-  default = (xi / divisor) * jnp.sum(hist_D)
+  if step is not None:
+    warm = jnp.clip(step, 1, memory).astype(hist_D.dtype)
+    if not minibatch_scripts:
+      divisor = jnp.where(authors_code, warm, divisor)
+  shared = (xi / divisor) * jnp.sum(hist_D)
+  if step is None or not minibatch_scripts:
+    return shared / scale
   j = jnp.arange(1, memory + 1)
   window = jnp.where(step >= memory, j <= memory - 1,
                      (j >= memory - step + 1) & (j <= step))
   scripts = (xi / warm) * jnp.sum(jnp.where(window, hist_D,
                                             jnp.zeros_like(hist_D)))
-  return jnp.where(authors_code, scripts, default) / (
-      jnp.square(step_size) * num_workers**2)
+  return jnp.where(authors_code, scripts, shared) / scale
 
 
 def threshold(shared: jax.Array, error_sq: jax.Array, last_error_sq: jax.Array,
