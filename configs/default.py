@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import ml_collections
 
+from laq_jax import hyper as hyper_lib
+
 # Shrunken settings for `:quick` (a few minutes on a 2-core CPU) and `:tiny`
 # (seconds; what the tests use).
 VARIANTS = {
@@ -28,25 +30,18 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.algo = 'laq'
   config.num_workers = 10  # M
   config.num_iters = 4000  # iterations T
-  config.step_size = 0.02  # alpha, on the *sum* of the M worker gradients
-  config.bits = 4  # b, bits per coordinate of a quantized upload
+  # Every numeric hyperparameter, with its default and doc, from the one
+  # table `laq_jax.hyper.FIELDS` (`python -c "import laq_jax;
+  # print(laq_jax.hyper.describe())"` lists them): step_size (alpha, on the
+  # *sum* of the M worker gradients), bits (b), xi, xi_schedule (xi's
+  # multipliers by iteration, 'K1:C1,K2:C2'; the authors' minibatch network:
+  # '300:2,500:6'), err_weight (c_e), threshold_offset (c_0), max_staleness
+  # (tbar), l2 (lam, per worker), seed, levels (qsgd's s), keep_prob (ssgd's
+  # p), top_k, zeta (CLAG), downlink_bits (two_laq's broadcast, 0: b).
+  for field in hyper_lib.CONFIG_FIELDS:
+    config[field.name] = field.default
   config.memory = 10  # D, parameter steps the trigger remembers
-  config.xi = 0.8  # sum of the xi_d = xi / D
-  # xi's multipliers by iteration, 'K1:C1,K2:C2' (C_j times xi from
-  # iteration K_j on, not cumulative), '' for none; the authors' minibatch
-  # network: '300:2,500:6'.
-  config.xi_schedule = ''
-  config.err_weight = 3.0  # c_e
-  config.threshold_offset = 0.0  # c_0
-  config.max_staleness = 100  # tbar
-  config.l2 = 0.01  # lam, per worker
   config.batch_size = 500  # samples per worker per step (stochastic algos)
-  config.levels = 10_000  # s, levels of the qsgd compressor (authors': 1e4)
-  config.keep_prob = 0.5  # p, the probability ssgd keeps a coordinate
-  config.top_k = 0.01  # top_k's k: a fraction of p (< 1) or a count (>= 1)
-  config.zeta = 20.0  # CLAG: upload iff ||g - Qhat||^2 > zeta h_1
-  config.downlink_bits = 0  # two_laq's broadcast bits (0: the uplink's b)
-  config.seed = 0  # model init, minibatch draws, random compressors
   # The authors' scripts where they depart from Algorithm 1: no forced upload
   # at k = 0, history weights xi / k for k <= D, b*p bits per quantized
   # upload (no radius); in minibatch runs their minibatch scripts' history

@@ -12,8 +12,6 @@ printed here.
 from __future__ import annotations
 
 import dataclasses
-import os
-import pathlib
 from typing import Any, Callable
 
 import jax
@@ -88,42 +86,25 @@ def objective_key(config) -> dict:
   if c['model'] == 'mlp':
     key['hidden'] = c['hidden']
   kind, rest = config_lib.parse_dataset(c['dataset'])
-  if kind == 'libsvm':
-    stat = pathlib.Path(rest).expanduser().stat()
-    key['file'] = {'path': str(pathlib.Path(rest).expanduser().resolve()),
-                   'size': stat.st_size, 'mtime_ns': stat.st_mtime_ns}
+  kind_key = data_lib.REGISTRY.get(kind).key
+  if kind_key is not None:
+    key.update(kind_key(rest))
   return key
 
 
-def _load_libsvm_pair(path: str, dtype):
-  """Train from `path`; test from `path.t` (the LIBSVM convention) if present."""
-  test_path = pathlib.Path(f'{path}.t')
-  if not test_path.is_file():
-    x, y = data_lib.load_libsvm(path, dtype=dtype)
-    return x, y, x, y, f'the training data (no {test_path.name} beside it)'
-  x, y, x_test, y_test = data_lib.load_libsvm_pair(path, test_path,
-                                                   dtype=dtype)
-  return x, y, x_test, y_test, f'{test_path.name} ({len(y_test)} samples)'
-
-
-def load_dataset(config, dtype=np.float32):
-  """(x_train, y_train, x_test, y_test, test description), NumPy `dtype`.
+def load_dataset(config, dtype=np.float32) -> data_lib.Loaded:
+  """The config's dataset through its kind's loader
+  (`laq_jax.data.REGISTRY`), NumPy `dtype`.
 
   Features are scaled in `dtype` (MNIST's bytes / 255), never rounded
   through float32 on the way to float64.
   """
-  kind, rest = config_lib.parse_dataset(config_lib.get(config, 'dataset'))
-  if kind == 'mnist':
-    d = data_lib.load_mnist(config_lib.get(config, 'data_dir') or None, dtype=dtype)
-    return (d['x_train'], d['y_train'], d['x_test'], d['y_test'],
-            f'MNIST test set ({len(d["y_test"])} images)')
-  if kind == 'builtin':
-    x, y = data_lib.load_builtin(rest, dtype=dtype)
-    return x, y, x, y, 'the training data (built-in sets have no test split)'
-  return _load_libsvm_pair(os.path.expanduser(rest), dtype)
+  return data_lib.kinds.load(config_lib.get(config, 'dataset'), dtype=dtype,
+                             data_dir=config_lib.get(config, 'data_dir')
+                             or None)
 
 
-def _layout(data: Data, kind: str, spec: RunSpec) -> Data:
+def _layout(data: Data, integer_scale: float | None, spec: RunSpec) -> Data:
   """`data` with the layouts of the problem's fast full-batch gradient
   (`laq_jax.fast_layout`; MNIST's pixels as exact integers in float32).
 
@@ -132,7 +113,7 @@ def _layout(data: Data, kind: str, spec: RunSpec) -> Data:
   """
   if spec.problem.workers_value_and_grad is None:
     return data
-  scale = 1 / 255 if kind == 'mnist' else None
+  scale = integer_scale
   float32 = data.x_MxNxD.dtype == np.float32
   if spec.stochastic and not (scale and float32):
     return data
@@ -164,7 +145,8 @@ def build(config) -> Built:
         "config.precision='float64' needs float64 turned on: call "
         "jax.config.update('jax_enable_x64', True) once at startup (the "
         'launchers do); float32 runs stay float32 with it on')
-  x, y, x_test, y_test, test_set = load_dataset(config, np.dtype(dtype))
+  loaded = load_dataset(config, np.dtype(dtype))
+  x, y, x_test, y_test, test_set = loaded[:5]
   workers, subset = get('num_workers'), get('train_subset')
   if subset:
     if subset > len(y):
@@ -176,7 +158,6 @@ def build(config) -> Built:
                f'(the data have {len(y)} samples; try '
                f'train_subset={len(y) // workers * workers})')
   config_lib.check_batch_size(get('algo'), get('batch_size'), len(y) // workers)
-  kind = config_lib.parse_dataset(get('dataset'))[0]
   x_MxNxD, y_MxN = data_lib.make_shards(
       x, y, workers, get('split'), seed=get('data_seed'),
       dirichlet_alpha=get('dirichlet_alpha'))
@@ -188,6 +169,7 @@ def build(config) -> Built:
                  stochastic=algorithm.stochastic,
                  batch_size=get('batch_size'),
                  compressors=(algorithm.compressor,),
+                 triggers=(algorithm.trigger,),
                  error_feedback=algorithm.error_feedback,
                  downlink=algorithm.downlink,
                  loss_every=get('loss_every'))
@@ -199,12 +181,12 @@ def build(config) -> Built:
   if get('workers_on') == 'devices':
     host_data = Data(x_MxNxD.astype(np_dtype), np.asarray(y_MxN))
     mesh = sharding.make_mesh()
-    data = sharding.shard_data(_layout(host_data, kind, spec), mesh)
+    data = sharding.shard_data(_layout(host_data, loaded.integer_scale, spec), mesh)
     run_chunk_fn = sharding.make_run_chunk(mesh)
   else:
     host_data = Data(jnp.asarray(x_MxNxD.astype(np_dtype)),
                      jnp.asarray(y_MxN))
-    data = _layout(host_data, kind, spec)
+    data = _layout(host_data, loaded.integer_scale, spec)
   return Built(spec=spec, data=data, hyper=hyper,
                test_x=np.asarray(x_test, np_dtype),
                test_y=np.asarray(y_test, np.int32), dtype=dtype,

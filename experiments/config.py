@@ -25,13 +25,13 @@ from laq_jax import sweep as sweep_lib
 from laq_jax.hyper import (ALGORITHMS, DEFAULTS, check_scalar,
                            get_algorithm, is_integer, is_number)
 from laq_jax.loop import GRID_AXES, MINIBATCH_LOSS_EVERY
-from laq_jax.problems import PROBLEMS
+from laq_jax import problems as problems_lib
 
 FIELDS = tuple(default_config.get_config().keys())
 HYPER_FIELDS = tuple(DEFAULTS)  # the run's numeric hyperparameters
 PRECISIONS = ('float32', 'float64')
 FSTAR_MODES = ('auto', 'none')
-MNIST_TRAIN_SIZE = 60_000
+MNIST_TRAIN_SIZE = data_lib.kinds.MNIST_TRAIN_SIZE
 # A sweep config: config.sweep = {key: [values]}; config.sweep_batch_size:
 # grid points per compiled call (0: all at once); optionally
 # config.algo_settings = {algo: {key: value}}, values that replace the
@@ -75,14 +75,12 @@ def bad(name: str, value, allowed: str) -> ConfigError:
 
 
 def parse_dataset(dataset: str) -> tuple[str, str]:
-  """'mnist' -> ('mnist', ''); 'builtin:NAME' / 'libsvm:PATH' -> (kind, rest)."""
-  if dataset == 'mnist':
-    return 'mnist', ''
-  kind, sep, rest = str(dataset).partition(':')
-  if sep and kind in ('builtin', 'libsvm') and rest:
-    return kind, rest
-  raise bad('dataset', dataset, "'mnist', 'builtin:NAME' (NAME in "
-            f"{', '.join(data_lib.BUILTIN_DATASETS)}) or 'libsvm:/path/file'")
+  """'mnist' -> ('mnist', ''); 'builtin:NAME' / 'libsvm:PATH' -> (kind, rest);
+  any kind registered in `laq_jax.data.REGISTRY`."""
+  try:
+    return data_lib.kinds.parse(dataset)
+  except ValueError as e:
+    raise ConfigError(f'config.{e}') from None
 
 
 def fstar_value(fstar) -> float | None:
@@ -138,7 +136,7 @@ def validate_config(config, *, allow_extra: Iterable[str] = ()) -> None:
       raise bad(name, c[name], f'an integer >= {low}{extra}')
 
   choice('algo', tuple(ALGORITHMS))
-  choice('model', PROBLEMS)
+  choice('model', problems_lib.REGISTRY.names)
   choice('split', data_lib.SPLITS)
   choice('precision', PRECISIONS)
   choice('workers_on', sharding.WORKERS_ON)
@@ -177,12 +175,11 @@ def validate_config(config, *, allow_extra: Iterable[str] = ()) -> None:
   fstar_value(c['fstar'])
 
   kind, rest = parse_dataset(c['dataset'])
-  if kind == 'builtin' and rest not in data_lib.BUILTIN_DATASETS:
-    raise bad('dataset', c['dataset'], 'builtin:NAME with NAME one of '
-              f'{", ".join(data_lib.BUILTIN_DATASETS)}')
-  if kind == 'libsvm' and not pathlib.Path(rest).expanduser().is_file():
-    raise bad('dataset', c['dataset'], 'libsvm:PATH with PATH an existing '
-              'LIBSVM file')
+  dataset_kind = data_lib.REGISTRY.get(kind)
+  if dataset_kind.check is not None:
+    problem = dataset_kind.check(rest, c['data_dir'])
+    if problem:
+      raise bad('dataset', c['dataset'], problem)
   if kind == 'mnist' and c['data_dir'] and not os.path.isdir(
       os.path.expanduser(c['data_dir'])):
     raise bad('data_dir', c['data_dir'], 'an existing directory holding '
@@ -194,11 +191,11 @@ def validate_config(config, *, allow_extra: Iterable[str] = ()) -> None:
     raise bad('train_subset', subset, f'0 or a multiple of num_workers='
               f'{workers}, so that every worker gets the same number of '
               f'samples (e.g. {max(subset // workers, 1) * workers})')
-  if kind == 'mnist':
-    if subset > MNIST_TRAIN_SIZE:
-      raise bad('train_subset', subset, f'at most {MNIST_TRAIN_SIZE} (the '
-                'MNIST training set), or 0 for all of it')
-    num_train = subset or MNIST_TRAIN_SIZE
+  if dataset_kind.num_train is not None:
+    if subset > dataset_kind.num_train:
+      raise bad('train_subset', subset, f'at most {dataset_kind.num_train} '
+                f'(the {kind} training set), or 0 for all of it')
+    num_train = subset or dataset_kind.num_train
     if num_train % workers:
       raise bad('num_workers', workers, f'a divisor of the {num_train} '
                 'training samples, or set train_subset to a multiple of it')

@@ -55,7 +55,7 @@ def resolve_fstar(config, built: build_lib.Built) -> dict[str, Any]:
   if config.fstar == 'none':
     return {'fstar': None, 'fstar_method': 'not computed (config.fstar=none)',
             'fstar_source': 'none'}
-  if config.model != 'logreg':
+  if not built.problem.convex:
     return {'fstar': None,
             'fstar_method': f'unknown: model={config.model!r} is nonconvex',
             'fstar_source': 'none'}

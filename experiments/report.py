@@ -21,6 +21,7 @@ from experiments import outputs
 from experiments import paper_results as results_lib
 from experiments import roofline
 from experiments.markdown import columns_table, fmt, table
+from laq_jax import data as data_lib
 from laq_jax import plotting
 from laq_jax import schedule as schedule_lib
 
@@ -246,8 +247,10 @@ def floor_seconds(result: dict[str, Any], rates: dict[str, Any]) -> float:
   cost = roofline.cost(
       config['model'], num_train, sweep['num_points'], stochastic=stochastic,
       batch_samples=config['batch_size'] * config['num_workers'],
-      feature_bytes=roofline.feature_bytes(config['model'], precision,
-                                           config['dataset'] == 'mnist'),
+      feature_bytes=roofline.feature_bytes(
+          config['model'], precision, data_lib.REGISTRY.get(
+              config_lib.parse_dataset(config['dataset'])[0]
+          ).integer_scale is not None),
       passes=(sweep['num_points']
               if config_lib.grid_axis(config) == 'map' else 1),
       hidden=config['hidden'], loss_every=loss_every(result))

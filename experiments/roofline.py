@@ -22,6 +22,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from laq_jax import problems
+
 
 class Probe(NamedTuple):
   """A machine-limit probe: a compiled call and the work (FLOPs or bytes)
@@ -95,25 +97,35 @@ class Cost(NamedTuple):
   bytes: float
 
 
-def gradient_flops(model: str, num_samples: int, dim: int = 784,
+def _problem(model, dim: int, classes: int, hidden: int):
+  """The Problem of `model` (a Problem, or a registered model's name)."""
+  if isinstance(model, str):
+    return problems.get_problem(model, dim, classes, hidden=hidden)
+  return model
+
+
+def _per_sample(model, attribute: str, dim, classes, hidden) -> float:
+  problem = _problem(model, dim, classes, hidden)
+  value = getattr(problem, attribute)
+  if value is None:
+    raise ValueError(f'model {problem.name!r} does not state its '
+                     f'{attribute} (laq_jax.Problem.{attribute})')
+  return value
+
+
+def gradient_flops(model, num_samples: int, dim: int = 784,
                    classes: int = 10, hidden: int = 200) -> float:
-  """Matmul FLOPs of one gradient (forward + backward) over the samples.
-
-  logreg: logits X W (2NDC), dW = X^T dlogits (2NDC). mlp: X W1 (2NDH),
-  A W2 (2NHC); dW2 = A^T dlogits (2NHC), dA = dlogits W2^T (2NHC),
-  dW1 = X^T dpre (2NDH); no dX.
-  """
-  if model == 'logreg':
-    return 4 * num_samples * dim * classes
-  return 4 * num_samples * dim * hidden + 6 * num_samples * hidden * classes
+  """Matmul FLOPs of one gradient (forward + backward) over the samples:
+  the Problem's own `grad_flops_per_sample` times their number."""
+  return num_samples * _per_sample(model, 'grad_flops_per_sample', dim,
+                                   classes, hidden)
 
 
-def loss_flops(model: str, num_samples: int, dim: int = 784,
+def loss_flops(model, num_samples: int, dim: int = 784,
                classes: int = 10, hidden: int = 200) -> float:
   """Matmul FLOPs of the loss alone (the forward pass)."""
-  if model == 'logreg':
-    return 2 * num_samples * dim * classes
-  return 2 * num_samples * dim * hidden + 2 * num_samples * hidden * classes
+  return num_samples * _per_sample(model, 'loss_flops_per_sample', dim,
+                                   classes, hidden)
 
 
 def cost(model: str, num_samples: int, num_points: int, *,
@@ -123,7 +135,7 @@ def cost(model: str, num_samples: int, num_points: int, *,
   """One iteration of a program of `num_points` grid points.
 
   Args:
-    model: 'logreg' or 'mlp'.
+    model: a Problem or a registered model's name.
     num_samples: training samples over all workers (N M).
     num_points: G, the points sharing the program.
     stochastic: minibatch gradients; the loss f(theta^k) on every sample is
@@ -156,10 +168,12 @@ def floor_seconds(c: Cost, rates: dict[str, Any], precision: str) -> float:
              c.bytes / rates['read_bytes_per_s'])
 
 
-def feature_bytes(model: str, precision: str, integer_features: bool) -> int:
-  """Bytes per feature as a run stores what its gradient reads: MNIST's
-  pixels as bfloat16 integers for float32 logistic regression
-  (`laq_jax.fast_layout`), else the run's float type."""
+def feature_bytes(model, precision: str, integer_features: bool) -> int:
+  """Bytes per feature as a run stores what its gradient reads: integer
+  features (MNIST's pixels) as bfloat16 integers for a float32 model with a
+  fast full-batch gradient (`laq_jax.fast_layout`: logistic regression),
+  else the run's float type."""
   if precision == 'float64':
     return 8
-  return 2 if model == 'logreg' and integer_features else 4
+  fast = _problem(model, 784, 10, 200).workers_value_and_grad is not None
+  return 2 if fast and integer_features else 4

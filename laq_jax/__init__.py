@@ -9,18 +9,33 @@ startup (`jax.config.update('jax_enable_x64', True)`); every array the
 library makes carries an explicit dtype, so float32 runs stay float32.
 """
 
-from laq_jax.compressors import COMPRESSORS
+from laq_jax import compressors as _compressors
+from laq_jax import problems as _problems
+from laq_jax import trigger
 from laq_jax.hyper import (ALGORITHMS, Algorithm, Hyper, get_algorithm,
-                           make_hyper, stack_hypers, validate)
+                           make_hyper, register_algorithm, stack_hypers,
+                           validate)
 from laq_jax.loop import (Data, LoopState, RunSpec, Trace, accuracy,
                           fast_layout, flat_params, init_state, objective,
                           predict, run, run_chunk)
-from laq_jax.problems import (PROBLEMS, Problem, get_problem,
-                              logistic_regression, mlp)
+from laq_jax.problems import (Problem, get_problem, logistic_regression,
+                              mlp)
 from laq_jax.quantize import quantize_innovation
 from laq_jax.rules import LAQ, Rule, RuleState, StepStats
 
 __version__ = '0.2.0'
+
+
+def __getattr__(name):
+  # The registries' names, as they are now (parts registered later included).
+  if name == 'COMPRESSORS':
+    return _compressors.REGISTRY.names
+  if name == 'PROBLEMS':
+    return _problems.REGISTRY.names
+  if name == 'TRIGGERS':
+    return trigger.REGISTRY.names
+  raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+
 
 __all__ = [
     'ALGORITHMS', 'Algorithm', 'COMPRESSORS', 'Data', 'Hyper', 'LAQ',
@@ -28,5 +43,6 @@ __all__ = [
     'StepStats', 'Trace', 'accuracy', 'fast_layout', 'flat_params',
     'get_algorithm',
     'get_problem', 'init_state', 'logistic_regression', 'make_hyper', 'mlp',
+    'register_algorithm', 'TRIGGERS', 'trigger',
     'objective', 'predict', 'quantize_innovation', 'run', 'run_chunk',
     'stack_hypers', 'validate']

@@ -8,7 +8,8 @@ compresses the *innovation* (LAQ), or 0 when it compresses the gradient itself
 (QSGD, sparsified SGD). Which compressor runs is data (`Hyper.compressor`, an
 index into COMPRESSORS), so a sweep over compressors stays one compiled
 program; `names` (static) lists the ones a program may meet, and only those
-are compiled in: a single run pays for its own compressor alone.
+are compiled in: a single run pays for its own compressor alone. A new
+compressor is one `REGISTRY.register(name, fn)` from any code.
 
 Bits per upload (p = number of parameters):
   identity  32 p
@@ -45,18 +46,19 @@ import jax.numpy as jnp
 
 from laq_jax import collectives
 from laq_jax import quantize
-
-COMPRESSORS = ('identity', 'uniform', 'qsgd', 'rand_p', 'top_k', 'sign',
-               'terngrad')
+from laq_jax import registry
 
 
 def index(name: str) -> int:
   """The position of `name` in COMPRESSORS (what `Hyper.compressor` holds)."""
-  try:
-    return COMPRESSORS.index(name)
-  except ValueError:
-    raise ValueError(f'unknown compressor {name!r}; allowed: '
-                     f'{", ".join(COMPRESSORS)}') from None
+  return REGISTRY.index(name)
+
+
+def __getattr__(name):
+  # COMPRESSORS follows the registry: a compressor registered later is in it.
+  if name == 'COMPRESSORS':
+    return REGISTRY.names
+  raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
 
 
 class Compressed(NamedTuple):
@@ -244,9 +246,13 @@ def terngrad(grad_P, ref_P, key, hyper) -> Compressed:
   return Compressed(ref_P + value, jnp.int32(2 * v.shape[-1] + 32))
 
 
-FUNCTIONS: dict[str, Callable[..., Compressed]] = {
-    'identity': identity, 'uniform': uniform, 'qsgd': qsgd, 'rand_p': rand_p,
-    'top_k': top_k, 'sign': sign, 'terngrad': terngrad}
+# Every compressor: (grad_P, ref_P, key, hyper) -> Compressed, the exact bits
+# of the upload with it. Add one with `REGISTRY.register(name, fn)`; a
+# preset that uses it with `hyper.register_algorithm`.
+REGISTRY: registry.Registry[Callable[..., Compressed]] = registry.Registry(
+    'compressor', [('identity', identity), ('uniform', uniform),
+                   ('qsgd', qsgd), ('rand_p', rand_p), ('top_k', top_k),
+                   ('sign', sign), ('terngrad', terngrad)])
 
 
 def _varying_like_grad(fn):
@@ -267,15 +273,10 @@ def _varying_like_grad(fn):
 
 def check_names(names: Sequence[str]) -> tuple[str, ...]:
   """`names` as a tuple of known compressors, in COMPRESSORS order."""
-  for name in names:
-    index(name)
-  if not names:
-    raise ValueError('a program needs at least one compressor; allowed: '
-                     f'{", ".join(COMPRESSORS)}')
-  return tuple(n for n in COMPRESSORS if n in names)
+  return REGISTRY.check_names(names)
 
 
-def compress(grad_P, ref_P, key, hyper, names: Sequence[str] = COMPRESSORS
+def compress(grad_P, ref_P, key, hyper, names: Sequence[str] | None = None
              ) -> Compressed:
   """Q = ref + C(grad - ref) with C = COMPRESSORS[hyper.compressor].
 
@@ -290,10 +291,10 @@ def compress(grad_P, ref_P, key, hyper, names: Sequence[str] = COMPRESSORS
   Returns:
     A `Compressed`.
   """
-  names = check_names(names)
-  branches = [_varying_like_grad(FUNCTIONS[n]) for n in names]
+  names = check_names(REGISTRY.names if names is None else names)
+  branches = [_varying_like_grad(REGISTRY.get(n)) for n in names]
   if len(branches) == 1:
     return branches[0](grad_P, ref_P, key, hyper)
   local = jnp.asarray([names.index(n) if n in names else 0
-                       for n in COMPRESSORS], jnp.int32)[hyper.compressor]
+                       for n in REGISTRY.names], jnp.int32)[hyper.compressor]
   return jax.lax.switch(local, branches, grad_P, ref_P, key, hyper)

@@ -10,9 +10,10 @@ full-batch or minibatch gradients) are static.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import math
-from typing import Any, NamedTuple
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
@@ -20,7 +21,7 @@ import numpy as np
 
 from laq_jax import compressors
 from laq_jax import schedule
-from laq_jax.trigger import TRIGGERS
+from laq_jax import trigger as trigger_lib
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,7 +33,7 @@ class Algorithm:
     stochastic: minibatch gradients (else full shards).
     compressor: one of `compressors.COMPRESSORS`.
     innovation: compress g - Qhat (LAQ, EF21) rather than g itself (QSGD).
-    trigger: one of TRIGGERS: 'eager' (always upload), 'laq' (the LAG/LAQ
+    trigger: one of `trigger.TRIGGERS`: 'eager' (always upload), 'laq' (the LAG/LAQ
       rule), 'clag' (CLAG's, Richtarik et al. 2022).
     error_feedback: add what earlier compressions dropped before compressing.
     downlink: the server's broadcast is quantized too (b bits, LAQ's
@@ -100,6 +101,24 @@ ALGORITHMS: dict[str, Algorithm] = {
 }
 
 
+def register_algorithm(algorithm: Algorithm, *, replace: bool = False
+                       ) -> Algorithm:
+  """Adds a preset (e.g. of a compressor or trigger registered from user
+  code) so that configs, sweeps and `make_hyper` can name it.
+
+  Raises:
+    ValueError: its compressor or trigger is not registered, or its name is
+      taken (unless replace=True).
+  """
+  compressors.index(algorithm.compressor)
+  trigger_lib.index(algorithm.trigger)
+  if algorithm.name in ALGORITHMS and not replace:
+    raise ValueError(f'algorithm {algorithm.name!r} is already registered; '
+                     'pass replace=True to replace it')
+  ALGORITHMS[algorithm.name] = algorithm
+  return algorithm
+
+
 def get_algorithm(name: str) -> Algorithm:
   """Returns the preset called `name`, or a ValueError listing the choices."""
   try:
@@ -110,65 +129,141 @@ def get_algorithm(name: str) -> Algorithm:
     ) from None
 
 
-class Hyper(NamedTuple):
-  """Hyperparameters of one run (scalars) or of a grid (leading G axis).
+# ----------------------------------------------------------------------------
+# The fields, each declared once: name, kind, default, check and doc. The
+# Hyper arrays, DEFAULTS, the casts, the checks and the numeric part of
+# configs/default.py all derive from FIELDS.
+
+MAX_LEVELS = 2**24  # s: l_i <= s fits a float32 exactly
+_INT32_MAX = 2**31 - 1
+
+
+@dataclasses.dataclass(frozen=True)
+class Field:
+  """One field of `Hyper`.
 
   Attributes:
-    step_size: alpha, applied to the *sum* of worker gradients.
-    bits: b, bits per coordinate of the uniform quantizer, 1..32 (int32).
-    xi: total weight of the parameter-difference history; xi_d = xi / D
-      (times the schedule's factor at iteration k).
-    err_weight: c_e, weight of the quantization errors in the trigger.
-    threshold_offset: c_0, constant added to the trigger threshold.
-    max_staleness: tbar, a worker uploads after this many consecutive skips.
-    l2: lam, the per-worker L2 regularization weight.
-    seed: seeds the model initialization, the minibatch draws and the random
-      compressors (int32).
-    levels: s, the number of levels of the qsgd compressor (int32).
-    keep_prob: p, the probability rand_p keeps a coordinate.
-    top_k: top_k's k: a fraction of p (< 1) or a count (>= 1).
-    zeta: CLAG's trigger weight (upload iff ||g - Qhat||^2 > zeta h_1).
-    downlink_bits: bits of the quantized broadcast, 0 for a full-precision
-      one (int32).
-    compressor: index into `compressors.COMPRESSORS` (int32).
-    innovation: compress g - Qhat rather than g (bool).
-    trigger: index into TRIGGERS (int32).
-    error_feedback: add the worker's error memory before compressing (bool).
-    authors_code: follow the authors' released scripts where they depart
-      from Algorithm 1 (no forced upload at k = 0; their history weights;
-      b*p bits per quantized upload; in minibatch runs their minibatch
-      scripts' history window and contiguous-block minibatches, and QSGD's
-      and SSGD's rounding and bit counts: docs/algorithm.md) (bool).
-    xi_steps: the iterations from which xi's schedule changes its factor
-      (int32 [schedule.SLOTS], unused slots at schedule.NEVER).
-    xi_factors: xi's multiplier from each of those iterations on (not
-      cumulative; 1 before the first), [schedule.SLOTS].
+    name: the field's name in Hyper, configs and sweep grids.
+    kind: 'float' (in the run's precision), 'int' (int32), 'schedule' (text
+      '300:2,500:6' or (step, factor) pairs, stored as the two arrays
+      NAME-without-_schedule + '_steps' / '_factors', `laq_jax.schedule`),
+      or 'preset' (set by the algorithm preset, not by a config: int32 or
+      bool, see `dtype`).
+    default: the config's and `make_hyper`'s default (None for presets).
+    check: element-wise test on a NumPy array of the values (None: any).
+    allowed: what `check` allows, in words (for error messages).
+    doc: one line for the docs and configs/default.py.
+    dtype: a preset's dtype ('int32' or 'bool').
   """
-  step_size: Any
-  bits: Any
-  xi: Any
-  err_weight: Any
-  threshold_offset: Any
-  max_staleness: Any
-  l2: Any
-  seed: Any
-  levels: Any
-  keep_prob: Any
-  top_k: Any
-  zeta: Any
-  downlink_bits: Any
-  compressor: Any
-  innovation: Any
-  trigger: Any
-  error_feedback: Any
-  authors_code: Any
-  xi_steps: Any
-  xi_factors: Any
+  name: str
+  kind: str
+  default: Any
+  check: Callable[[np.ndarray], np.ndarray] | None
+  allowed: str
+  doc: str
+  dtype: str = ''
+
+  @property
+  def arrays(self) -> tuple[str, ...]:
+    """The Hyper arrays this field fills."""
+    if self.kind == 'schedule':
+      stem = self.name.removesuffix('_schedule')
+      return (f'{stem}_steps', f'{stem}_factors')
+    return (self.name,)
+
+
+def _f(name, kind, default, check, allowed, doc, dtype=''):
+  return Field(name, kind, default, check, allowed, doc, dtype)
+
+
+_finite = np.isfinite
+_ge0 = lambda a: _finite(a) & (a >= 0)
+_int_in = lambda low, high: (lambda a: (a >= low) & (a <= high))
+
+FIELDS: tuple[Field, ...] = (
+    _f('step_size', 'float', 0.02, lambda a: _finite(a) & (a > 0),
+       'a finite number > 0',
+       'alpha, on the *sum* of the M worker gradients'),
+    _f('bits', 'int', 4, _int_in(1, 32), 'an integer in 1..32',
+       'b, bits per coordinate of a quantized upload'),
+    _f('xi', 'float', 0.8, _ge0, 'a finite number >= 0',
+       'sum of the xi_d = xi / D (times its schedule\'s factor)'),
+    _f('err_weight', 'float', 3.0, _ge0, 'a finite number >= 0', 'c_e'),
+    _f('threshold_offset', 'float', 0.0, _ge0, 'a finite number >= 0',
+       'c_0'),
+    _f('max_staleness', 'int', 100, _int_in(0, _INT32_MAX),
+       'an integer in 0..2**31-1', 'tbar'),
+    _f('l2', 'float', 0.01, _ge0, 'a finite number >= 0', 'lam, per worker'),
+    _f('seed', 'int', 0, _int_in(0, _INT32_MAX), 'an integer in 0..2**31-1',
+       'model init, minibatch draws, random compressors'),
+    _f('levels', 'int', 10_000, _int_in(1, MAX_LEVELS),
+       f'an integer in 1..{MAX_LEVELS} (s, the qsgd levels)',
+       's, levels of the qsgd compressor (authors\': 1e4)'),
+    _f('keep_prob', 'float', 0.5, lambda a: (a > 0) & (a <= 1),
+       'a number in (0, 1] (p, the rand_p keep probability)',
+       'p, the probability ssgd keeps a coordinate'),
+    _f('top_k', 'float', 0.01,
+       lambda a: _finite(a) & (a > 0) & ((a < 1) | (a == np.round(a))),
+       'a fraction of p in (0, 1) or a whole count >= 1 (top_k\'s k)',
+       'top_k\'s k: a fraction of p (< 1) or a count (>= 1)'),
+    _f('zeta', 'float', 20.0, _ge0,
+       'a finite number >= 0 (CLAG\'s trigger weight)',
+       'CLAG: upload iff ||g - Qhat||^2 > zeta h_1'),
+    _f('downlink_bits', 'int', 0, _int_in(0, 32),
+       'an integer in 0..32 (0: the preset\'s default)',
+       'two_laq\'s broadcast bits (0: the uplink\'s b)'),
+    # Set by the preset (and authors_code by its own argument).
+    _f('compressor', 'preset', None, None, '',
+       'index into `compressors.COMPRESSORS`', 'int32'),
+    _f('innovation', 'preset', None, None, '',
+       'compress g - Qhat rather than g', 'bool'),
+    _f('trigger', 'preset', None, None, '', 'index into `trigger.TRIGGERS`',
+       'int32'),
+    _f('error_feedback', 'preset', None, None, '',
+       'add the worker\'s error memory before compressing', 'bool'),
+    _f('authors_code', 'preset', None, None, '',
+       'follow the authors\' released scripts where they depart from '
+       'Algorithm 1 (docs/algorithm.md)', 'bool'),
+    # Last, as Hyper has always held its two arrays.
+    _f('xi_schedule', 'schedule', '', None, schedule.ALLOWED,
+       'xi\'s multipliers by iteration, \'K1:C1,K2:C2\' (C_j times xi from '
+       'iteration K_j on, not cumulative), \'\' for none; the authors\' '
+       'minibatch network: \'300:2,500:6\''),
+)
+FIELD = {f.name: f for f in FIELDS}
+CONFIG_FIELDS = tuple(f for f in FIELDS if f.kind != 'preset')
+# The numeric fields a config or a grid sets directly (the preset sets
+# compressor, innovation, trigger and error feedback; downlink_bits 0 means
+# "b" for a preset that quantizes the broadcast).
+DEFAULTS = {f.name: f.default for f in CONFIG_FIELDS}
+FLOAT_FIELDS = tuple(f.name for f in FIELDS if f.kind == 'float')
+INT_FIELDS = tuple(f.name for f in FIELDS if f.kind == 'int')
+SCHEDULE_FIELDS = tuple(f.name for f in FIELDS if f.kind == 'schedule')
+# Every array of Hyper, and those in the run's float precision.
+ARRAYS = tuple(a for f in FIELDS for a in f.arrays)
+FLOAT_ARRAYS = FLOAT_FIELDS + tuple(f.arrays[1] for f in FIELDS
+                                    if f.kind == 'schedule')
+
+
+class Hyper(collections.namedtuple('Hyper', ARRAYS)):
+  """Hyperparameters of one run (scalars) or of a grid (leading G axis).
+
+  One array per field of FIELDS (a schedule gives two: its steps, int32
+  [schedule.SLOTS], unused slots at schedule.NEVER, and its factors, not
+  cumulative, 1 before the first step). `describe()` lists them with their
+  docs; in short: step_size alpha (applied to the *sum* of the worker
+  gradients), bits b, xi (xi_d = xi / D), err_weight c_e, threshold_offset
+  c_0, max_staleness tbar, l2 lam, seed, levels s (qsgd), keep_prob p
+  (rand_p), top_k, zeta (CLAG), downlink_bits, xi_steps / xi_factors, and
+  the preset's compressor, innovation, trigger, error_feedback and
+  authors_code.
+  """
+  __slots__ = ()
 
   @property
   def lazy(self):
     """Whether workers may skip an upload (bool)."""
-    return self.trigger != TRIGGERS.index('eager')
+    return self.trigger != trigger_lib.index('eager')
 
   @property
   def quantize(self):
@@ -176,21 +271,21 @@ class Hyper(NamedTuple):
     return self.compressor == compressors.index('uniform')
 
 
-# The numeric fields a config or a grid sets directly; the preset sets
-# compressor, innovation and lazy.
-# (The preset sets compressor, innovation, trigger and error feedback;
-# downlink_bits 0 means "b" for a preset that quantizes the broadcast.)
-DEFAULTS = dict(step_size=0.02, bits=4, xi=0.8, err_weight=3.0,
-                threshold_offset=0.0, max_staleness=100, l2=0.01, seed=0,
-                levels=10_000, keep_prob=0.5, top_k=0.01, zeta=20.0,
-                downlink_bits=0, xi_schedule='')
-FLOAT_FIELDS = ('step_size', 'xi', 'err_weight', 'threshold_offset', 'l2',
-                'keep_prob', 'top_k', 'zeta')
-INT_FIELDS = ('bits', 'max_staleness', 'seed', 'levels', 'downlink_bits')
-# Schedules: text '300:2,500:6' ('' none) or (step, factor) pairs, stored in
-# Hyper as xi_steps / xi_factors (`laq_jax.schedule`).
-SCHEDULE_FIELDS = ('xi_schedule',)
-MAX_LEVELS = 2**24  # s: l_i <= s fits a float32 exactly
+def describe() -> str:
+  """Every field: name, kind, default, allowed values and doc (one line
+  each)."""
+  lines = []
+  for f in FIELDS:
+    default = '' if f.kind == 'preset' else f' = {f.default!r}'
+    allowed = f' ({f.allowed})' if f.allowed else ''
+    lines.append(f'{f.name}: {f.kind}{default}{allowed}: {f.doc}')
+  return '\n'.join(lines)
+
+
+def cast(hyper: Hyper, dtype) -> Hyper:
+  """`hyper` with its float arrays in `dtype` (the run's precision)."""
+  return hyper._replace(**{f: jnp.asarray(getattr(hyper, f), dtype)
+                           for f in FLOAT_ARRAYS})
 
 
 def is_integer(value) -> bool:
@@ -205,81 +300,51 @@ def is_number(value) -> bool:
           ) and math.isfinite(float(value))
 
 
-def check_scalar(name: str, value, where: str | None = None) -> None:
-  """Raises ValueError unless `value` is one allowed scalar for field `name`
-  of DEFAULTS: an integer for INT_FIELDS, a finite number otherwise, in the
-  field's range. `where` names the value in the message (default `name`)."""
-  if name in SCHEDULE_FIELDS:
-    schedule.parse(value, where or name)
+def _allowed_kind(field: Field) -> str:
+  return 'i' if field.kind == 'int' else 'if'
+
+
+def check_value(name: str, value, where: str | None = None) -> None:
+  """The one validator: raises ValueError unless every element of `value`
+  (a scalar, or an array for a grid) is allowed for field `name`.
+
+  Integer fields take integers only (not 4.0, not True), the others finite
+  numbers (not bools), each in the field's range; a schedule field takes its
+  text or pairs. `where` names the value in the message (default `name`).
+  """
+  field = FIELD.get(name)
+  if field is None or field.kind == 'preset':
+    raise ValueError(f'unknown hyperparameter {name!r}; allowed: '
+                     f'{", ".join(DEFAULTS)}')
+  where = where or name
+  if field.kind == 'schedule':
+    schedule.parse(value, where)
     return
-  ok, allowed = CHECKS[name]
-  typed = is_integer(value) if name in INT_FIELDS else is_number(value)
-  if not (typed and ok(value)):
-    raise ValueError(f'{where or name}={value!r} is not allowed: it must be '
-                     f'{allowed}')
+  bad = ValueError(f'{where}={value!r} is not allowed: it must be '
+                   f'{field.allowed}')
+  if isinstance(value, (str, bytes)):
+    raise bad
+  try:
+    a = np.asarray(value)
+  except (TypeError, ValueError):
+    raise bad from None
+  if a.dtype.kind not in _allowed_kind(field) or a.size == 0:
+    raise bad
+  with np.errstate(invalid='ignore'):
+    if not (np.all(np.isfinite(a.astype(np.float64)))
+            and np.all(field.check(a))):
+      raise bad
 
 
-def _check(v, test) -> bool:
-  a = np.asarray(v)
-  return bool(np.all(test(a)))
-
-
-def _integer(v, low, high) -> bool:
-  a = np.asarray(v)
-  if a.dtype == bool or not np.all(np.isfinite(a.astype(np.float64))):
-    return False
-  return bool(np.all(a == np.round(a)) and np.all((a >= low) & (a <= high)))
-
-
-CHECKS = {
-    'step_size': (lambda v: _check(v, lambda a: np.isfinite(a) & (a > 0)),
-                  'a finite number > 0'),
-    'bits': (lambda v: _integer(v, 1, 32), 'an integer in 1..32'),
-    'xi': (lambda v: _check(v, lambda a: np.isfinite(a) & (a >= 0)),
-           'a finite number >= 0'),
-    'err_weight': (lambda v: _check(v, lambda a: np.isfinite(a) & (a >= 0)),
-                   'a finite number >= 0'),
-    'threshold_offset': (lambda v: _check(v, lambda a: np.isfinite(a)
-                                          & (a >= 0)),
-                         'a finite number >= 0'),
-    'max_staleness': (lambda v: _integer(v, 0, 2**31 - 1),
-                      'an integer in 0..2**31-1'),
-    'l2': (lambda v: _check(v, lambda a: np.isfinite(a) & (a >= 0)),
-           'a finite number >= 0'),
-    'seed': (lambda v: _integer(v, 0, 2**31 - 1), 'an integer in 0..2**31-1'),
-    'levels': (lambda v: _integer(v, 1, MAX_LEVELS),
-               f'an integer in 1..{MAX_LEVELS} (s, the qsgd levels)'),
-    'keep_prob': (lambda v: _check(v, lambda a: (a > 0) & (a <= 1)),
-                  'a number in (0, 1] (p, the rand_p keep probability)'),
-    'top_k': (lambda v: _check(v, lambda a: np.isfinite(a) & (a > 0) & (
-        (a < 1) | (a == np.round(a)))),
-              'a fraction of p in (0, 1) or a whole count >= 1 (top_k\'s k)'),
-    'zeta': (lambda v: _check(v, lambda a: np.isfinite(a) & (a >= 0)),
-             'a finite number >= 0 (CLAG\'s trigger weight)'),
-    'downlink_bits': (lambda v: _integer(v, 0, 32),
-                      'an integer in 0..32 (0: the preset\'s default)'),
-}
+check_scalar = check_value  # the name the launchers' checks used
 
 
 def validate(**values) -> None:
-  """Raises ValueError naming the field, the value and what is allowed.
-
-  Accepts scalars or arrays (every element is checked). Unknown names are
-  ignored so callers can pass a whole config.
-  """
+  """`check_value` for each field given; names that are not fields are
+  ignored so callers can pass a whole config."""
   for name, value in values.items():
-    if name in SCHEDULE_FIELDS:
-      schedule.parse(value, name)
-      continue
-    if name not in CHECKS:
-      continue
-    ok, allowed = CHECKS[name]
-    try:
-      good = ok(value)
-    except (TypeError, ValueError):
-      good = False
-    if not good:
-      raise ValueError(f'{name}={value!r} is not allowed: it must be {allowed}')
+    if name in DEFAULTS:
+      check_value(name, value)
 
 
 def make_hyper(algo: str | Algorithm = 'laq', *, dtype=jnp.float32,
@@ -307,18 +372,21 @@ def make_hyper(algo: str | Algorithm = 'laq', *, dtype=jnp.float32,
   validate(**values)
   values['downlink_bits'] = broadcast_bits(algorithm, values['bits'],
                                            values['downlink_bits'])
-  xi_steps, xi_factors = schedule.arrays(values['xi_schedule'], dtype)
+  arrays = {}
+  for f in CONFIG_FIELDS:
+    if f.kind == 'schedule':
+      arrays.update(zip(f.arrays, schedule.arrays(values[f.name], dtype)))
+    else:
+      arrays[f.name] = jnp.asarray(
+          values[f.name], dtype if f.kind == 'float' else jnp.int32)
   return Hyper(
-      **{f: jnp.asarray(values[f], dtype) for f in FLOAT_FIELDS},
-      **{f: jnp.asarray(values[f], jnp.int32) for f in INT_FIELDS},
+      **arrays,
       compressor=jnp.asarray(compressors.index(algorithm.compressor),
                              jnp.int32),
       innovation=jnp.asarray(algorithm.innovation, bool),
-      trigger=jnp.asarray(TRIGGERS.index(algorithm.trigger), jnp.int32),
+      trigger=jnp.asarray(trigger_lib.index(algorithm.trigger), jnp.int32),
       error_feedback=jnp.asarray(algorithm.error_feedback, bool),
       authors_code=jnp.asarray(authors_code, bool),
-      xi_steps=xi_steps,
-      xi_factors=xi_factors,
   )
 
 

@@ -23,7 +23,9 @@ from jax.flatten_util import ravel_pytree
 from laq_jax import collectives
 from laq_jax import compressors
 from laq_jax import randomness
+from laq_jax import hyper as hyper_lib
 from laq_jax import rules
+from laq_jax import trigger as trigger_lib
 from laq_jax.hyper import Hyper
 from laq_jax.problems import Problem
 
@@ -47,7 +49,10 @@ class RunSpec:
       ones.
     batch_size: samples per worker per iteration when stochastic.
     compressors: the compressors the program may meet (`Hyper.compressor`
-      picks one at run time); only these are compiled in.
+      picks one at run time); only these are compiled in (default: every
+      registered one, `compressors.REGISTRY`).
+    triggers: the same for the triggers (`Hyper.trigger`,
+      `trigger.REGISTRY`).
     error_feedback: compile error feedback in (`Hyper.error_feedback`
       switches it per run).
     downlink: compile the quantized broadcast in (`Hyper.downlink_bits`);
@@ -75,18 +80,19 @@ class RunSpec:
   memory: int = 10
   stochastic: bool = False
   batch_size: int = 500
-  compressors: tuple[str, ...] = compressors.COMPRESSORS
+  compressors: tuple[str, ...] | None = None
   error_feedback: bool = True
   downlink: bool = True
   rule: rules.Rule = rules.LAQ
   grid_axis: str = 'map'
   loss_every: int = 0
+  triggers: tuple[str, ...] | None = None
 
   @property
   def parts(self) -> rules.Parts:
     """The rule's parts this program compiles in."""
     return rules.Parts(self.compressors, self.error_feedback, self.downlink,
-                       self.stochastic)
+                       self.stochastic, self.triggers)
 
   @property
   def log_every(self) -> int:
@@ -112,23 +118,32 @@ class RunSpec:
     if self.grid_axis not in GRID_AXES:
       raise ValueError(f'grid_axis={self.grid_axis!r} is not allowed; '
                        f'allowed: {", ".join(GRID_AXES)}')
-    object.__setattr__(self, 'compressors',
-                       compressors.check_names(self.compressors))
+    object.__setattr__(self, 'compressors', compressors.check_names(
+        compressors.REGISTRY.names if self.compressors is None
+        else self.compressors))
+    object.__setattr__(self, 'triggers', trigger_lib.REGISTRY.check_names(
+        trigger_lib.REGISTRY.names if self.triggers is None
+        else self.triggers))
 
   def check_hyper(self, hyper: Hyper) -> None:
     """Raises ValueError if `hyper` uses a part not compiled in."""
     try:
       used = np.unique(np.asarray(hyper.compressor))
+      used_triggers = np.unique(np.asarray(hyper.trigger))
       feedback = bool(np.any(np.asarray(hyper.error_feedback)))
       downlink = bool(np.any(np.asarray(hyper.downlink_bits) > 0))
     except jax.errors.TracerArrayConversionError:
       return  # traced: the caller checked the concrete values
-    names = [compressors.COMPRESSORS[int(i)] for i in used]
-    missing = [n for n in names if n not in self.compressors]
-    if missing:
-      raise ValueError(f'hyper uses compressor(s) {", ".join(missing)} but '
-                       f'RunSpec.compressors={self.compressors}; list them '
-                       'there')
+    for kind, registry, indices in (
+        ('compressors', compressors.REGISTRY, used),
+        ('triggers', trigger_lib.REGISTRY, used_triggers)):
+      names = [registry.names[int(i)] if 0 <= int(i) < len(registry)
+               else f'#{int(i)}' for i in indices]
+      missing = [n for n in names if n not in getattr(self, kind)]
+      if missing:
+        raise ValueError(f'hyper uses {kind[:-1]}(s) {", ".join(missing)} '
+                         f'but RunSpec.{kind}={getattr(self, kind)}; list '
+                         'them there')
     for used_it, name in ((feedback, 'error_feedback'),
                           (downlink, 'downlink')):
       if used_it and not getattr(self, name):
@@ -295,13 +310,6 @@ def init_state(spec: RunSpec, hyper: Hyper, dtype=jnp.float32,
   return LoopState(jnp.int32(0), theta_P, rule_state)
 
 
-def _cast_hyper(hyper: Hyper, dtype) -> Hyper:
-  floats = ('step_size', 'xi', 'err_weight', 'threshold_offset', 'l2',
-            'keep_prob', 'top_k', 'zeta', 'xi_factors')
-  return hyper._replace(**{f: jnp.asarray(getattr(hyper, f), dtype)
-                           for f in floats})
-
-
 def make_step(spec: RunSpec, data: Data, hyper: Hyper, *,
               worker_ids_M: jax.Array | None = None,
               axis_name: str | None = None) -> Callable:
@@ -316,7 +324,7 @@ def make_step(spec: RunSpec, data: Data, hyper: Hyper, *,
     axis_name: the mesh axis the workers are split over, under shard_map.
   """
   dtype = data.x_MxNxD.dtype
-  hyper = _cast_hyper(hyper, dtype)
+  hyper = hyper_lib.cast(hyper, dtype)
   problem = spec.problem
   unravel = _unravel(problem, dtype)
   num_local = data.x_MxNxD.shape[0]

