@@ -12,7 +12,6 @@ name the field, the value given and what is allowed.
 from __future__ import annotations
 
 import os
-import pathlib
 from typing import Any, Iterable, Mapping
 
 import ml_collections
@@ -22,7 +21,7 @@ from configs import default as default_config
 from laq_jax import data as data_lib
 from laq_jax import sharding
 from laq_jax import sweep as sweep_lib
-from laq_jax.hyper import (ALGORITHMS, DEFAULTS, check_scalar,
+from laq_jax.hyper import (ALGORITHMS, DEFAULTS, check_value,
                            get_algorithm, is_integer, is_number)
 from laq_jax.loop import GRID_AXES, MINIBATCH_LOSS_EVERY
 from laq_jax import problems as problems_lib
@@ -160,7 +159,7 @@ def validate_config(config, *, allow_extra: Iterable[str] = ()) -> None:
               f'between chunks (e.g. {" or ".join(map(str, near))})')
   for name in HYPER_FIELDS:
     try:
-      check_scalar(name, c[name], where=f'config.{name}')
+      check_value(name, c[name], where=f'config.{name}')
     except ValueError as e:
       raise ConfigError(str(e)) from None
   if not isinstance(c['authors_code'], (bool, np.bool_)):

@@ -35,6 +35,8 @@ from typing import Sequence
 
 import numpy as np
 
+from laq_jax import record as record_lib
+
 TENSORBOARD_DIR = 'tensorboard'
 TAGS = ('objective/loss', 'objective/residual', 'objective/grad_norm_sq',
         'communication/uploads', 'communication/bits_up',
@@ -85,18 +87,19 @@ class Events:
       text = '    ' + json.dumps(config, indent=1).replace('\n', '\n    ')
       self._writer.add_summary(summary.text('config', text), 0)
 
-  def steps(self, first_step: int, loss_T, grad_norm_sq_T, sent_TxM,
-            bits_TxM, bits_down_TxM, stride: int = 1) -> None:
-    """Writes steps first_step .. first_step + T - 1 (every `stride`-th one
-    and the last; the totals count every step)."""
+  def steps(self, first_step: int, record: record_lib.Record,
+            stride: int = 1) -> None:
+    """Writes the record's steps first_step .. first_step + T - 1 (every
+    `stride`-th one and the last; the totals count every step), and each
+    extra recorded field as `trace/NAME`."""
     from tensorboardX.proto import summary_pb2  # pylint: disable=g-import-not-at-top
-    per_step = np.stack([np.sum(np.asarray(sent_TxM), axis=-1),
-                         np.sum(np.asarray(bits_TxM, np.float64), axis=-1),
-                         np.sum(np.asarray(bits_down_TxM, np.float64),
-                                axis=-1)], axis=-1)
+    per_step = np.stack([record.uploads, record.bits, record.bits_down],
+                        axis=-1).astype(np.float64)
     cumulative = self.totals + np.cumsum(per_step, axis=0)
-    loss_T = np.asarray(loss_T, np.float64)
-    grad_T = np.asarray(grad_norm_sq_T, np.float64)
+    loss_T = np.asarray(record.loss, np.float64)
+    grad_T = np.asarray(record.grad_norm_sq, np.float64)
+    extras = {n: np.asarray(record.per_step(n), np.float64)
+              for n in record_lib.extras()}
     count = len(loss_T)
     for t in range(count):
       step = first_step + t
@@ -111,6 +114,7 @@ class Events:
                  ('communication/uploads', cumulative[t, 0]),
                  ('communication/bits_up', cumulative[t, 1]),
                  ('communication/bits_down', cumulative[t, 2])]
+      values += [(f'trace/{n}', x[t]) for n, x in extras.items()]
       self._writer.add_summary(summary_pb2.Summary(value=[
           summary_pb2.Summary.Value(tag=tag, simple_value=float(v))
           for tag, v in values]), step)
@@ -169,9 +173,7 @@ def write_sweep(logdir: pathlib.Path, points: Sequence[dict],
     events = Events(logdir / point_folder(g, point, varying), 0,
                     config={'point': point, 'sweep': config},
                     fstar=fstar_G[g])
-    events.steps(0, result.loss_GxT[g], result.grad_norm_sq_GxT[g],
-                 result.sent_GxTxM[g], result.bits_GxTxM[g],
-                 result.bits_down_GxTxM[g], stride=stride)
+    events.steps(0, result.record.point(g), stride=stride)
     events.at(num_steps, accuracy=accuracy_G[g],
               loss=float(result.final_loss_G[g]))
     events.close()

@@ -26,6 +26,7 @@ import numpy as np
 from experiments import events
 from laq_jax import distributed
 from laq_jax import metrics
+from laq_jax import record as record_lib
 
 METRICS_COLUMNS = ('step', 'loss', 'residual', 'paper_residual',
                    'grad_norm_sq', 'uploads', 'bits', 'bits_down',
@@ -122,21 +123,25 @@ def parse_cell(text: str):
     return text
 
 
-def metrics_csv(loss_T, grad_norm_sq_T, sent_TxM, bits_TxM, bits_down_TxM,
-                fstar: float | None, accuracy_at: dict[int, float],
-                paper_reference: float, loss_every: int = 1) -> str:
-  """The text of metrics.csv (see experiments/train.py's docstring); the
-  loss and residual cells of iterations that do not log the objective
-  (`laq_jax.metrics.logged`) are empty."""
-  uploads_T, bits_T = metrics.per_step(sent_TxM, bits_TxM)
-  _, down_T = metrics.per_step(sent_TxM, bits_down_TxM)
-  paper, _ = metrics.paper_residual(loss_T, np.shape(sent_TxM)[-1],
+def metrics_columns() -> tuple[str, ...]:
+  """metrics.csv's header: METRICS_COLUMNS, then one column per extra
+  recorded field (`laq_jax.record.extras()`)."""
+  return METRICS_COLUMNS + record_lib.extras()
+
+
+def metrics_csv(record: record_lib.Record, fstar: float | None,
+                accuracy_at: dict[int, float], paper_reference: float,
+                loss_every: int = 1) -> str:
+  """The text of metrics.csv (see experiments/train.py's docstring) from a
+  run's record; the loss and residual cells of iterations that do not log
+  the objective (`laq_jax.metrics.logged`) are empty."""
+  loss_T = record.loss
+  paper, _ = metrics.paper_residual(loss_T, record.num_workers,
                                     paper_reference)
-  cum_uploads, cum_bits, cum_down = (metrics.cumulative(x) for x in
-                                     (uploads_T, bits_T, down_T))
+  extras = [record.per_step(n) for n in record_lib.extras()]
   out = io.StringIO()
   writer = csv.writer(out, lineterminator='\n')
-  writer.writerow(METRICS_COLUMNS)
+  writer.writerow(metrics_columns())
   # A diverged run's last loss is written as nan or inf, never left empty.
   value = lambda x: repr(float(x))
   logged = metrics.logged(len(loss_T), loss_every)
@@ -147,10 +152,11 @@ def metrics_csv(loss_T, grad_norm_sq_T, sent_TxM, bits_TxM, bits_down_TxM,
       loss_cells = [value(loss), '' if fstar is None else value(loss - fstar),
                     value(paper[k])]
     writer.writerow([
-        k, *loss_cells, value(grad_norm_sq_T[k]),
-        int(uploads_T[k]), int(bits_T[k]), int(down_T[k]),
-        int(cum_uploads[k]), int(cum_bits[k]), int(cum_down[k]),
-        cell(accuracy_at.get(k))])
+        k, *loss_cells, value(record.grad_norm_sq[k]),
+        int(record.uploads[k]), int(record.bits[k]),
+        int(record.bits_down[k]), int(record.cum_uploads[k]),
+        int(record.cum_bits[k]), int(record.cum_bits_down[k]),
+        cell(accuracy_at.get(k)), *(value(x[k]) for x in extras)])
   return out.getvalue()
 
 

@@ -16,17 +16,18 @@ from typing import Any, Sequence
 
 from configs import paper
 from experiments import claims as claims_lib
-from experiments import config as config_lib
 from experiments import outputs
 from experiments import paper_results as results_lib
-from experiments import roofline
-from experiments.markdown import columns_table, fmt, table
-from laq_jax import data as data_lib
+from experiments.markdown import columns_table, table
+# (floor_seconds and fmt_rate are also read from here)
+from experiments.report_sections import (FIGURE_DPI,  # noqa: F401
+                                         authors_section, crosscheck_section,
+                                         floor_seconds, fmt_rate,
+                                         loss_every, timing_section)
 from laq_jax import plotting
 from laq_jax import schedule as schedule_lib
 
 REPORT = 'REPORT.md'
-FIGURE_DPI = 80
 
 
 def write_figures(experiment: paper.Experiment, result: dict[str, Any],
@@ -111,20 +112,6 @@ def target_table(experiment: paper.Experiment, result: dict[str, Any]
                 for what, key in (('iteration', 'iteration'),
                                   ('uploads', 'uploads'), ('bits', 'bits'))]
   return _table(experiment.algos, rows, columns)
-
-
-def _hardware_line(info: dict[str, Any]) -> str:
-  hw = info['hardware']
-  return (f'{hw["cpu"]}, {hw["cores_available"]} core(s) available; '
-          f'JAX {hw["jax"]} (jaxlib {hw["jaxlib"]}), backend '
-          f'{hw["backend"]}, Python {hw["python"]}, {hw["platform"]}')
-
-def loss_every(result: dict[str, Any]) -> int:
-  """The experiment's logged-loss interval (1 for results written before
-  `loss_every` existed)."""
-  values = {int(r.get('loss_every') or 1)
-            for r in result.get('rows', {}).values()}
-  return max(values) if values else 1
 
 
 def experiment_section(experiment: paper.Experiment, result: dict[str, Any],
@@ -230,212 +217,6 @@ def experiment_section(experiment: paper.Experiment, result: dict[str, Any],
                                f'{a}') for a in experiment.algos]
   lines += ['```', '']
   return lines
-
-
-def floor_seconds(result: dict[str, Any], rates: dict[str, Any]) -> float:
-  """What the machine's measured limits allow for an experiment's
-  iterations (`experiments.roofline`): every grid point's matrix products
-  at the dense-matmul rate, or the passes over the training features at the
-  read bandwidth (one per point and iteration when the points are mapped,
-  the default; one per iteration when vmapped), whichever is longer."""
-  config, sweep = result['config'], result['sweep']
-  num_train = sweep.get('num_train') or config.get('train_subset') or (
-      config_lib.MNIST_TRAIN_SIZE)
-  stochastic = config['algo'] in paper.STOCHASTIC or bool(
-      set(config['sweep'].get('algo', ())) & set(paper.STOCHASTIC))
-  precision = config['precision']
-  cost = roofline.cost(
-      config['model'], num_train, sweep['num_points'], stochastic=stochastic,
-      batch_samples=config['batch_size'] * config['num_workers'],
-      feature_bytes=roofline.feature_bytes(
-          config['model'], precision, data_lib.REGISTRY.get(
-              config_lib.parse_dataset(config['dataset'])[0]
-          ).integer_scale is not None),
-      passes=(sweep['num_points']
-              if config_lib.grid_axis(config) == 'map' else 1),
-      hidden=config['hidden'], loss_every=loss_every(result))
-  return sweep['num_iters'] * roofline.floor_seconds(cost, rates, precision)
-
-
-def timing_section(selected: Sequence[paper.Experiment],
-                   results: dict[str, Any]) -> list[str]:
-  """Where and how long each experiment ran, against what the machine's
-  measured limits allow."""
-  # Measured limits by machine: an experiment that ran before the report
-  # measured them borrows those of another run on the same machine.
-  measured = {}
-  for r in results.values():
-    if r is not None and 'roofline' in r['info']:
-      measured.setdefault(_hardware_line(r['info']), r['info']['roofline'])
-  rows, machines = [], []
-  total = {'wall': 0.0, 'program': 0.0, 'floor': 0.0}
-  borrowed = []
-  for e in selected:
-    result = results[e.name]
-    if result is None:
-      rows.append([e.name, 'missing', '', '', '', '', ''])
-      continue
-    info = result['info']
-    rates = info.get('roofline') or measured.get(_hardware_line(info))
-    if 'roofline' not in info and rates is not None:
-      borrowed.append(e.name)
-    floor = floor_seconds(result, rates) if rates else None
-    total['wall'] += info['wall_time_s']
-    total['program'] += result['sweep']['run_time_s']
-    total['floor'] += floor or 0.0
-    load = info['hardware'].get('load_average_at_start')
-    rows.append([e.name, fmt(info['wall_time_s'], '.0f'),
-                 fmt(result['sweep']['run_time_s'], '.0f'),
-                 fmt(floor, '.0f'),
-                 fmt(info['wall_time_s'] / floor if floor else None, '.2f'),
-                 info['started_utc'], fmt(load[0] if load else None, '.1f')])
-    if _hardware_line(info) not in machines:
-      machines.append(_hardware_line(info))
-  if total['floor']:
-    rows.append(['**total**', fmt(total['wall'], '.0f'),
-                 fmt(total['program'], '.0f'), fmt(total['floor'], '.0f'),
-                 fmt(total['wall'] / total['floor'], '.2f'), '', ''])
-  lines = ['## Hardware and wall time', '', table(
-      ['experiment', 'wall time (s)', 'in the compiled program (s)',
-       'floor (s)', 'wall / floor', 'started (UTC)', 'load average at start'],
-      rows, 'lrrrrlr')]
-  lines += ['', f'Total: {total["wall"]:.0f} s. The wall time includes '
-            'loading MNIST, compiling, f* (cached after its first solve) and '
-            'the test accuracy; the algorithms of an experiment share one '
-            'program, so their times are not separable. The machine may have '
-            'been shared (see the load average).', '']
-  if measured:
-    lines += [
-        'The floor is what this machine\'s limits allow for the '
-        'experiment\'s iterations: per iteration, every algorithm\'s '
-        'gradient matrix products (and in the minibatch experiments the '
-        'loss on all training images at the iterations the trace logs it, '
-        'every `loss_every`) at the dense-matmul rate, or one pass per algorithm '
-        'over the training features at the read bandwidth, whichever is '
-        'longer, both measured '
-        'on the machine at the start of the experiment '
-        '(`experiments/roofline.py`; here '
-        f'{"; ".join(fmt_rate(r) for r in measured.values())}). Not in the '
-        'floor: compiling, loading, f*, the test accuracy, the elementwise '
-        'work (softmax, ReLU, the quantizer and the trigger, O(M p) per '
-        'algorithm and iteration) and, in the minibatch experiments, '
-        'drawing the minibatches.'
-        + (f' {", ".join(borrowed)} ran before the report measured its own '
-           'limits: its floor uses those measured for the other '
-           'experiments on the same machine.' if borrowed else ''), '']
-  lines += [f'Hardware: {m}.' for m in machines] + ['']
-  return lines
-
-
-def fmt_rate(rates: dict[str, Any]) -> str:
-  """'dense matmul 201 GFLOP/s in float32, 90 GFLOP/s in float64; read
-  bandwidth 12.3 GB/s'."""
-  flops = rates['matmul_flops_per_s']
-  parts = [f'{flops[d] / 1e9:.0f} GFLOP/s in {d}' for d in flops]
-  return (f'dense matmul {", ".join(parts)}; read bandwidth '
-          f'{rates["read_bytes_per_s"] / 1e9:.1f} GB/s')
-
-
-def authors_section(experiment: paper.Experiment, result: dict[str, Any],
-                    run, workdir: pathlib.Path) -> list[str]:
-  """The lazy row beside the same row run as the authors' scripts run it
-  (`authors_code`), with the baseline, and a loss figure of the three."""
-  lazy, base = experiment.lazy, experiment.baseline
-  lines = [f'### {lazy} as the authors\' scripts run it (`authors_code`)',
-           '']
-  if run is None:
-    return lines + [f'Not run: `authors_code/{experiment.name}/` holds no '
-                    'finished run of this config (`experiments.reproduce` '
-                    'runs it unless `--noauthors_code`).', '']
-  rows = result['rows']
-  s = run.summary
-  entries = [(f'{base} (the table)', rows[base]),
-             (f'{lazy} (the table: Algorithm 1)', rows[lazy]),
-             (f'{lazy}, authors_code', s)]
-  body = [[name, fmt(r['total_uploads'], 'int'), fmt(r['total_bits'], 'int'),
-           fmt(r['final_loss'], 'sci'), fmt(r['final_test_accuracy'], 'pct')]
-          for name, r in entries]
-  lines += ['The table\'s row follows Algorithm 1 (every worker uploads at '
-            'k = 0; xi_d = xi / D on the D newest steps from k = 1 on; '
-            'minibatches drawn from the whole shard; b p + 32 bits). The '
-            'authors\' minibatch scripts differ (docs/algorithm.md, "where '
-            'this implementation reads the paper"): no forced upload at '
-            'k = 0, a history window read from a rolling buffer that is '
-            'empty for k <= D/2 and holds D - 1 steps later, one of the '
-            'shard\'s fixed blocks per step, b p bits. The same settings '
-            'with `authors_code=True`:', '',
-            table(['run', 'uploads', 'bits', 'final training loss f(θ^T)',
-                   'test accuracy'], body, 'lrrrr'), '']
-  ratio = lambda a, b: a / b if b else float('nan')
-  upload_ratio = ratio(s['total_uploads'], rows[base]['total_uploads'])
-  bit_ratio = ratio(s['total_bits'], rows[base]['total_bits'])
-  acc = (None if s['final_test_accuracy'] is None
-         or rows[base]['final_test_accuracy'] is None else
-         100 * (s['final_test_accuracy'] - rows[base]['final_test_accuracy']))
-  lines += [f'With authors_code {lazy} uses {upload_ratio:.3f}x {base}\'s '
-            f'uploads and {bit_ratio:.4f}x its bits, at '
-            + (f'{acc:+.2f} percentage points of test accuracy'
-               if acc is not None else 'no accuracy (diverged)')
-            + f' (the claims\' thresholds: at most '
-            f'{claims_lib.FAR_FEWER:g}x, within '
-            f'{claims_lib.ACCURACY_POINTS:g} point).', '']
-  uploads = result['curves'].get('uploads')
-  if uploads is not None:
-    table_sent = uploads[list(result['curves']['algo']).index(lazy)]
-    edges = [0] + [k for k, _ in schedule_lib.parse(
-        result['config'].get('xi_schedule') or '')] + [len(table_sent)]
-    edges = sorted(set(e for e in edges if e <= len(table_sent)))
-    spans = list(zip(edges[:-1], edges[1:]))
-    rate = lambda sent, a, b: (100 * sent[a:b].sum() / max(b - a, 1)
-                               / sent.shape[1])
-    lines += ['Uploads per worker per 100 iterations, by the phases of xi\'s '
-              'schedule (tbar = 100 forces at least 1):', '',
-              table(['run'] + [f'k = {a:,}..{b - 1:,}' for a, b in spans],
-                    [[name] + [f'{rate(sent, a, b):.1f}' for a, b in spans]
-                     for name, sent in ((f'{lazy} (Algorithm 1)', table_sent),
-                                        (f'{lazy}, authors_code',
-                                         run.sent_TxM))],
-                    'l' + 'r' * len(spans)), '']
-  curves = [results_lib.curve(result, a, 'loss') for a in (base, lazy)]
-  curves.append(outputs.run_curve(run, f'{lazy}, authors_code',
-                                  residual=False))
-  path = f'{experiment.name}/authors_code_loss_vs_iterations.png'
-  outputs.save_figure(plotting.loss_figure(
-      curves, 'iterations', title=f'{experiment.name}: Algorithm 1 vs '
-      'authors_code'), workdir / path, dpi=FIGURE_DPI)
-  lines += [f'![{experiment.name} authors_code]({path})', '']
-  return lines
-
-
-def crosscheck_section(experiment: paper.Experiment, result: dict[str, Any],
-                       checks: list[dict[str, Any]] | None) -> list[str]:
-  """The report's cross-check table."""
-  lines = [f'### Cross-check: the {experiment.lazy} row in three program '
-           'shapes', '']
-  if not checks:
-    return lines + ['**Missing**: no cross-check runs in '
-                    f'`{results_lib.CROSSCHECK}/` (run without '
-                    '--report_only).', '']
-  row = result['rows'][experiment.lazy]
-  lines += ['The row above comes from the grid program (the four '
-            'algorithms one after another inside one compiled program, '
-            '`grid_axis=\'map\'`). The same run alone compiles only its own '
-            'parts, and with its workers split over devices it sums their '
-            'messages across devices; the quantizer treats innovations '
-            'within κR of zero as zero (κ = 1e-9 in float64), so rounding '
-            'noise cannot flip a code. The upload decisions must agree at '
-            'every step:', '']
-  rows = [['grid program (the table)', fmt(row['total_uploads']),
-           fmt(row['final_loss'], 'full'), fmt(None), fmt(None)]]
-  for check in checks:
-    first = check['first_other_upload']
-    rows.append([check['words'], fmt(check['uploads']),
-                 fmt(check['final_loss'], 'full'),
-                 'none' if first is None else fmt(first),
-                 fmt(check['max_relative_loss_difference'], '.1e')])
-  return lines + [table(['program', 'uploads', 'final loss',
-                         'first step with other upload decisions',
-                         'max relative loss difference'], rows), '']
 
 
 def report(selected: Sequence[paper.Experiment], workdir: pathlib.Path,

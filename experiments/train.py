@@ -72,6 +72,7 @@ from laq_jax import checkpoint as checkpoint_lib
 from laq_jax import distributed
 from laq_jax import metrics
 from laq_jax import plotting
+from laq_jax.record import Record
 
 
 def full_objective(built: build_lib.Built, theta_P) -> float:
@@ -84,53 +85,37 @@ def full_objective(built: build_lib.Built, theta_P) -> float:
                                  built.host_data, built.hyper.l2))
 
 
-_RECORD_NAMES = ('loss', 'grad_norm', 'sent', 'bits', 'bits_down')
-
-
 class _Record:
-  """What a run has produced so far: per-step rows and test accuracies.
+  """What a run has produced so far: its record and test accuracies.
 
   Exactly what a checkpoint keeps besides the LoopState, so that a resumed
   run writes the same files as one that never stopped.
   """
 
-  def __init__(self, num_workers: int):
-    self.num_workers = num_workers
-    self.parts: list[tuple[np.ndarray, ...]] = []
-    self.uploads = 0
-    self.bits = 0
+  def __init__(self, num_workers: int, record: Record | None = None):
+    self.record = record if record is not None else Record.empty(num_workers)
     self.accuracy_at: dict[int, float] = {}
 
-  def append(self, loss_T, grad_norm_sq_T, sent_TxM, bits_TxM,
-             bits_down_TxM) -> None:
-    part = (np.asarray(loss_T), np.asarray(grad_norm_sq_T),
-            np.asarray(sent_TxM, bool), np.asarray(bits_TxM),
-            np.asarray(bits_down_TxM))
-    self.parts.append(part)
-    uploads_T, bits_T = metrics.per_step(part[2], part[3])
-    self.uploads += int(uploads_T.sum())
-    self.bits += int(bits_T.sum())
+  def append(self, chunk: Record) -> None:
+    self.record = Record.join([self.record, chunk])
+
+  @property
+  def num_workers(self) -> int:
+    return self.record.num_workers
+
+  @property
+  def uploads(self) -> int:
+    return int(self.record.uploads.sum())
+
+  @property
+  def bits(self) -> int:
+    return int(self.record.bits.sum())
 
   @property
   def last_loss(self) -> float:
     """The last logged loss (NaN where none is)."""
-    for part in reversed(self.parts):
-      logged = part[0][~np.isnan(part[0])]
-      if logged.size:
-        return float(logged[-1])
-    return math.nan
-
-  def arrays(self) -> dict[str, np.ndarray]:
-    """{'loss': [K], 'grad_norm': [K], 'sent': bool [K, M], 'bits': [K, M],
-    'bits_down': [K, M]} of steps 0..K-1."""
-    if not self.parts:
-      m = self.num_workers
-      return {'loss': np.zeros((0,)), 'grad_norm': np.zeros((0,)),
-              'sent': np.zeros((0, m), bool),
-              'bits': np.zeros((0, m), np.int32),
-              'bits_down': np.zeros((0, m), np.int32)}
-    return dict(zip(_RECORD_NAMES, (np.concatenate(x)
-                                    for x in zip(*self.parts))))
+    logged = self.record.loss[~np.isnan(self.record.loss)]
+    return float(logged[-1]) if logged.size else math.nan
 
   def meta(self) -> dict[str, Any]:
     # JSON floats round-trip exactly (repr), so resumed accuracies are equal.
@@ -139,9 +124,12 @@ class _Record:
   @classmethod
   def from_checkpoint(cls, num_workers: int,
                       restored: checkpoint_lib.Restored) -> _Record:
-    record = cls(num_workers)
     a = restored.arrays
-    record.append(*(a[n] for n in _RECORD_NAMES))
+    # (checkpoints of older code named the fields without their suffixes)
+    old = {'grad_norm': 'grad_norm_sq', 'sent': 'sent_M', 'bits': 'bits_M',
+           'bits_down': 'bits_down_M'}
+    a = {old.get(k, k): v for k, v in a.items()}
+    record = cls(num_workers, Record.from_arrays(**a))
     record.accuracy_at = {int(k): float(v) for k, v in
                           restored.meta['accuracy_at'].items()}
     return record
@@ -271,54 +259,59 @@ def _run(config, built, workdir, config_dict, fstar) -> _Ran:
 
   events = None
   if distributed.is_writer():
-    a = record.arrays()
+    a = record.record
     events = events_lib.Events(
         workdir / events_lib.TENSORBOARD_DIR, done,
-        totals=[np.sum(a[n], dtype=np.float64)
-                for n in ('sent', 'bits', 'bits_down')],
+        totals=[np.sum(x, dtype=np.float64) for x in
+                (a.uploads, a.bits, a.bits_down)],
         config=config_dict, fstar=fstar)
     # theta^done's accuracy: the purge at `done` drops an earlier copy.
     events.at(done, accuracy=record.accuracy_at.get(done))
 
-  run_chunk = built.run_chunk_fn or laq_jax.run_chunk
   diverged_at, final_accuracy = None, None
   progress = progress_lib.Progress('step', total, initial=done)
   run_start = time.perf_counter()
   progress.restart_clock()
+
+  def on_chunk(chunk: laq_jax.Chunk) -> bool:
+    """Record, log, evaluate, checkpoint; True (stop) on a bad loss."""
+    nonlocal diverged_at, final_accuracy
+    rows = Record.of(chunk.trace)
+    length = rows.num_steps
+    # (NaN at an iteration that does not log the loss is no divergence)
+    bad = np.flatnonzero(~np.isfinite(rows.loss) & metrics.logged(
+        length, built.spec.log_every, chunk.start))
+    if bad.size:  # keep the steps up to and including the first bad one
+      rows = rows.head(int(bad[0]) + 1)
+      record.append(rows)
+      if events is not None:
+        events.steps(chunk.start, rows)
+      diverged_at = chunk.start + int(bad[0])
+      return True
+    record.append(rows)
+    if events is not None:
+      events.steps(chunk.start, rows)
+    done = chunk.start + length
+    acc = laq_jax.accuracy(built.problem, np.asarray(chunk.state.theta_P),
+                           built.test_x, built.test_y)
+    if done < total:
+      record.accuracy_at[done] = acc
+    else:
+      final_accuracy = acc
+    if events is not None:
+      events.at(done, accuracy=acc)
+      events.flush()
+    progress.update(done, _progress_note(record, fstar, done, acc))
+    if ckpt is not None and (done % every == 0 or done == total):
+      ckpt.save(done, chunk.state, record.record.arrays(),
+                meta=record.meta())
+    return False
+
   try:
-    while done < total:
-      length = min(config.eval_every, total - done)
-      state, trace = run_chunk(built.spec, state, built.data, built.hyper,
-                               length)
-      rows = (np.asarray(trace.loss), np.asarray(trace.grad_norm_sq),
-              np.asarray(trace.sent_M), np.asarray(trace.bits_M),
-              np.asarray(trace.bits_down_M))
-      # (NaN at an iteration that does not log the loss is no divergence)
-      bad = np.flatnonzero(~np.isfinite(rows[0]) & metrics.logged(
-          length, built.spec.log_every, done))
-      if bad.size:  # keep the steps up to and including the first bad one
-        keep = int(bad[0]) + 1
-        record.append(*(r[:keep] for r in rows))
-        if events is not None:
-          events.steps(done, *(r[:keep] for r in rows))
-        diverged_at = done + int(bad[0])
-        break
-      record.append(*rows)
-      if events is not None:
-        events.steps(done, *rows)
-      done += length
-      acc = laq_jax.accuracy(built.problem, np.asarray(state.theta_P),
-                             built.test_x, built.test_y)
-      if done < total:
-        record.accuracy_at[done] = acc
-      else:
-        final_accuracy = acc
-      if events is not None:
-        events.at(done, accuracy=acc)
-        events.flush()
-      progress.update(done, _progress_note(record, fstar, done, acc))
-      if ckpt is not None and (done % every == 0 or done == total):
-        ckpt.save(done, state, record.arrays(), meta=record.meta())
+    state, _ = laq_jax.run(built.spec, built.data, built.hyper, total - done,
+                           chunk_size=config.eval_every, state=state,
+                           callback=on_chunk,
+                           run_chunk_fn=built.run_chunk_fn, keep_trace=False)
   except BaseException:
     if events is not None:
       events.close()
@@ -343,8 +336,8 @@ def _progress_note(record: _Record, fstar, done: int, acc: float) -> str:
 
 def _summarize(config, built, ran: _Ran, fstar_info, workdir) -> dict:
   """summary.json: the figures of `laq_jax.metrics.summarize` and the run's."""
-  arrays = ran.record.arrays()
-  loss_K = arrays['loss']
+  rec = ran.record.record
+  loss_K = rec.loss
   diverged_at, final_accuracy = ran.diverged_at, ran.final_accuracy
   final_loss = (math.nan if diverged_at is not None else
                 full_objective(built, ran.state.theta_P))
@@ -363,10 +356,8 @@ def _summarize(config, built, ran: _Ran, fstar_info, workdir) -> dict:
     if distributed.is_writer():
       logging.error('%s', message)
   summary = metrics.summarize(
-      loss_T=loss_K, final_loss=final_loss, sent_TxM=arrays['sent'],
-      bits_TxM=arrays['bits'], fstar=fstar_info['fstar'],
+      rec, final_loss=final_loss, fstar=fstar_info['fstar'],
       target=config.target_residual, final_test_accuracy=final_accuracy,
-      grad_norm_sq_T=arrays['grad_norm'], bits_down_TxM=arrays['bits_down'],
       loss_every=every, algo=config.algo,
       model=config.model, dataset=config.dataset,
       num_workers=config.num_workers, num_params=built.num_params,
@@ -386,17 +377,14 @@ def _summarize(config, built, ran: _Ran, fstar_info, workdir) -> dict:
 def _write_files(config, workdir: pathlib.Path, ran: _Ran,
                  summary: dict) -> None:
   """metrics.csv, uploads.npy and the figures (summary.json comes last)."""
-  arrays = ran.record.arrays()
-  loss_K, sent_KxM, bits_KxM = arrays['loss'], arrays['sent'], arrays['bits']
-  grad_norm_K = arrays['grad_norm']
+  rec = ran.record.record
   fstar = summary['fstar']
   outputs.atomic_write(workdir / 'metrics.csv', outputs.metrics_csv(
-      loss_K, grad_norm_K, sent_KxM, bits_KxM, arrays['bits_down'], fstar,
-      ran.record.accuracy_at, summary['paper_reference'],
+      rec, fstar, ran.record.accuracy_at, summary['paper_reference'],
       loss_every=summary['loss_every']))
-  outputs.write_npy(workdir / 'uploads.npy', sent_KxM)
-  uploads_K, bits_K = metrics.per_step(sent_KxM, bits_KxM)
-  _, bits_down_K = metrics.per_step(sent_KxM, arrays['bits_down'])
+  outputs.write_npy(workdir / 'uploads.npy', rec.sent_M)
+  loss_K, grad_norm_K = rec.loss, rec.grad_norm_sq
+  uploads_K, bits_K, bits_down_K = rec.uploads, rec.bits, rec.bits_down
   # Figures skip non-finite points (NaN leaves a gap; inf breaks log axes).
   finite = lambda x: np.where(np.isfinite(x), x, np.nan)
   final_loss = (math.nan if summary['final_loss'] is None
@@ -415,5 +403,5 @@ def _write_files(config, workdir: pathlib.Path, ran: _Ran,
     for x, name in names.items():
       outputs.save_figure(plotting.loss_figure(curves, x, title=title),
                           workdir / name)
-  outputs.save_figure(plotting.upload_raster(sent_KxM, title=config.algo),
+  outputs.save_figure(plotting.upload_raster(rec.sent_M, title=config.algo),
                       workdir / outputs.RASTER_FIGURE)

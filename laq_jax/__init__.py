@@ -15,12 +15,13 @@ from laq_jax import trigger
 from laq_jax.hyper import (ALGORITHMS, Algorithm, Hyper, get_algorithm,
                            make_hyper, register_algorithm, stack_hypers,
                            validate)
-from laq_jax.loop import (Data, LoopState, RunSpec, Trace, accuracy,
+from laq_jax.loop import (Chunk, Data, LoopState, RunSpec, Trace, accuracy,
                           fast_layout, flat_params, init_state, objective,
                           predict, run, run_chunk)
 from laq_jax.problems import (Problem, get_problem, logistic_regression,
                               mlp)
 from laq_jax.quantize import quantize_innovation
+from laq_jax.record import Record
 from laq_jax.rules import LAQ, Rule, RuleState, StepStats
 
 __version__ = '0.2.0'
@@ -38,8 +39,8 @@ def __getattr__(name):
 
 
 __all__ = [
-    'ALGORITHMS', 'Algorithm', 'COMPRESSORS', 'Data', 'Hyper', 'LAQ',
-    'LoopState', 'PROBLEMS', 'Problem', 'Rule', 'RuleState', 'RunSpec',
+    'ALGORITHMS', 'Algorithm', 'COMPRESSORS', 'Chunk', 'Data', 'Hyper', 'LAQ',
+    'LoopState', 'PROBLEMS', 'Problem', 'Record', 'Rule', 'RuleState', 'RunSpec',
     'StepStats', 'Trace', 'accuracy', 'fast_layout', 'flat_params',
     'get_algorithm',
     'get_problem', 'init_state', 'logistic_regression', 'make_hyper', 'mlp',

@@ -336,9 +336,6 @@ def check_value(name: str, value, where: str | None = None) -> None:
       raise bad
 
 
-check_scalar = check_value  # the name the launchers' checks used
-
-
 def validate(**values) -> None:
   """`check_value` for each field given; names that are not fields are
   ignored so callers can pass a whole config."""

@@ -11,9 +11,11 @@ Counts are int64: a long MLP run exceeds 2^31 bits.
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, NamedTuple, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
+
+from laq_jax.record import Record
 
 
 def per_step(sent_TxM, bits_TxM) -> tuple[np.ndarray, np.ndarray]:
@@ -197,11 +199,9 @@ def _number(x) -> float | None:
   return x if math.isfinite(x) else None
 
 
-def summarize(*, loss_T, final_loss: float, sent_TxM, bits_TxM,
-              fstar: float | None, target: float,
-              final_test_accuracy: float | None = None,
-              grad_norm_sq_T=None, paper_reference: float | None = None,
-              bits_down_TxM=None, loss_every: int = 1,
+def summarize(record: Record, *, final_loss: float, fstar: float | None,
+              target: float, final_test_accuracy: float | None = None,
+              paper_reference: float | None = None, loss_every: int = 1,
               **extra: Any) -> dict[str, Any]:
   """The summary of one run as a JSON-ready dict.
 
@@ -211,18 +211,15 @@ def summarize(*, loss_T, final_loss: float, sent_TxM, bits_TxM,
   (`paper_final_residual`, `paper_target_*`; see `paper_residual`).
 
   Args:
-    loss_T: f(theta^k) for each step k.
+    record: the run's `laq_jax.record.Record` ([T] / [T, M]): f(theta^k),
+      ||sum_m g_m||^2 (optional), who uploaded, the bits up and down
+      (optional) of each step k.
     final_loss: f(theta^T) after the last step.
-    sent_TxM: who uploaded at each step.
-    bits_TxM: bits each worker uploaded at each step.
     fstar: the optimum f*, or None when unknown.
     target: the residual the at-target figures refer to (both definitions).
     final_test_accuracy: accuracy of theta^T, if evaluated.
-    grad_norm_sq_T: ||sum_m g_m||^2 at each step, if recorded.
     paper_reference: the smallest average loss of the experiment (None: this
       run's own).
-    bits_down_TxM: bits each worker received at each step (the broadcast),
-      or None.
     loss_every: the loss is logged at k % loss_every == 0 (NaN elsewhere):
       the at-target figures are those of the first logged iterate at or
       below the target (f(theta^T) counts as logged).
@@ -235,17 +232,16 @@ def summarize(*, loss_T, final_loss: float, sent_TxM, bits_TxM,
     reached), paper_reference, paper_final_residual, paper_target_iteration,
     paper_target_uploads, paper_target_bits, last_grad_norm_sq, loss_every,
     diverged;
-    with `bits_down_TxM` also total_bits_down, target_bits_down and
-    paper_target_bits_down; plus `extra`.
+    with the record's bits_down_M also total_bits_down, target_bits_down
+    and paper_target_bits_down; plus `extra`.
   """
-  uploads_T, bits_T = per_step(sent_TxM, bits_TxM)
-  down_T = (None if bits_down_TxM is None else
-            per_step(sent_TxM, bits_down_TxM)[1])
+  loss_T, grad_norm_sq_T = record.loss, record.grad_norm_sq
+  uploads_T, bits_T, down_T = record.uploads, record.bits, record.bits_down
   loss = np.append(np.asarray(loss_T, np.float64), float(final_loss))
   hit = {'iteration': None, 'uploads': None, 'bits': None, 'bits_down': None}
   if fstar is not None:
     hit = at_target(loss - fstar, uploads_T, bits_T, target, down_T)
-  num_workers = np.shape(sent_TxM)[-1]
+  num_workers = record.num_workers
   paper, reference = paper_residual(loss, num_workers, paper_reference)
   paper_hit = at_target(paper, uploads_T, bits_T, target, down_T)
   last_norm = (None if grad_norm_sq_T is None or not len(grad_norm_sq_T)
@@ -279,153 +275,7 @@ def summarize(*, loss_T, final_loss: float, sent_TxM, bits_TxM,
   }
 
 
-# ----------------------------------------------------------------------------
-# Sweeps: one row per grid point of a `laq_jax.sweep.SweepResult`.
-
-def paper_references(result) -> np.ndarray:
-  """[G] the paper's residual reference of each point: the smallest average
-  worker loss (1/M) f(theta^k), k = 0..T, that any point with the same
-  objective (the same l2) reached. Diverged values are ignored."""
-  num_workers = result.sent_GxTxM.shape[-1]
-  average = np.concatenate([result.loss_GxT, result.final_loss_G[:, None]],
-                           axis=1) / num_workers
-  average = np.where(np.isfinite(average), average, np.inf)
-  lowest = average.min(axis=1)
-  l2 = np.asarray([p['l2'] for p in result.points], np.float64)
-  out = np.empty(len(result.points))
-  for value in np.unique(l2):
-    group = l2 == value
-    out[group] = lowest[group].min()
-  return np.where(np.isfinite(out), out, np.nan)
-
-
-def summarize_sweep(result, *, fstar, target: float, test_accuracy=None
-                    ) -> list[dict[str, Any]]:
-  """One row per point: its hyperparameters, then `metrics.summarize`'s figures.
-
-  Args:
-    result: from `run_sweep`.
-    fstar: f* (a number or None), or one per point (a sequence; the points
-      may differ in l2 and so in f).
-    target: the residual the at-target figures refer to (both the exact and
-      the paper's residual; see `metrics.summarize`).
-    test_accuracy: [G] accuracies of the final parameters, or None.
-
-  Returns:
-    JSON-ready dicts: 'point' (index), every GRID_KEYS key, then the keys of
-    `metrics.summarize` (iterations, total_uploads, total_bits, final_loss,
-    final_residual, final_test_accuracy, fstar, target_residual,
-    target_iteration, target_uploads, target_bits, paper_reference,
-    paper_final_residual, paper_target_iteration, paper_target_uploads,
-    paper_target_bits, last_grad_norm_sq; None where unknown / not
-    reached), diverged, diverged_at. The paper's residual of every point is
-    measured from the smallest average loss any point of the sweep with the
-    same objective reached (`paper_references`), as the authors did across
-    the algorithms of an experiment.
-
-  A point whose loss became NaN or inf at step k (`metrics.diverged_at`) is
-  summarized as `experiments.train` summarizes a run stopped there: its
-  steps 0..k count, its final loss and accuracy are None, `diverged` is
-  True and `diverged_at` is k. The other points are unaffected (each point
-  of the vmapped program computes on its own).
-  """
-  num = len(result.points)
-  if fstar is None or np.ndim(fstar) == 0:
-    fstar = [fstar] * num
-  references = paper_references(result)
-  rows = []
-  for g, point in enumerate(result.points):
-    acc = None if test_accuracy is None else float(test_accuracy[g])
-    final = float(result.final_loss_G[g])
-    every = 1 if result.loss_every_G is None else int(result.loss_every_G[g])
-    at = diverged_at(result.loss_GxT[g], final, every)
-    steps = slice(None) if at is None else slice(0, at + 1)
-    if at is not None:
-      final, acc = math.nan, None
-    row = summarize(
-        loss_T=result.loss_GxT[g][steps], final_loss=final,
-        sent_TxM=result.sent_GxTxM[g][steps],
-        bits_TxM=result.bits_GxTxM[g][steps],
-        fstar=None if fstar[g] is None else float(fstar[g]), target=target,
-        final_test_accuracy=acc,
-        grad_norm_sq_T=result.grad_norm_sq_GxT[g][steps],
-        paper_reference=float(references[g]),
-        bits_down_TxM=result.bits_down_GxTxM[g][steps], loss_every=every,
-        point=g, **point)
-    row['diverged_at'] = at
-    rows.append(row)
-  return rows
-
-
-def columns(rows: Sequence[Mapping[str, Any]]) -> dict[str, np.ndarray]:
-  """The rows as NumPy columns (None -> NaN in numeric columns)."""
-  out = {}
-  for key in rows[0]:
-    values = [r[key] for r in rows]
-    if all(isinstance(v, str) for v in values):
-      out[key] = np.asarray(values)
-    elif all(isinstance(v, (bool, np.bool_)) for v in values):
-      out[key] = np.asarray(values, bool)
-    elif all(isinstance(v, (int, np.integer)) for v in values):
-      out[key] = np.asarray(values, np.int64)
-    else:
-      out[key] = np.asarray([np.nan if v is None else v for v in values],
-                            np.float64)
-  return out
-
-
-def curve_arrays(result, *, max_upload_elements: int = 10**8
-                 ) -> dict[str, np.ndarray]:
-  """[G, T] curves plus each point's hyperparameters, for an .npz file.
-
-  Returns:
-    loss [G,T] (f(theta^k) before step k), final_loss [G] (f(theta^T)),
-    grad_norm_sq [G,T] (||sum_m g_m||^2 at theta^k), paper_reference [G]
-    (see `paper_references`), cum_uploads, cum_bits and cum_bits_down
-    [G,T] (int64, through step k, summed over workers), loss_every [G]
-    (loss is NaN at the iterations not logged), uploads [G,T,M] bool
-    (who uploaded at step k; only when G*T*M <= max_upload_elements), and
-    one [G] array per GRID_KEYS key (algo as strings).
-  """
-  uploads_GxT, bits_GxT = per_step(result.sent_GxTxM, result.bits_GxTxM)
-  _, bits_down_GxT = per_step(result.sent_GxTxM, result.bits_down_GxTxM)
-  out = {
-      'loss': np.asarray(result.loss_GxT, np.float64),
-      'final_loss': np.asarray(result.final_loss_G, np.float64),
-      'grad_norm_sq': np.asarray(result.grad_norm_sq_GxT, np.float64),
-      'paper_reference': paper_references(result),
-      'cum_uploads': cumulative(uploads_GxT),
-      'cum_bits': cumulative(bits_GxT),
-      'cum_bits_down': cumulative(bits_down_GxT),
-      'loss_every': (np.ones(len(result.points), np.int64)
-                     if result.loss_every_G is None
-                     else np.asarray(result.loss_every_G, np.int64)),
-  }
-  if result.sent_GxTxM.size <= max_upload_elements:
-    out['uploads'] = np.asarray(result.sent_GxTxM, bool)
-  out.update(columns([dict(p) for p in result.points]))
-  return out
-
-
-def pareto_front(cost, value, maximize: bool = True) -> np.ndarray:
-  """Indices of the points no other point beats on both cost and value.
-
-  A point is dominated when another costs no more and is no worse, and is
-  strictly better in one of the two. NaNs are never on the front.
-
-  Returns:
-    Indices sorted by increasing cost.
-  """
-  cost = np.asarray(cost, np.float64)
-  value = np.asarray(value, np.float64)
-  if not maximize:
-    value = -value
-  ok = np.isfinite(cost) & np.isfinite(value)
-  front = []
-  for i in np.flatnonzero(ok):
-    others = ok & (cost <= cost[i]) & (value >= value[i]) & (
-        (cost < cost[i]) | (value > value[i]))
-    if not others.any():
-      front.append(i)
-  front = np.asarray(front, np.int64)
-  return front[np.argsort(cost[front], kind='stable')]
+# Sweeps' summaries live in `laq_jax.sweep_metrics`; the names stay here too.
+from laq_jax.sweep_metrics import (columns, curve_arrays,  # noqa: E402,F401
+                                   paper_references, pareto_front,
+                                   summarize_sweep)

@@ -1,7 +1,8 @@
 """Named parts a user can add from their own code: one class for all.
 
     from laq_jax import compressors
-    compressors.REGISTRY.register('my_sign', my_sign)   # (grad, ref, key, hyper)
+    # my_sign(grad_P, ref_P, key, hyper) -> compressors.Compressed
+    compressors.REGISTRY.register('my_sign', my_sign)
 
 Compressors (`compressors.REGISTRY`), triggers (`trigger.REGISTRY`), problems
 (`problems.REGISTRY`), datasets (`laq_jax.data.REGISTRY`) and algorithm
@@ -78,6 +79,14 @@ class Registry(Generic[T]):
                        'replace=True to replace it')
     self._parts[name] = part
     return part
+
+  def unregister(self, name: str) -> None:
+    """Removes `name`, which must be the last registered (the indices of the
+    others never change)."""
+    if not self._parts or self.names[-1] != name:
+      raise ValueError(f'only the last registered {self.kind} can be '
+                       f'removed (the last is {self.names[-1:]!r})')
+    del self._parts[name]
 
   def check_names(self, names: Iterable[str]) -> tuple[str, ...]:
     """`names` as a tuple of registered names, in registration order."""

@@ -56,6 +56,10 @@ class RuleState(NamedTuple):
   history_D: jax.Array
   broadcast_P: jax.Array
 
+  # The fields with a leading worker axis (split over the devices under
+  # shard_map; the others are replicated): stated, not read off the names.
+  PER_WORKER = ('last_upload_MxP', 'last_error_M', 'clock_M', 'error_MxP')
+
 
 class StepStats(NamedTuple):
   """Per-step, per-worker statistics: the one logging surface.
@@ -77,6 +81,9 @@ class StepStats(NamedTuple):
   innovation_M: jax.Array
   threshold_M: jax.Array
   error_M: jax.Array
+
+  PER_WORKER = ('sent_M', 'bits_M', 'bits_down_M', 'innovation_M',
+                'threshold_M', 'error_M')
 
 
 NEVER_UPLOADED = trigger_lib.NEVER_UPLOADED
@@ -224,24 +231,38 @@ def step(grads_MxP: jax.Array, state: RuleState, theta_P: jax.Array,
   return new_theta_P, new_state, stats
 
 
-class Rule(NamedTuple):
-  """A communication rule as an optax-style pair of pure functions.
+def worker_params(state: RuleState, theta_P: jax.Array) -> jax.Array:
+  """The parameters the workers hold: the broadcast (theta itself unless
+  the downlink is quantized)."""
+  del theta_P
+  return state.broadcast_P
 
-  `laq_jax.RunSpec.rule` holds one and the loop calls it, so another rule
-  plugs in without editing the loop. Its state is a NamedTuple whose
-  per-worker fields carry a leading worker axis and a name ending in `_M...`
-  (`last_upload_MxP`, `clock_M`): under shard_map those are split over the
-  devices, the others replicated. The workers compute their gradients at the
-  state's `broadcast_P`.
+
+class Rule(NamedTuple):
+  """A communication rule as an optax-style set of pure functions.
+
+  `laq_jax.RunSpec.rule` holds one and the loop calls only these, so
+  another rule plugs in without editing the loop:
 
   Attributes:
     init: (theta_P, num_workers, memory, hyper) -> state, for the local
-      workers.
+      workers. The state is a NamedTuple whose class states its PER_WORKER
+      fields (a leading worker axis: split over the devices under
+      shard_map); the others are replicated.
     step: (grads_MxP, state, theta_P, hyper, *, step_count, worker_ids_M,
-      num_workers, axis_name, parts) -> (theta^{k+1}, state, StepStats).
+      num_workers, axis_name, parts) -> (theta^{k+1}, state, stats), the
+      stats a `stats_type`.
+    worker_params: (state, theta_P) -> the parameters the workers compute
+      their gradients at.
+    stats_type: the NamedTuple of per-step stats `step` returns (its class
+      states PER_WORKER too); the loop's Trace is its fields after the loss
+      and the gradient norm. It must hold sent_M, bits_M and bits_down_M
+      (the accounting every file reads, `laq_jax.record.RECORDED`).
   """
   init: Callable[..., NamedTuple]
-  step: Callable[..., tuple[jax.Array, NamedTuple, StepStats]]
+  step: Callable[..., tuple[jax.Array, NamedTuple, NamedTuple]]
+  worker_params: Callable[[NamedTuple, jax.Array], jax.Array] = worker_params
+  stats_type: type = StepStats
 
 
 def _init(theta_P, num_workers, memory, hyper) -> RuleState:

@@ -106,19 +106,29 @@ def check_layout(num_workers: int, num_devices: int) -> None:
 def _data_specs(data: Data) -> Data:
   """The worker-axis fields split over AXIS, the scale replicated, absent
   layouts absent."""
-  return Data(*(None if value is None else P(AXIS) if per_worker(name)
+  return Data(*(None if value is None else P(AXIS) if name in Data.PER_WORKER
                 else P() for name, value in zip(Data._fields, data)))
 
 
-def per_worker(name: str) -> bool:
-  """Whether a field called `name` has a leading worker axis: its shape
-  suffix starts with M (`clock_M`, `last_upload_MxP`), nanodo style."""
-  return name.rsplit('_', 1)[-1].startswith('M')
+def per_worker_fields(kind: type) -> tuple[str, ...]:
+  """The fields with a leading worker axis, as the type states them
+  (`PER_WORKER`); a state or stats type that does not is refused."""
+  fields = getattr(kind, 'PER_WORKER', None)
+  if fields is None:
+    raise TypeError(f'{kind.__name__} does not state its PER_WORKER fields '
+                    '(a class attribute: the names with a leading worker '
+                    'axis), so its sharding is unknown')
+  unknown = set(fields) - set(kind._fields)
+  if unknown:
+    raise TypeError(f'{kind.__name__}.PER_WORKER names {sorted(unknown)}, '
+                    'which are not its fields')
+  return tuple(fields)
 
 
 def _specs(fields: NamedTuple, lead: tuple) -> NamedTuple:
   """Split the per-worker fields over AXIS (after `lead`), replicate the rest."""
-  return type(fields)(*(P(*lead, AXIS) if per_worker(name) else P()
+  split = per_worker_fields(type(fields))
+  return type(fields)(*(P(*lead, AXIS) if name in split else P()
                         for name in fields._fields))
 
 
@@ -127,8 +137,9 @@ def _state_specs(state: LoopState, grid: bool) -> LoopState:
   return LoopState(step=P(), theta_P=P(), rule=_specs(state.rule, lead))
 
 
-def _trace_specs(grid: bool) -> Trace:
-  return _specs(Trace(*Trace._fields), (None, None) if grid else (None,))
+def _trace_specs(spec: RunSpec, grid: bool):
+  trace = loop.trace_type(spec.rule.stats_type)
+  return _specs(trace(*trace._fields), (None, None) if grid else (None,))
 
 
 def _hyper_specs() -> Hyper:
@@ -243,7 +254,7 @@ def make_run_chunk(mesh: Mesh, *, gather_trace: bool | None = None
     state, trace = jax.shard_map(
         local, mesh=mesh,
         in_specs=(state_specs, _data_specs(data), _hyper_specs()),
-        out_specs=(state_specs, _trace_specs(grid)),
+        out_specs=(state_specs, _trace_specs(spec, grid)),
     )(state, data, hyper)
     if gather_trace:  # every device (and process) gets the whole trace
       trace = jax.tree.map(

@@ -21,195 +21,30 @@ A grid too large for memory runs in batches of `batch_size` points; the last
 batch is padded (with copies of its last point, dropped from the results) to
 the same size, so every batch reuses the one compiled program.
 
-Outputs are NumPy. Summaries are in `laq_jax.metrics` (`summarize_sweep`,
-`curve_arrays`), figures in `laq_jax.plotting` (`heatmap_figure`,
-`pareto_figure`).
+The grid's declaration and points are `laq_jax.points` (its names are
+re-exported here). Outputs are NumPy; a result's per-step arrays are one
+`laq_jax.record.Record` (`SweepResult.record`). Summaries are in
+`laq_jax.sweep_metrics` (`summarize_sweep`, `curve_arrays`), figures in
+`laq_jax.plotting` (`heatmap_figure`, `pareto_figure`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import itertools
 from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
-from laq_jax import compressors
 from laq_jax import loop
-from laq_jax.hyper import (ALGORITHMS, DEFAULTS, Hyper, check_scalar,
-                           get_algorithm, make_hyper, stack_hypers)
 from laq_jax.loop import Data, LoopState, RunSpec, Trace
+from laq_jax.points import (GRID_KEYS, HYPER_KEYS, batches,  # noqa: F401
+                            check_grid, check_value, expand_grid, parts_of,
+                            point_label, programs, stack_points,
+                            varying_keys)
 from laq_jax.problems import Problem
+from laq_jax.record import RECORDED, Record
 
-HYPER_KEYS = tuple(DEFAULTS)  # step_size, bits, xi, ..., seed
-# Every key a grid may vary, in the order points are enumerated (the first
-# key varies slowest, the last fastest), whatever order the grid lists them.
-GRID_KEYS = ('algo',) + HYPER_KEYS
-
-
-# ----------------------------------------------------------------------------
-# Grid declaration -> points.
-
-def check_grid(grid: Mapping[str, Sequence[Any]]) -> dict[str, list]:
-  """Checks a grid declaration; returns it as {key: list of values}.
-
-  Args:
-    grid: {key: non-empty list of values}, keys from GRID_KEYS.
-
-  Returns:
-    The axes in GRID_KEYS order.
-
-  Raises:
-    ValueError: an unknown key (named, with the allowed ones), an empty or
-      non-list axis, a repeated value, or a value that is not allowed.
-  """
-  if not isinstance(grid, Mapping) and not hasattr(grid, 'keys'):
-    raise ValueError(f'sweep grid={grid!r} is not allowed: it must be a '
-                     'mapping {key: [values]} with keys from '
-                     f'{", ".join(GRID_KEYS)}')
-  keys = list(grid.keys())
-  unknown = [k for k in keys if k not in GRID_KEYS]
-  if unknown:
-    raise ValueError(f'unknown sweep key(s) {", ".join(map(repr, unknown))}; '
-                     f'allowed: {", ".join(GRID_KEYS)}')
-  axes = {}
-  for key in GRID_KEYS:
-    if key not in keys:
-      continue
-    values = grid[key]
-    if isinstance(values, (str, bytes)) or not isinstance(
-        values, (list, tuple, np.ndarray)) or len(values) == 0:
-      raise ValueError(f'sweep[{key!r}]={values!r} is not allowed: it must '
-                       'be a non-empty list of values')
-    values = [v.item() if isinstance(v, np.generic) else v for v in values]
-    for value in values:
-      check_value(key, value, where=f'sweep[{key!r}]')
-    if len(set(values)) != len(values):
-      raise ValueError(f'sweep[{key!r}]={values!r} repeats a value; list '
-                       'each value once')
-    axes[key] = values
-  return axes
-
-
-def check_value(key: str, value, where: str | None = None) -> None:
-  """Raises ValueError unless `value` is allowed for grid key `key`."""
-  where = where or key
-  if key == 'algo':
-    try:
-      get_algorithm(value)
-    except ValueError:
-      raise ValueError(f'{where} value {value!r} is not allowed: use one of '
-                       f'{", ".join(ALGORITHMS)}') from None
-    return
-  check_scalar(key, value, where)
-
-
-def expand_grid(grid: Mapping[str, Sequence[Any]], base: Any
-                ) -> list[dict[str, Any]]:
-  """The Cartesian product of the grid's axes, over the values of `base`.
-
-  Args:
-    grid: {key: [values]} (see `check_grid`); {} gives the single base point.
-    base: a run config (ConfigDict, mapping or attribute object) holding
-      `algo` and every Hyper field (step_size, bits, ..., seed): the values of
-      the keys the grid does not vary.
-
-  Returns:
-    One dict per point with every key of GRID_KEYS, in GRID_KEYS order with
-    the last key varying fastest.
-
-  Raises:
-    ValueError: as `check_grid`.
-  """
-  axes = check_grid(grid)
-  fixed = {}
-  for key in GRID_KEYS:
-    if key in axes:
-      continue
-    value = base[key] if isinstance(base, Mapping) else getattr(base, key)
-    check_value(key, value, where=f'config.{key}')
-    fixed[key] = value
-  points = []
-  for combo in itertools.product(*axes.values()):
-    point = {**fixed, **dict(zip(axes, combo))}
-    points.append({k: point[k] for k in GRID_KEYS})
-  return points
-
-
-def programs(points: Sequence[Mapping[str, Any]]
-             ) -> list[tuple[bool, list[int]]]:
-  """The compiled programs a sweep needs: one per kind of gradient.
-
-  Full-batch and minibatch gradients are different programs (the gradient
-  is static); every other choice is data in one program.
-
-  Returns:
-    [(stochastic, indices of its points)], in the order the kinds first
-    appear.
-  """
-  if not points:
-    raise ValueError('a sweep needs at least one grid point')
-  groups: dict[bool, list[int]] = {}
-  for i, p in enumerate(points):
-    groups.setdefault(get_algorithm(p['algo']).stochastic, []).append(i)
-  return list(groups.items())
-
-
-def parts_of(points: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-  """The RunSpec parts the points' algorithms need (what a program
-  compiles in): compressors, error_feedback, downlink."""
-  algos = [get_algorithm(p['algo']) for p in points]
-  return dict(
-      compressors=compressors.check_names({a.compressor for a in algos}),
-      error_feedback=any(a.error_feedback for a in algos),
-      downlink=any(a.downlink for a in algos))
-
-
-def varying_keys(points: Sequence[Mapping[str, Any]]) -> list[str]:
-  """The GRID_KEYS whose value differs between points."""
-  return [k for k in GRID_KEYS if len({p[k] for p in points}) > 1]
-
-
-def point_label(point: Mapping[str, Any], keys: Sequence[str]) -> str:
-  """'algo=laq bits=4' from the given keys (for legends and logs)."""
-  return ' '.join(f'{k}={point[k]:g}' if isinstance(point[k], float)
-                  else f'{k}={point[k]}' for k in keys)
-
-
-def stack_points(points: Sequence[Mapping[str, Any]], dtype=jnp.float32,
-                 authors_code: bool = False) -> Hyper:
-  """The grid Hyper [G] of the points (compressor, innovation, trigger,
-  error feedback and the broadcast's bits from each point's algo)."""
-  return stack_hypers([
-      make_hyper(p['algo'], dtype=dtype, authors_code=authors_code,
-                 **{k: p[k] for k in HYPER_KEYS}) for p in points])
-
-
-def batches(num_points: int, batch_size: int | None
-            ) -> list[tuple[list[int], list[int]]]:
-  """Splits range(num_points) into equal batches, the last one padded.
-
-  Returns:
-    [(real point indices, padded indices of length batch_size)]: the padding
-    repeats the batch's last point.
-  """
-  if num_points < 1:
-    raise ValueError('a sweep needs at least one grid point')
-  size = num_points if not batch_size else min(batch_size, num_points)
-  if size < 1:
-    raise ValueError(f'batch_size={batch_size} is not allowed: it must be an '
-                     'integer >= 1, or None / 0 for all points at once')
-  out = []
-  for start in range(0, num_points, size):
-    real = list(range(start, min(start + size, num_points)))
-    out.append((real, real + [real[-1]] * (size - len(real))))
-  return out
-
-
-# ----------------------------------------------------------------------------
-# Running.
 
 class SweepResult(NamedTuple):
   """Every point's run, NumPy, leading axis G in the order of `points`.
@@ -226,6 +61,7 @@ class SweepResult(NamedTuple):
     loss_every_G: each point's logged-loss interval (`RunSpec.log_every` of
       its program: loss_GxT is NaN at the other iterations); None: every
       iteration.
+    extra: any further RECORDED fields, {name: [G, T(, M)]}.
   """
   points: list[dict[str, Any]]
   loss_GxT: np.ndarray
@@ -236,6 +72,15 @@ class SweepResult(NamedTuple):
   final_loss_G: np.ndarray
   theta_GxP: np.ndarray
   loss_every_G: np.ndarray | None = None
+  extra: dict[str, np.ndarray] | None = None
+
+  @property
+  def record(self) -> Record:
+    """The per-step arrays as one Record ([G, T] / [G, T, M])."""
+    return Record.from_arrays(
+        loss=self.loss_GxT, grad_norm_sq=self.grad_norm_sq_GxT,
+        sent_M=self.sent_GxTxM, bits_M=self.bits_GxTxM,
+        bits_down_M=self.bits_down_GxTxM, **(self.extra or {}))
 
 
 class Progress(NamedTuple):
@@ -267,6 +112,77 @@ def _final_losses(problem: Problem, theta_GxP, data: Data, l2_G):
       theta_GxP, l2_G)
 
 
+class _Batch(NamedTuple):
+  """One compiled call's points: its program, real and padded indices."""
+  program: RunSpec
+  real: list[int]
+  padded: list[int]
+
+
+class _Finished(NamedTuple):
+  """A finished batch's real rows."""
+  record: Record
+  final_G: np.ndarray
+  theta_GxP: np.ndarray
+
+
+class _Resume(NamedTuple):
+  """Where a checkpointed sweep continues: batch `batch` after
+  `steps_done` iterations, with its grid state and record so far."""
+  batch: int
+  steps_done: int
+  state: LoopState | None
+  record: Record | None
+
+
+def _plan(spec: RunSpec, points, batch_size) -> list[_Batch]:
+  plan = []
+  for stochastic, members in programs(points):
+    program = dataclasses.replace(
+        spec, stochastic=stochastic,
+        **parts_of([points[i] for i in members]))
+    for real, padded in batches(len(members), batch_size):
+      plan.append(_Batch(program, [members[i] for i in real],
+                         [members[i] for i in padded]))
+  return plan
+
+
+def _checkpoint_arrays(finished: list[_Finished], current: Record | None
+                       ) -> dict[str, np.ndarray]:
+  """What a sweep checkpoint holds besides the batch's state: every
+  finished batch's rows (done_*) and the running batch's record so far."""
+  out = {}
+  if finished:
+    done = Record.concat_points([f.record for f in finished]).arrays()
+    out.update({f'done_{n}': v for n, v in done.items()})
+    out['done_final'] = np.concatenate([f.final_G for f in finished])
+    out['done_theta'] = np.concatenate([f.theta_GxP for f in finished])
+  if current is not None:
+    out.update(current.arrays())
+  return out
+
+
+def _restore(checkpointer, like: LoopState, num_steps: int
+             ) -> tuple[list[_Finished], _Resume]:
+  """The finished batches and where to continue, from the latest
+  checkpoint (nothing finished, batch 0, step 0 without one)."""
+  restored = checkpointer.restore(like)
+  if restored is None:
+    return [], _Resume(0, 0, None, None)
+  a, meta = restored.arrays, restored.meta
+  batch = meta.get('batch', restored.step // num_steps)
+  steps_done = meta.get('steps_done', restored.step % num_steps)
+  finished = []
+  if 'done_final' in a:
+    done = Record.from_arrays(**{n: a[f'done_{n}'] for n in RECORDED
+                                 if f'done_{n}' in a})
+    finished.append(_Finished(done, a['done_final'], a['done_theta']))
+  if not steps_done:
+    return finished, _Resume(batch, 0, None, None)
+  current = Record.from_arrays(**{n: a[n] for n in RECORDED if n in a})
+  return finished, _Resume(batch, steps_done, restored.state, current)
+
+
 def run_sweep(spec: RunSpec, data: Data, points: Sequence[Mapping[str, Any]],
               num_steps: int, batch_size: int | None = None,
               chunk_size: int | None = None,
@@ -278,7 +194,8 @@ def run_sweep(spec: RunSpec, data: Data, points: Sequence[Mapping[str, Any]],
 
   Full-batch and minibatch algorithms run as two programs (`programs`), each
   compiling only the parts its points use (`parts_of`); everything else the
-  points vary is data.
+  points vary is data. Each batch is one `laq_jax.run` (the one chunk
+  driver).
 
   Args:
     spec: the static RunSpec shared by every point (its `stochastic` and
@@ -297,10 +214,11 @@ def run_sweep(spec: RunSpec, data: Data, points: Sequence[Mapping[str, Any]],
     checkpointer: a `laq_jax.checkpoint.Checkpointer` fingerprinted with the
       sweep's config, or None. The sweep first resumes from its latest
       checkpoint, then saves one after every `checkpoint_every` iterations of
-      a batch and at the end of each batch (checkpoint step
-      b * T + k: batch b after k iterations). A checkpoint holds the batch's
-      grid LoopState, its trace so far and every finished batch's results,
-      so the result equals, bit for bit, a sweep that never stopped.
+      a batch and at the end of each batch (its meta says which batch and
+      how many of its iterations: {'batch': b, 'steps_done': k}). A
+      checkpoint holds the batch's grid LoopState, its record so far and
+      every finished batch's results, so the result equals, bit for bit, a
+      sweep that never stopped.
     checkpoint_every: iterations between checkpoints inside a batch, a
       multiple of `chunk_size` (0: only at the end of each batch).
     authors_code: every point follows the authors' scripts (see
@@ -324,95 +242,65 @@ def run_sweep(spec: RunSpec, data: Data, points: Sequence[Mapping[str, Any]],
   dtype = data.x_MxNxD.dtype
   stack = lambda indices: stack_points([points[i] for i in indices], dtype,
                                        authors_code)
-  # (the program's spec, real point indices, padded indices) per batch.
-  plan = []
-  for stochastic, members in programs(points):
-    program = dataclasses.replace(
-        spec, stochastic=stochastic,
-        **parts_of([points[i] for i in members]))
-    for real, padded in batches(len(members), batch_size):
-      plan.append((program, [members[i] for i in real],
-                   [members[i] for i in padded]))
-  finished = []  # finished batches: _PART_NAMES, real rows
-  start_batch, resume = 0, None
+  plan = _plan(spec, points, batch_size)
+  finished, resume = [], _Resume(0, 0, None, None)
   if checkpointer is not None:
-    like = loop.init_state(plan[0][0], stack(plan[0][2]), dtype)
-    restored = checkpointer.restore(like)
-    if restored is not None:
-      start_batch, steps_done = divmod(restored.step, num_steps)
-      a = restored.arrays
-      if 'done_loss' in a:
-        finished.append(tuple(a[f'done_{n}'] for n in _PART_NAMES))
-      if steps_done:
-        resume = (restored.state, steps_done,
-                  tuple(a[n] for n in _TRACE_NAMES))
+    like = loop.init_state(plan[0].program, stack(plan[0].padded), dtype)
+    finished, resume = _restore(checkpointer, like, num_steps)
 
-  def finished_arrays():
-    if not finished:
-      return {}
-    return {f'done_{n}': np.concatenate(x)
-            for n, x in zip(_PART_NAMES, zip(*finished))}
+  def save(b, done, state, current):
+    # (the orbax step only orders the checkpoints; the meta says where)
+    checkpointer.save(b * num_steps + done, state,
+                      _checkpoint_arrays(finished, current),
+                      meta={'batch': b, 'steps_done': done})
 
-  for b, (program, real, padded) in enumerate(plan):
-    if b < start_batch:
+  for b, batch in enumerate(plan):
+    if b < resume.batch:
       continue
-    hyper = stack(padded)
-    keep = len(real)
-    state, done, recorded = None, 0, []
-    if resume is not None and b == start_batch:
-      state, done, head = resume
-      recorded.append(head)
-    steps_before = done
+    hyper = stack(batch.padded)
+    keep = len(batch.real)
+    resuming = b == resume.batch and resume.steps_done
+    state = resume.state if resuming else None
+    recorded = [resume.record] if resuming else []
+    done = resume.steps_done if resuming else 0
 
-    def on_chunk(state, trace, b=b, real=real, keep=keep, recorded=recorded):
-      nonlocal done
-      done += trace.loss.shape[1]
-      recorded.append(tuple(
-          np.asarray(getattr(trace, field))[:keep]
-          for field in _TRACE_FIELDS))
+    def on_chunk(c: loop.Chunk, b=b, batch=batch, keep=keep,
+                 recorded=recorded):
+      record = Record.of(c.trace).point(slice(0, keep))
+      recorded.append(record)
+      steps = c.start + record.num_steps
       if callback is not None:
-        callback(Progress(b, len(plan), real, done, num_steps, state,
-                          jax.tree.map(lambda a: a[:keep], trace)))
+        callback(Progress(b, len(plan), batch.real, steps, num_steps,
+                          c.state, jax.tree.map(lambda a: a[:keep], c.trace)))
       if (checkpointer is not None and checkpoint_every
-          and done % checkpoint_every == 0 and done < num_steps):
-        checkpointer.save(b * num_steps + done, state,
-                          {**finished_arrays(), **_joined(recorded)})
+          and steps % checkpoint_every == 0 and steps < num_steps):
+        save(b, steps, c.state, Record.join(recorded))
 
-    state, _ = loop.run(program, data, hyper, num_steps - steps_before,
+    state, _ = loop.run(batch.program, data, hyper, num_steps - done,
                         chunk_size=chunk_size, state=state,
-                        callback=on_chunk, run_chunk_fn=run_chunk_fn)
-    final = _final_losses(program.problem, state.theta_P, data, hyper.l2)
-    joined = _joined(recorded)
-    finished.append(tuple(joined[n] for n in _TRACE_NAMES)
-                    + (np.asarray(final)[:keep],
-                       np.asarray(state.theta_P)[:keep]))
+                        callback=on_chunk, run_chunk_fn=run_chunk_fn,
+                        keep_trace=False)
+    final = _final_losses(batch.program.problem, state.theta_P, data,
+                          hyper.l2)
+    finished.append(_Finished(Record.join(recorded),
+                              np.asarray(final)[:keep],
+                              np.asarray(state.theta_P)[:keep]))
     if checkpointer is not None:
-      checkpointer.save((b + 1) * num_steps, state, finished_arrays())
+      save(b + 1, 0, state, None)
   # Back to the order of `points` (the programs ran kind by kind).
-  order = np.argsort(np.concatenate([real for _, real, _ in plan]),
+  order = np.argsort(np.concatenate([batch.real for batch in plan]),
                      kind='stable')
-  columns = [np.concatenate(x)[order] for x in zip(*finished)]
-  loss, grad_norm, sent, bits, bits_down, final, theta = columns
+  record = Record.concat_points([f.record for f in finished]).point(order)
   every = np.empty(len(points), np.int64)
-  for program, real, _ in plan:
-    every[real] = program.log_every
-  return SweepResult(points, loss, grad_norm, sent.astype(bool), bits,
-                     bits_down, final, theta, every)
-
-
-# What a batch records per step (the Trace fields), and what a finished
-# batch keeps.
-_TRACE_NAMES = ('loss', 'grad_norm', 'sent', 'bits', 'bits_down')
-_TRACE_FIELDS = ('loss', 'grad_norm_sq', 'sent_M', 'bits_M', 'bits_down_M')
-_PART_NAMES = _TRACE_NAMES + ('final', 'theta')
-
-
-def _joined(recorded) -> dict[str, np.ndarray]:
-  """The recorded chunks of a batch, joined along time, by _TRACE_NAMES."""
-  out = {n: np.concatenate(x, axis=1)
-         for n, x in zip(_TRACE_NAMES, zip(*recorded))}
-  out['sent'] = out['sent'].astype(bool)
-  return out
+  for batch in plan:
+    every[batch.real] = batch.program.log_every
+  a = record.arrays()
+  extra = {n: a[n] for n in RECORDED[5:]}
+  return SweepResult(points, a['loss'], a['grad_norm_sq'], a['sent_M'],
+                     a['bits_M'], a['bits_down_M'],
+                     np.concatenate([f.final_G for f in finished])[order],
+                     np.concatenate([f.theta_GxP for f in finished])[order],
+                     every, extra or None)
 
 
 def accuracies(problem: Problem, theta_GxP, x_NxD, y_N) -> np.ndarray:
@@ -420,5 +308,3 @@ def accuracies(problem: Problem, theta_GxP, x_NxD, y_N) -> np.ndarray:
   predicted_GxN = np.asarray(loop.predict(problem, theta_GxP, x_NxD))
   return np.mean(predicted_GxN == np.asarray(y_N)[None], axis=1)
 
-
-# ----------------------------------------------------------------------------

@@ -16,6 +16,13 @@ from unittest import mock
 from absl.testing import absltest
 import numpy as np
 
+from laq_jax.record import Record
+
+
+def rec(loss, grad, sent, bits, bits_down):
+  return Record.from_arrays(loss=loss, grad_norm_sq=grad, sent_M=sent,
+                            bits_M=bits, bits_down_M=bits_down)
+
 from experiments import compare
 from experiments import outputs
 from tests import common
@@ -57,8 +64,8 @@ def write_run(name, algo, sent, **fields):
   outputs.write_json(where / 'config.json', {'algo': algo})
   outputs.write_json(where / 'summary.json', s)
   outputs.atomic_write(where / 'metrics.csv', outputs.metrics_csv(
-      loss, np.ones(len(sent)), sent, sent * 32 * P,
-      np.full(np.shape(sent), 32 * P), s['fstar'], {0: 0.1}, 1.0))
+      rec(loss, np.ones(len(sent)), sent, sent * 32 * P,
+          np.full(np.shape(sent), 32 * P)), s['fstar'], {0: 0.1}, 1.0))
   outputs.write_npy(where / 'uploads.npy', sent)
   return str(where)
 

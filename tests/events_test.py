@@ -6,6 +6,8 @@ import tempfile
 
 from absl.testing import absltest
 import numpy as np
+
+from laq_jax.record import Record
 from tensorboard.backend.event_processing import event_accumulator
 
 from experiments import events
@@ -32,6 +34,11 @@ def fake_run(num_steps, num_workers=3, seed=0):
   return loss, grad, sent, bits, bits_down
 
 
+def rec(loss, grad, sent, bits, bits_down):
+  return Record.from_arrays(loss=loss, grad_norm_sq=grad, sent_M=sent,
+                            bits_M=bits, bits_down_M=bits_down)
+
+
 class EventsTest(absltest.TestCase):
 
   def setUp(self):
@@ -43,9 +50,9 @@ class EventsTest(absltest.TestCase):
     loss, grad, sent, bits, bits_down = fake_run(25)
     e = events.Events(self.dir, 0, config={'algo': 'laq'}, fstar=1.5)
     e.at(0, accuracy=0.1)
-    e.steps(0, loss[:10], grad[:10], sent[:10], bits[:10], bits_down[:10])
+    e.steps(0, rec(loss[:10], grad[:10], sent[:10], bits[:10], bits_down[:10]))
     e.at(10, accuracy=0.5)
-    e.steps(10, loss[10:], grad[10:], sent[10:], bits[10:], bits_down[10:])
+    e.steps(10, rec(loss[10:], grad[10:], sent[10:], bits[10:], bits_down[10:]))
     e.at(25, accuracy=0.7, loss=0.25 + 1.5)
     e.close()
     got = read(self.dir)
@@ -73,14 +80,14 @@ class EventsTest(absltest.TestCase):
   def test_a_restart_replaces_the_steps_from_where_it_starts(self):
     loss, grad, sent, bits, bits_down = fake_run(10)
     e = events.Events(self.dir, 0)
-    e.steps(0, loss, grad, sent, bits, bits_down)
+    e.steps(0, rec(loss, grad, sent, bits, bits_down))
     e.close()
     # Resumed at step 6 (a checkpoint there): steps 6.. are written again
     # (different values here, to see which ones TensorBoard keeps), the
     # totals continue from those of steps 0..5.
     before = [sent[:6].sum(), bits[:6].sum(), bits_down[:6].sum()]
     e = events.Events(self.dir, 6, totals=before)
-    e.steps(6, loss[6:] - 100, grad[6:], sent[6:], bits[6:], bits_down[6:])
+    e.steps(6, rec(loss[6:] - 100, grad[6:], sent[6:], bits[6:], bits_down[6:]))
     e.close()
     got = read(self.dir)
     self.assertLen(got['objective/loss'], 10)
@@ -90,7 +97,7 @@ class EventsTest(absltest.TestCase):
     self.assertEqual(got['communication/uploads'][9], sent.sum())
     # A run started over (at 0) replaces everything.
     e = events.Events(self.dir, 0)
-    e.steps(0, loss[:3], grad[:3], sent[:3], bits[:3], bits_down[:3])
+    e.steps(0, rec(loss[:3], grad[:3], sent[:3], bits[:3], bits_down[:3]))
     e.close()
     self.assertEqual(sorted(read(self.dir)['objective/loss']), [0, 1, 2])
 

@@ -115,20 +115,52 @@ class RulesOfFieldsTest(parameterized.TestCase):
   @parameterized.parameters(('bits', 4.0), ('seed', True), ('levels', '10'))
   def test_integers_must_be_integers(self, name, value):
     with self.assertRaisesRegex(ValueError, f'cfg.{name}=.*integer'):
-      hyper.check_scalar(name, value, where=f'cfg.{name}')
+      hyper.check_value(name, value, where=f'cfg.{name}')
 
   def test_numbers_must_be_finite_numbers(self):
     with self.assertRaisesRegex(ValueError, 'xi=nan.*finite number'):
-      hyper.check_scalar('xi', float('nan'))
+      hyper.check_value('xi', float('nan'))
     with self.assertRaisesRegex(ValueError, 'xi=True.*finite number'):
-      hyper.check_scalar('xi', True)
-    hyper.check_scalar('xi', 0)  # an integer is a number
-    hyper.check_scalar('bits', np.int64(8))
+      hyper.check_value('xi', True)
+    hyper.check_value('xi', 0)  # an integer is a number
+    hyper.check_value('bits', np.int64(8))
 
   def test_grids_are_checked_element_by_element(self):
     hyper.validate(bits=np.array([1, 8, 32]))
     with self.assertRaisesRegex(ValueError, 'bits=.*1..32'):
       hyper.validate(bits=np.array([1, 8, 33]))
+
+
+class FieldsTest(absltest.TestCase):
+  """Each field is declared once (hyper.FIELDS); the rest derives from it."""
+
+  def test_everything_derives_from_the_table(self):
+    from configs import default  # pylint: disable=g-import-not-at-top
+    config = default.get_config()
+    for field in hyper.CONFIG_FIELDS:
+      self.assertEqual(config[field.name], field.default, field.name)
+      self.assertEqual(hyper.DEFAULTS[field.name], field.default)
+      hyper.check_value(field.name, field.default)  # defaults are allowed
+    self.assertEqual(hyper.Hyper._fields, hyper.ARRAYS)
+    h = hyper.cast(hyper.make_hyper('laq'), jnp.float64)
+    for name, value in zip(h._fields, h):
+      want = (jnp.float64 if name in hyper.FLOAT_ARRAYS
+              else jnp.bool_ if name in ('innovation', 'error_feedback',
+                                         'authors_code') else jnp.int32)
+      self.assertEqual(value.dtype, want, name)
+    self.assertIn('xi_factors', hyper.FLOAT_ARRAYS)
+    for field in hyper.FIELDS:
+      self.assertIn(field.name, hyper.describe())
+
+  def test_one_validator_for_scalars_and_grids(self):
+    for value in (4, np.int64(4), np.array([2, 4]), jnp.array([2, 4])):
+      hyper.check_value('bits', value)
+    for value in (4.0, np.array([2.0, 4.0]), True, '4', None, [],
+                  np.array([2, 40])):
+      with self.assertRaisesRegex(ValueError, 'bits=.*1..32'):
+        hyper.check_value('bits', value)
+    with self.assertRaisesRegex(ValueError, "unknown hyperparameter 'bitz'"):
+      hyper.check_value('bitz', 4)
 
 
 if __name__ == '__main__':

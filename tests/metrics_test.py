@@ -4,6 +4,8 @@ from absl.testing import absltest
 from absl.testing import parameterized
 import numpy as np
 
+from laq_jax.record import Record
+
 from laq_jax import metrics
 from laq_jax import sweep
 
@@ -74,9 +76,11 @@ class TargetTest(parameterized.TestCase):
   def test_summarize(self):
     sent = np.array([[1, 1], [0, 1], [0, 0]], bool)
     bits = np.where(sent, 100, 0)
-    s = metrics.summarize(loss_T=[3.0, 2.0, 1.0 + 1e-7], final_loss=1.0,
-                          sent_TxM=sent, bits_TxM=bits, fstar=1.0,
-                          target=1e-6, final_test_accuracy=0.5, algo='laq')
+    s = metrics.summarize(
+        Record.from_arrays(loss=[3.0, 2.0, 1.0 + 1e-7], sent_M=sent,
+                           bits_M=bits),
+        final_loss=1.0, fstar=1.0, target=1e-6, final_test_accuracy=0.5,
+        algo='laq')
     self.assertEqual(s['algo'], 'laq')
     self.assertEqual(s['iterations'], 3)
     self.assertEqual(s['total_uploads'], 3)
@@ -86,15 +90,16 @@ class TargetTest(parameterized.TestCase):
     self.assertEqual(s['target_bits'], 300)
     self.assertEqual(s['final_residual'], 0.0)
     self.assertFalse(s['diverged'])
-    no_fstar = metrics.summarize(loss_T=[3.0, 2.0, 1.0], final_loss=1.0,
-                                 sent_TxM=sent, bits_TxM=bits, fstar=None,
-                                 target=1e-6)
+    no_fstar = metrics.summarize(
+        Record.from_arrays(loss=[3.0, 2.0, 1.0], sent_M=sent, bits_M=bits),
+        final_loss=1.0, fstar=None, target=1e-6)
     self.assertIsNone(no_fstar['target_iteration'])
     self.assertIsNone(no_fstar['final_residual'])
     self.assertIsNone(no_fstar['fstar'])
-    diverged = metrics.summarize(loss_T=[3.0, np.inf, np.nan],
-                                 final_loss=np.nan, sent_TxM=sent,
-                                 bits_TxM=bits, fstar=None, target=1e-6)
+    diverged = metrics.summarize(
+        Record.from_arrays(loss=[3.0, np.inf, np.nan], sent_M=sent,
+                           bits_M=bits),
+        final_loss=np.nan, fstar=None, target=1e-6)
     self.assertTrue(diverged['diverged'])
     self.assertIsNone(diverged['final_loss'])
 
@@ -118,9 +123,10 @@ class PaperResidualTest(absltest.TestCase):
     bits = np.where(sent, 10, 0)
     # f = 8, 6, 5.00001, 5 (final 5): paper residual (f/2 - 2.5) reaches
     # 1e-5 at k = 2 (5e-6); the exact one (f* = 4.9) never reaches it.
-    s = metrics.summarize(loss_T=[8.0, 6.0, 5.00001], final_loss=5.0,
-                          sent_TxM=sent[:3], bits_TxM=bits[:3], fstar=4.9,
-                          target=1e-5, grad_norm_sq_T=[4.0, 2.0, 1.0])
+    s = metrics.summarize(
+        Record.from_arrays(loss=[8.0, 6.0, 5.00001], sent_M=sent[:3],
+                           bits_M=bits[:3], grad_norm_sq=[4.0, 2.0, 1.0]),
+        final_loss=5.0, fstar=4.9, target=1e-5)
     self.assertIsNone(s['target_iteration'])
     self.assertEqual(s['paper_reference'], 2.5)
     self.assertEqual(s['paper_target_iteration'], 2)

@@ -29,7 +29,7 @@ pytestmark = pytest.mark.slow  # an integration test (see conftest.py)
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 NOTEBOOK_DIR = ROOT / 'notebooks'
-NOTEBOOKS = ('quickstart', 'sweep', 'custom_problem')
+NOTEBOOKS = ('quickstart', 'sweep', 'custom_problem', 'extend')
 ALGORITHMS = ('gd', 'qgd', 'lag', 'laq')
 WORKERS, PARAMS = 10, 784 * 10 + 10  # the quickstart: MNIST logreg, M = 10
 CELL_TIMEOUT_S = 600
@@ -263,6 +263,31 @@ class NotebooksTest(parameterized.TestCase):
     self.assertLen(outputs(nb, 'image/png'), 4)
     self.assertIn('270 samples x 13 features', ''.join(
         outputs(nb, 'text/plain')))
+
+  def test_extend(self):
+    # A compressor, a trigger, a model and a dataset kind registered from
+    # the notebook's own code run beside LAQ in one compiled program, and
+    # through the launcher's train_and_evaluate by name.
+    nb = execute('extend')
+    text = ''.join(outputs(nb, 'text/plain'))
+    self.assertRegex(text, r'programs compiled by the sweep: 1\b')
+    self.assertIn("'natural'", text)
+    self.assertIn("'fixed'", text)
+    tables = [t for t in outputs(nb, 'text/markdown') if '| algorithm |' in t]
+    self.assertLen(tables, 1)
+    rows = table_rows(tables[0], 'algorithm')
+    self.assertEqual(sorted(rows), sorted(
+        ['gd', 'lag', 'laq', 'natural_laq', 'fixed_lag']))
+    uploads = {name: number(cells[1]) for name, cells in rows.items()}
+    bits = {name: number(cells[2]) for name, cells in rows.items()}
+    # GD uploads every step; natural compression costs 9 bits a coordinate
+    # where GD pays 32, so per upload it is 9/32 of GD's.
+    self.assertEqual(uploads['gd'], max(uploads.values()))
+    self.assertAlmostEqual(bits['natural_laq'] / uploads['natural_laq'],
+                           bits['gd'] / uploads['gd'] * 9 / 32, delta=
+                           bits['gd'] / uploads['gd'] * 1e-3)
+    self.assertRegex(text, r'natural_laq via the launcher: \d+ uploads')
+    self.assertIn("'metrics.csv'", text)
 
   @parameterized.parameters(*NOTEBOOKS)
   def test_committed_notebook_is_clean(self, name):

@@ -17,6 +17,13 @@ from absl.testing import absltest
 from absl.testing import parameterized
 import numpy as np
 
+from laq_jax.record import Record
+
+
+def rec(loss, grad, sent, bits, bits_down):
+  return Record.from_arrays(loss=loss, grad_norm_sq=grad, sent_M=sent,
+                            bits_M=bits, bits_down_M=bits_down)
+
 from experiments import outputs
 from tests import common
 
@@ -223,7 +230,7 @@ class CsvTest(absltest.TestCase):
     bits = np.where(sent, 4 * 10 + 32, 0).astype(np.int32)
     down = np.full((steps, workers), 320, np.int32)  # 32 p, p = 10
     accuracy_at = {0: 0.1, 5: 0.875}
-    text = outputs.metrics_csv(loss, grad, sent, bits, down, 2.5,
+    text = outputs.metrics_csv(rec(loss, grad, sent, bits, down), 2.5,
                                accuracy_at, paper_reference=0.9)
     self.assertEqual(text.splitlines()[0], ','.join(METRICS_COLUMNS))
     self.assertEqual(text.splitlines()[-1].split(',')[1], 'inf')
@@ -252,7 +259,8 @@ class CsvTest(absltest.TestCase):
     self.assertEqual((accuracy[0], accuracy[5]), (0.1, 0.875))
     self.assertTrue(np.all(np.isnan(np.delete(accuracy, [0, 5]))))
     # Without f*, the residual column is empty.
-    text = outputs.metrics_csv(loss, grad, sent, bits, down, None, {}, 0.9)
+    text = outputs.metrics_csv(rec(loss, grad, sent, bits, down), None, {},
+                               0.9)
     outputs.atomic_write(path, text)
     self.assertTrue(np.all(np.isnan(outputs.read_metrics(path)['residual'])))
 
@@ -285,8 +293,8 @@ class LoadRunTest(absltest.TestCase):
     outputs.write_json(where / 'summary.json', {
         'algo': 'laq', 'final_loss': final_loss, 'fstar': fstar})
     outputs.atomic_write(where / 'metrics.csv', outputs.metrics_csv(
-        loss, np.ones(3), sent, bits, np.zeros_like(bits), fstar, {0: 0.5},
-        1.0))
+        rec(loss, np.ones(3), sent, bits, np.zeros_like(bits)), fstar,
+        {0: 0.5}, 1.0))
     outputs.write_npy(where / 'uploads.npy', sent)
     return where, loss, sent
 

@@ -6,6 +6,8 @@ equivalences the algorithm implies: lag/laq with xi = c_e = c_0 = 0 are
 gd/qgd, qgd with many bits tracks gd, and the staleness clock.
 """
 
+from typing import NamedTuple
+
 from absl.testing import absltest
 from absl.testing import parameterized
 import jax
@@ -13,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import laq_jax as lj
+from laq_jax import metrics
 from laq_jax import randomness
 from tests import common
 from tests import reference
@@ -192,6 +195,83 @@ class EquivalenceTest(parameterized.TestCase):
     _, trace, _ = small_run('lag', steps=40)
     self.assertEqual(int(trace.bits_M.astype(np.int64).sum()),
                      int(trace.sent_M.sum()) * 32 * p)
+
+
+class _PlainState(NamedTuple):
+  clock_M: jax.Array  # steps since the start, per worker
+  PER_WORKER = ('clock_M',)
+
+
+class _PlainStats(NamedTuple):
+  sent_M: jax.Array
+  bits_M: jax.Array
+  bits_down_M: jax.Array
+  PER_WORKER = ('sent_M', 'bits_M', 'bits_down_M')
+
+
+def _plain_init(theta_P, num_workers, memory, hyper):
+  del theta_P, memory, hyper
+  return _PlainState(jnp.zeros((num_workers,), jnp.int32))
+
+
+def _plain_step(grads_MxP, state, theta_P, hyper, *, step_count, worker_ids_M,
+                num_workers, axis_name, parts):
+  """Plain distributed GD, written from scratch: theta - alpha sum_m g_m."""
+  del step_count, worker_ids_M, num_workers, parts
+  total = jax.lax.psum(grads_MxP.sum(0), axis_name) if axis_name else (
+      grads_MxP.sum(0))
+  m, p = grads_MxP.shape
+  stats = _PlainStats(jnp.ones((m,), bool), jnp.full((m,), 32 * p, jnp.int32),
+                      jnp.full((m,), 32 * p, jnp.int32))
+  new_state = _PlainState(state.clock_M + 1)
+  return theta_P - hyper.step_size * total, new_state, stats
+
+
+class AnotherRuleTest(absltest.TestCase):
+  """A rule with its own state and stats types plugs in through RunSpec.rule
+  alone: the loop, the record and the summaries take it unchanged."""
+
+  def test_plain_gd_rule_matches_the_gd_preset(self):
+    rule = lj.Rule(_plain_init, _plain_step, lambda state, theta: theta,
+                   _PlainStats)
+    x, y = common.mnist_shards(M, N)
+    data = lj.Data(jnp.asarray(x), jnp.asarray(y))
+    problem = lj.get_problem('logreg')
+    h = lj.make_hyper('gd', dtype=jnp.float64, step_size=0.03)
+    spec = lj.RunSpec(problem, M, rule=rule, downlink=False,
+                      error_feedback=False)
+    seen = []
+    state, trace = lj.run(spec, data, h, 12, chunk_size=5,
+                          callback=lambda c: seen.append(c.start))
+    self.assertEqual(seen, [0, 5, 10])
+    self.assertEqual(trace._fields, ('loss', 'grad_norm_sq', 'sent_M',
+                                     'bits_M', 'bits_down_M'))
+    np.testing.assert_array_equal(np.asarray(state.rule.clock_M),
+                                  np.full(M, 12))
+    gd_state, gd = lj.run(lj.RunSpec(problem, M), data, h, 12)
+    np.testing.assert_allclose(trace.loss, gd.loss, rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(state.theta_P),
+                               np.asarray(gd_state.theta_P), atol=1e-12)
+    record = lj.Record.of(trace)
+    summary = metrics.summarize(record, final_loss=float(gd.loss[-1]),
+                                fstar=None, target=1e-6)
+    self.assertEqual(summary['total_uploads'], 12 * M)
+    self.assertEqual(summary['total_bits'], int(gd.bits_M.sum()))
+
+  def test_a_callback_stops_the_run(self):
+    x, y = common.mnist_shards(M, N)
+    data = lj.Data(jnp.asarray(x), jnp.asarray(y))
+    spec = lj.RunSpec(lj.get_problem('logreg'), M)
+    h = lj.make_hyper('laq', dtype=jnp.float64)
+    state, trace = lj.run(spec, data, h, 20, chunk_size=4,
+                          callback=lambda c: c.start >= 4)
+    self.assertEqual(int(state.step), 8)
+    self.assertEqual(trace.loss.shape, (8,))
+    # Resumed from there, the chunks count on from the state's step.
+    starts = []
+    lj.run(spec, data, h, 4, chunk_size=2, state=state,
+           callback=lambda c: starts.append(c.start))
+    self.assertEqual(starts, [8, 10])
 
 
 if __name__ == '__main__':

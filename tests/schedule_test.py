@@ -6,6 +6,8 @@ from absl.testing import parameterized
 import jax
 import numpy as np
 
+from laq_jax.record import Record
+
 import laq_jax as lj
 from laq_jax import metrics
 from laq_jax import randomness
@@ -60,7 +62,7 @@ class ParseTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, 'xi_schedule=.300:2,200:3'):
       lj.make_hyper('slaq', xi_schedule='300:2,200:3')
     with self.assertRaisesRegex(ValueError, 'where=.x'):
-      lj.hyper.check_scalar('xi_schedule', 'x', where='where')
+      lj.hyper.check_value('xi_schedule', 'x', where='where')
 
   def test_grids_stack_any_schedules(self):
     hs = [lj.make_hyper('slaq', xi_schedule=s) for s in ('', '5:2', '1:2,9:3')]
@@ -221,9 +223,9 @@ class LossEveryTest(parameterized.TestCase):
     self.assertEqual(metrics.diverged_at(loss, 3.0, 1), 1)
     self.assertEqual(metrics.diverged_at(loss[:6], np.nan, 3), 6)
     summary = metrics.summarize(
-        loss_T=loss[:6], final_loss=3.5, sent_TxM=np.ones((6, 2), bool),
-        bits_TxM=np.ones((6, 2), np.int32), fstar=3.0, target=0.6,
-        loss_every=3)
+        Record.from_arrays(loss=loss[:6], sent_M=np.ones((6, 2), bool),
+                           bits_M=np.ones((6, 2), np.int32)),
+        final_loss=3.5, fstar=3.0, target=0.6, loss_every=3)
     self.assertFalse(summary['diverged'])
     self.assertEqual(summary['loss_every'], 3)
     # The first logged iterate at or below the target: f(theta^T) (k = 6).

@@ -18,6 +18,8 @@ import os
 import subprocess
 import sys
 
+from typing import NamedTuple
+
 from absl.testing import absltest
 from absl.testing import parameterized
 import jax
@@ -91,15 +93,28 @@ class LayoutTest(absltest.TestCase):
           else:
             sharding.check_layout(num_workers, num_devices)
 
-  def test_per_worker_fields_are_split_by_name(self):
-    # The rule state's fields with a leading worker axis say so in their
-    # shape suffix; those are split over the mesh, the rest replicated.
-    split = [f for f in lj.RuleState._fields if sharding.per_worker(f)]
-    self.assertEqual(split, ['last_upload_MxP', 'last_error_M', 'clock_M',
-                             'error_MxP'])
-    split = [f for f in lj.Trace._fields if sharding.per_worker(f)]
-    self.assertEqual(split, ['bits_down_M', 'sent_M', 'bits_M',
-                             'innovation_M', 'threshold_M', 'error_M'])
+  def test_per_worker_fields_are_stated_by_their_types(self):
+    # The rule state and the stats state their fields with a leading worker
+    # axis (PER_WORKER); those are split over the mesh, the rest replicated.
+    # A renamed field keeps its sharding, and a type that states nothing is
+    # refused rather than guessed from its names.
+    self.assertEqual(sharding.per_worker_fields(lj.RuleState),
+                     ('last_upload_MxP', 'last_error_M', 'clock_M',
+                      'error_MxP'))
+    self.assertEqual(sharding.per_worker_fields(lj.Trace),
+                     ('sent_M', 'bits_M', 'bits_down_M', 'innovation_M',
+                      'threshold_M', 'error_M'))
+    # Every field whose leading axis is the workers' is in PER_WORKER.
+    spec = lj.RunSpec(lj.get_problem('logreg', 4, 3), 5)
+    state = lj.init_state(spec, lj.make_hyper('laq'))
+    for name, value in zip(state.rule._fields, state.rule):
+      self.assertEqual(name in lj.RuleState.PER_WORKER,
+                       value.ndim >= 1 and value.shape[0] == 5, name)
+
+    class Unstated(NamedTuple):
+      a_M: object
+    with self.assertRaisesRegex(TypeError, 'Unstated.*PER_WORKER'):
+      sharding.per_worker_fields(Unstated)
 
   def test_more_devices_than_workers_is_an_error(self):
     with self.assertRaisesRegex(ValueError, r'num_workers=4.*num_devices=8'):

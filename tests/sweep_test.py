@@ -157,9 +157,11 @@ class ProgramsTest(absltest.TestCase):
                      [(True, [0, 2, 4]), (False, [1, 3])])
     self.assertEqual(sweep.parts_of([points[i] for i in (0, 2, 4)]),
                      dict(compressors=('uniform', 'rand_p', 'top_k'),
+                          triggers=('eager', 'laq'),
                           error_feedback=True, downlink=False))
     self.assertEqual(sweep.parts_of([points[i] for i in (1, 3)]),
                      dict(compressors=('identity', 'uniform'),
+                          triggers=('eager', 'laq'),
                           error_feedback=False, downlink=True))
 
   def test_mixed_sweep_equals_its_runs(self):

@@ -1,0 +1,168 @@
+"""The problem on the workers' data: shards, layouts, objectives, evaluation.
+
+`Data` holds the worker shards (and faster layouts of them); `full_batch`
+gives every worker's full-shard objective and gradient, `worker_objective`
+one worker's f_m; `objective`, `accuracy` and `predict` evaluate flat
+parameters. `laq_jax.loop` builds its scan body from these.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.flatten_util import ravel_pytree
+
+from laq_jax import randomness
+from laq_jax.problems import Problem
+
+
+class Data(NamedTuple):
+  """Worker shards: x_MxNxD features, y_MxN integer labels.
+
+  The other fields are optional copies of x in layouts a problem's
+  `workers_value_and_grad` reads faster (`fast_layout` makes them):
+  xt_MxDxN is x transposed; xq_MxNxD and xqt_MxDxN hold integer features as
+  exact bfloat16 integers n with x = n * xq_scale (float32 runs).
+  """
+  x_MxNxD: jax.Array
+  y_MxN: jax.Array
+  xt_MxDxN: jax.Array | None = None
+  xq_MxNxD: jax.Array | None = None
+  xqt_MxDxN: jax.Array | None = None
+  xq_scale: jax.Array | None = None
+
+  # The fields with a leading worker axis (the scale is replicated).
+  PER_WORKER = ('x_MxNxD', 'y_MxN', 'xt_MxDxN', 'xq_MxNxD', 'xqt_MxDxN')
+
+  @property
+  def has_fast_layout(self) -> bool:
+    return self.xt_MxDxN is not None or self.xq_MxNxD is not None
+
+
+def fast_layout(data: Data, integer_scale: float | None = None) -> Data:
+  """`data` with the layouts the fast full-batch gradient reads.
+
+  Args:
+    data: the shards (x float32 or float64).
+    integer_scale: s when every feature is an integer n with |n| <= 256
+      times s (MNIST's pixels: s = 1/255). A float32 run then reads the
+      integers as exact bfloat16 values (`xq_*`); otherwise (or in float64)
+      x is also kept transposed (`xt_MxDxN`).
+
+  Returns:
+    A Data with the same x and y and the extra fields (the memory of x once
+    more, or half of it for the bfloat16 copies).
+
+  Raises:
+    ValueError: `integer_scale` given, but some feature is not such an
+      integer times it.
+  """
+  x = data.x_MxNxD
+  if integer_scale is not None and x.dtype == jnp.float32:
+    n = np.asarray(x, np.float64) / integer_scale
+    rounded = np.rint(n)
+    off = np.max(np.abs(n - rounded), initial=0)
+    largest = np.max(np.abs(rounded), initial=0)
+    if off > 1e-3 or largest > 256:
+      raise ValueError(
+          f'integer_scale={integer_scale}: the features are not integers '
+          '|n| <= 256 times it (x / integer_scale is '
+          + (f'off an integer by up to {off:.3g}' if off > 1e-3 else
+             f'as large as {largest:.0f} in magnitude')
+          + '); pass integer_scale=None')
+    xq = jnp.asarray(rounded, jnp.bfloat16)
+    return data._replace(xq_MxNxD=xq, xqt_MxDxN=jnp.swapaxes(xq, 1, 2),
+                         xq_scale=jnp.asarray(integer_scale, jnp.float32))
+  return data._replace(xt_MxDxN=jnp.swapaxes(jnp.asarray(x), 1, 2))
+
+
+def flat_params(problem: Problem, seed, dtype):
+  """(theta_P, unravel) of the problem's initialization under `seed`."""
+  params = problem.init(randomness.init_key(seed))
+  params = jax.tree.map(lambda p: jnp.asarray(p, dtype), params)
+  return ravel_pytree(params)
+
+
+def _unravel(problem: Problem, dtype) -> Callable:
+  template = jax.eval_shape(problem.init, jax.random.key(0))
+  zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, dtype), template)
+  return ravel_pytree(zeros)[1]
+
+
+def worker_objective(problem: Problem, unravel: Callable, theta_P, x_NxD, y_N,
+                     l2) -> jax.Array:
+  """f_m(theta) = mean loss on the shard + (lam / 2) ||theta||^2."""
+  return (problem.loss(unravel(theta_P), x_NxD, y_N)
+          + 0.5 * l2 * jnp.sum(jnp.square(theta_P)))
+
+
+def full_batch(problem: Problem, data: Data, l2) -> tuple[Callable,
+                                                          Callable]:
+  """Every worker's objective on its whole shard, and its gradient.
+
+  Returns:
+    (value_and_grad, values): theta_P -> (f_M, grads_MxP) and theta_P ->
+    f_M. The problem's `workers_value_and_grad` when the data carry
+    `fast_layout`'s layouts, else autodiff of `worker_objective` vmapped
+    over the workers.
+  """
+  dtype = data.x_MxNxD.dtype
+  unravel = _unravel(problem, dtype)
+  objective = lambda th, x, y: worker_objective(problem, unravel, th, x, y,
+                                                l2)
+  fast = problem.workers_value_and_grad is not None and data.has_fast_layout
+  ravel = lambda tree: ravel_pytree(tree)[0]
+
+  def value_and_grad(theta_P):
+    if fast:
+      return problem.workers_value_and_grad(theta_P, data, l2, unravel, ravel)
+    return jax.vmap(jax.value_and_grad(objective), in_axes=(None, 0, 0))(
+        theta_P, data.x_MxNxD, data.y_MxN)
+
+  def values(theta_P):
+    if fast and problem.workers_value is not None:
+      return problem.workers_value(theta_P, data, l2, unravel)
+    return jax.vmap(objective, in_axes=(None, 0, 0))(theta_P, data.x_MxNxD,
+                                                     data.y_MxN)
+
+  return value_and_grad, values
+
+
+def accuracy(problem: Problem, theta_P, x_NxD, y_N, *,
+             batch: int = 10_000) -> float:
+  """Classification accuracy of the flat parameters on (x, y)."""
+  return float(np.mean(np.asarray(predict(problem, theta_P, x_NxD, batch)) ==
+                       np.asarray(y_N)))
+
+
+def predict(problem: Problem, theta_P, x_NxD, batch: int = 10_000):
+  """Predicted labels, evaluated in batches (vmapped over a grid of theta)."""
+  theta_P = jnp.asarray(theta_P)
+  out = []
+  for start in range(0, x_NxD.shape[0], batch):
+    out.append(_predict(problem, theta_P,
+                        jnp.asarray(x_NxD[start:start + batch], theta_P.dtype)))
+  return jnp.concatenate(out, axis=-1)
+
+
+@jax.jit(static_argnums=0)
+def _predict(problem, theta_P, x_NxD):
+  def one(theta):
+    unravel = _unravel(problem, theta.dtype)
+    return jnp.argmax(problem.apply(unravel(theta), x_NxD), -1)
+  if theta_P.ndim == 2:
+    return jax.vmap(one)(theta_P)
+  return one(theta_P)
+
+
+@jax.jit(static_argnums=0)
+def objective(problem: Problem, theta_P, data: Data, l2) -> jax.Array:
+  """f(theta) = sum_m f_m(theta) on the full shards (the convex target)."""
+  unravel = _unravel(problem, theta_P.dtype)
+  values = jax.vmap(lambda x, y: worker_objective(problem, unravel, theta_P, x,
+                                                  y, l2))(data.x_MxNxD,
+                                                          data.y_MxN)
+  return jnp.sum(values)

@@ -1,0 +1,186 @@
+"""A sweep's grid: declaration -> checked points -> the grid Hyper.
+
+    points = expand_grid({'bits': [2, 4], 'xi': [0.4, 0.8]}, base=values)
+    hyper_G = stack_points(points)
+
+A grid point is a dict of the run's numeric hyperparameters (every field of
+`hyper.DEFAULTS`) plus its algorithm. `laq_jax.sweep.run_sweep` runs them.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any, Mapping, Sequence
+
+import jax.numpy as jnp
+import numpy as np
+
+from laq_jax import compressors
+from laq_jax import trigger as trigger_lib
+from laq_jax.hyper import (ALGORITHMS, DEFAULTS, Hyper, check_value as
+                           check_field, get_algorithm, make_hyper,
+                           stack_hypers)
+
+HYPER_KEYS = tuple(DEFAULTS)  # step_size, bits, xi, ..., seed
+# Every key a grid may vary, in the order points are enumerated (the first
+# key varies slowest, the last fastest), whatever order the grid lists them.
+GRID_KEYS = ('algo',) + HYPER_KEYS
+
+
+def check_grid(grid: Mapping[str, Sequence[Any]]) -> dict[str, list]:
+  """Checks a grid declaration; returns it as {key: list of values}.
+
+  Args:
+    grid: {key: non-empty list of values}, keys from GRID_KEYS.
+
+  Returns:
+    The axes in GRID_KEYS order.
+
+  Raises:
+    ValueError: an unknown key (named, with the allowed ones), an empty or
+      non-list axis, a repeated value, or a value that is not allowed.
+  """
+  if not isinstance(grid, Mapping) and not hasattr(grid, 'keys'):
+    raise ValueError(f'sweep grid={grid!r} is not allowed: it must be a '
+                     'mapping {key: [values]} with keys from '
+                     f'{", ".join(GRID_KEYS)}')
+  keys = list(grid.keys())
+  unknown = [k for k in keys if k not in GRID_KEYS]
+  if unknown:
+    raise ValueError(f'unknown sweep key(s) {", ".join(map(repr, unknown))}; '
+                     f'allowed: {", ".join(GRID_KEYS)}')
+  axes = {}
+  for key in GRID_KEYS:
+    if key not in keys:
+      continue
+    values = grid[key]
+    if isinstance(values, (str, bytes)) or not isinstance(
+        values, (list, tuple, np.ndarray)) or len(values) == 0:
+      raise ValueError(f'sweep[{key!r}]={values!r} is not allowed: it must '
+                       'be a non-empty list of values')
+    values = [v.item() if isinstance(v, np.generic) else v for v in values]
+    for value in values:
+      check_value(key, value, where=f'sweep[{key!r}]')
+    if len(set(values)) != len(values):
+      raise ValueError(f'sweep[{key!r}]={values!r} repeats a value; list '
+                       'each value once')
+    axes[key] = values
+  return axes
+
+
+def check_value(key: str, value, where: str | None = None) -> None:
+  """Raises ValueError unless `value` is allowed for grid key `key`."""
+  where = where or key
+  if key == 'algo':
+    try:
+      get_algorithm(value)
+    except ValueError:
+      raise ValueError(f'{where} value {value!r} is not allowed: use one of '
+                       f'{", ".join(ALGORITHMS)}') from None
+    return
+  check_field(key, value, where)
+
+
+def expand_grid(grid: Mapping[str, Sequence[Any]], base: Any
+                ) -> list[dict[str, Any]]:
+  """The Cartesian product of the grid's axes, over the values of `base`.
+
+  Args:
+    grid: {key: [values]} (see `check_grid`); {} gives the single base point.
+    base: a run config (ConfigDict, mapping or attribute object) holding
+      `algo` and every Hyper field (step_size, bits, ..., seed): the values of
+      the keys the grid does not vary.
+
+  Returns:
+    One dict per point with every key of GRID_KEYS, in GRID_KEYS order with
+    the last key varying fastest.
+
+  Raises:
+    ValueError: as `check_grid`.
+  """
+  axes = check_grid(grid)
+  fixed = {}
+  for key in GRID_KEYS:
+    if key in axes:
+      continue
+    value = base[key] if isinstance(base, Mapping) else getattr(base, key)
+    check_value(key, value, where=f'config.{key}')
+    fixed[key] = value
+  points = []
+  for combo in itertools.product(*axes.values()):
+    point = {**fixed, **dict(zip(axes, combo))}
+    points.append({k: point[k] for k in GRID_KEYS})
+  return points
+
+
+def programs(points: Sequence[Mapping[str, Any]]
+             ) -> list[tuple[bool, list[int]]]:
+  """The compiled programs a sweep needs: one per kind of gradient.
+
+  Full-batch and minibatch gradients are different programs (the gradient
+  is static); every other choice is data in one program.
+
+  Returns:
+    [(stochastic, indices of its points)], in the order the kinds first
+    appear.
+  """
+  if not points:
+    raise ValueError('a sweep needs at least one grid point')
+  groups: dict[bool, list[int]] = {}
+  for i, p in enumerate(points):
+    groups.setdefault(get_algorithm(p['algo']).stochastic, []).append(i)
+  return list(groups.items())
+
+
+def parts_of(points: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+  """The RunSpec parts the points' algorithms need (what a program
+  compiles in): compressors, triggers, error_feedback, downlink."""
+  algos = [get_algorithm(p['algo']) for p in points]
+  return dict(
+      compressors=compressors.check_names({a.compressor for a in algos}),
+      triggers=trigger_lib.REGISTRY.check_names({a.trigger for a in algos}),
+      error_feedback=any(a.error_feedback for a in algos),
+      downlink=any(a.downlink for a in algos))
+
+
+def varying_keys(points: Sequence[Mapping[str, Any]]) -> list[str]:
+  """The GRID_KEYS whose value differs between points."""
+  return [k for k in GRID_KEYS if len({p[k] for p in points}) > 1]
+
+
+def point_label(point: Mapping[str, Any], keys: Sequence[str]) -> str:
+  """'algo=laq bits=4' from the given keys (for legends and logs)."""
+  return ' '.join(f'{k}={point[k]:g}' if isinstance(point[k], float)
+                  else f'{k}={point[k]}' for k in keys)
+
+
+def stack_points(points: Sequence[Mapping[str, Any]], dtype=jnp.float32,
+                 authors_code: bool = False) -> Hyper:
+  """The grid Hyper [G] of the points (compressor, innovation, trigger,
+  error feedback and the broadcast's bits from each point's algo)."""
+  return stack_hypers([
+      make_hyper(p['algo'], dtype=dtype, authors_code=authors_code,
+                 **{k: p[k] for k in HYPER_KEYS}) for p in points])
+
+
+def batches(num_points: int, batch_size: int | None
+            ) -> list[tuple[list[int], list[int]]]:
+  """Splits range(num_points) into equal batches, the last one padded.
+
+  Returns:
+    [(real point indices, padded indices of length batch_size)]: the padding
+    repeats the batch's last point.
+  """
+  if num_points < 1:
+    raise ValueError('a sweep needs at least one grid point')
+  size = num_points if not batch_size else min(batch_size, num_points)
+  if size < 1:
+    raise ValueError(f'batch_size={batch_size} is not allowed: it must be an '
+                     'integer >= 1, or None / 0 for all points at once')
+  out = []
+  for start in range(0, num_points, size):
+    real = list(range(start, min(start + size, num_points)))
+    out.append((real, real + [real[-1]] * (size - len(real))))
+  return out
+
+
