@@ -40,7 +40,8 @@ GRAD_NORM_FIGURES = {'iterations': 'grad_norm_vs_iterations.png',
                      'uploads': 'grad_norm_vs_uploads.png',
                      'bits': 'grad_norm_vs_bits.png'}
 RASTER_FIGURE = 'upload_raster.png'
-RUN_FILES = ('config.json', 'metrics.csv', 'uploads.npy', 'summary.json',
+RUN_FILES = ('config.json', 'metrics.csv', 'uploads.npy', 'bits.npy',
+             'summary.json',
              *FIGURES.values(), *GRAD_NORM_FIGURES.values(), RASTER_FIGURE)
 CHECKPOINT_DIR = 'checkpoints'
 # Folders a run owns besides its files: checkpoints and TensorBoard events.

@@ -13,6 +13,8 @@ writes into `workdir`:
                    cum_bits_down (through step k), test_accuracy of theta^k
                    (at evaluation steps, empty elsewhere);
   uploads.npy      bool [T, M], who uploaded at each step;
+  bits.npy         int64 [T, M], the bits each worker uploaded at each step
+                   (what `laq_jax.network.replay` times on any network);
   summary.json     totals, final loss / accuracy of theta^T, f* and how it was
                    computed, the iteration / uploads / bits at which each
                    residual (exact: target_*; the paper's: paper_target_*)
@@ -383,6 +385,7 @@ def _write_files(config, workdir: pathlib.Path, ran: _Ran,
       rec, fstar, ran.record.accuracy_at, summary['paper_reference'],
       loss_every=summary['loss_every']))
   outputs.write_npy(workdir / 'uploads.npy', rec.sent_M)
+  outputs.write_npy(workdir / 'bits.npy', rec.bits_M.astype(np.int64))
   loss_K, grad_norm_K = rec.loss, rec.grad_norm_sq
   uploads_K, bits_K, bits_down_K = rec.uploads, rec.bits, rec.bits_down
   # Figures skip non-finite points (NaN leaves a gap; inf breaks log axes).

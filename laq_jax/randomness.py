@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import jax
 
-INIT, BATCH, COMPRESS = 0, 1, 2  # the streams
+INIT, BATCH, COMPRESS, STRAGGLER = 0, 1, 2, 3  # the streams
 
 
 def init_key(seed) -> jax.Array:
@@ -31,3 +31,8 @@ def batch_key(seed, step, worker) -> jax.Array:
 def compress_key(seed, step, worker) -> jax.Array:
   """Worker `worker`'s random compressor at step `step`."""
   return _key(seed, COMPRESS, step, worker)
+
+
+def straggler_key(seed, step, worker) -> jax.Array:
+  """Worker `worker`'s compute slowdown at step `step` (the network model)."""
+  return _key(seed, STRAGGLER, step, worker)

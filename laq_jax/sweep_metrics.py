@@ -117,7 +117,9 @@ def curve_arrays(result, *, max_upload_elements: int = 10**8
     (see `paper_references`), cum_uploads, cum_bits and cum_bits_down
     [G,T] (int64, through step k, summed over workers), loss_every [G]
     (loss is NaN at the iterations not logged), uploads [G,T,M] bool
-    (who uploaded at step k; only when G*T*M <= max_upload_elements), and
+    (who uploaded at step k) and bits [G,T,M] int64 (the bits each worker
+    uploaded at step k: what `laq_jax.network.replay` times), both only
+    when G*T*M <= max_upload_elements, and
     one [G] array per GRID_KEYS key (algo as strings).
   """
   record = result.record
@@ -135,6 +137,7 @@ def curve_arrays(result, *, max_upload_elements: int = 10**8
   }
   if result.sent_GxTxM.size <= max_upload_elements:
     out['uploads'] = np.asarray(result.sent_GxTxM, bool)
+    out['bits'] = np.asarray(result.bits_GxTxM, np.int64)
   out.update(columns([dict(p) for p in result.points]))
   return out
 

@@ -133,6 +133,8 @@ class ResumeTest(absltest.TestCase):
                      (whole / 'metrics.csv').read_text())
     np.testing.assert_array_equal(np.load(killed / 'uploads.npy'),
                                   np.load(whole / 'uploads.npy'))
+    np.testing.assert_array_equal(np.load(killed / 'bits.npy'),
+                                  np.load(whole / 'bits.npy'))
     self.assertLen(common.read_csv(killed / 'metrics.csv'), 120)
     for key in ('final_loss', 'final_test_accuracy', 'total_uploads',
                 'total_bits', 'diverged', 'paper_reference',

@@ -111,7 +111,7 @@ class RunFilesTest(parameterized.TestCase):
   @parameterized.parameters('laq', 'gd')
   def test_files_and_columns(self, algo):
     where, _ = _Runs.get(algo)
-    for name in ('config.json', 'metrics.csv', 'uploads.npy',
+    for name in ('config.json', 'metrics.csv', 'uploads.npy', 'bits.npy',
                  'summary.json') + PNGS:
       self.assertTrue((where / name).is_file(), name)
     for name in PNGS:
@@ -137,6 +137,10 @@ class RunFilesTest(parameterized.TestCase):
     self.assertEqual(sent.dtype, bool)
     self.assertEqual(sent.shape, (STEPS, WORKERS))
     np.testing.assert_array_equal(sent, trace.sent_M)
+    bits = np.load(where / 'bits.npy')  # per worker, for network replays
+    self.assertEqual(bits.dtype, np.int64)
+    np.testing.assert_array_equal(bits, trace.bits_M)
+    np.testing.assert_array_equal(col('bits', int), bits.sum(1))
     np.testing.assert_allclose(col('loss'), trace.loss, rtol=1e-12)
     # Step 0 is theta^0 = 0: every logit is 0, f = M log 10 exactly.
     self.assertAlmostEqual(col('loss')[0], WORKERS * np.log(10), places=12)

@@ -1,0 +1,209 @@
+"""laq_jax.network against a NumPy transcription of docs/algorithm.md's
+"Time on a modeled network", and hand-worked rounds."""
+
+import math
+
+from absl.testing import absltest
+from absl.testing import parameterized
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from laq_jax import network as net_lib
+
+
+
+def reference_round(net, flops, up, down, s, inn=None, num_params=None):
+  """The contract's round time, written loop by loop in float64."""
+  m = len(up)
+  inn = [True] * m if inn is None else list(inn)
+  get = lambda name, i: float(np.broadcast_to(getattr(net, name), (m,))[i])
+  ws = [i for i in range(m) if inn[i]]
+  c = {i: s[i] * flops[i] / get('flops_per_s', i) for i in ws}
+  u = {i: get('up_latency_s', i) + up[i] / get('up_bps', i) for i in ws}
+  arrive = max(max(c[i] + u[i] for i in ws),
+               min(c[i] for i in ws) + max(get('up_latency_s', i) for i in ws)
+               + sum(up[i] for i in ws) / float(net.server_in_bps))
+  d = max(max(get('down_latency_s', i) + down[i] / get('down_bps', i)
+              for i in ws),
+          max(get('down_latency_s', i) for i in ws)
+          + sum(down[i] for i in ws) / float(net.server_out_bps))
+  if num_params is not None and int(net.topology) == 1:
+    n = len(ws)
+    hop = min(min(get('up_bps', i), get('down_bps', i)) for i in ws)
+    lat = max(get('up_latency_s', i) for i in ws)
+    return max(c.values()) + 2 * (n - 1) * (lat + (32 * num_params / n) / hop)
+  return arrive + d
+
+
+def round_of(net, flops, up, down, s, **kw):
+  return float(net_lib.round_time(
+      net, jnp.asarray(flops, jnp.float64), jnp.asarray(up, jnp.float64),
+      jnp.asarray(down, jnp.float64), jnp.asarray(s, jnp.float64),
+      **kw).time_s)
+
+
+class RoundTimeTest(parameterized.TestCase):
+
+  def test_two_workers_by_hand(self):
+    # Worker 0: 1 GFLOP at 1 GFLOP/s (1 s), uploads 1e6 bits at 1 Mbit/s
+    # (1 s) after 0.1 s latency: done at 2.1 s. Worker 1 skips: 2 GFLOP at
+    # 4 GFLOP/s (0.5 s) + 0.2 s latency = 0.7 s. Ingress 1e7 bits/s: 0.5 s
+    # (the faster compute) + 0.2 (the larger latency) + 0.1 = 0.8 s.
+    # Arrive 2.1 s. Down: 3.2e6 bits at 8 Mbit/s = 0.4 s + 0.05 s latency;
+    # egress 6.4e6 / 1.6e7 = 0.4 s + 0.05: d = 0.45 s. T = 2.55 s.
+    net = net_lib.make_network(
+        'cross_silo', num_workers=2, up_bps=1e6, down_bps=8e6,
+        up_latency_s=[0.1, 0.2], down_latency_s=0.05,
+        flops_per_s=[1e9, 4e9], server_in_bps=1e7, server_out_bps=1.6e7)
+    got = net_lib.round_time(net, jnp.array([1e9, 2e9]),
+                             jnp.array([1e6, 0.0]), jnp.array([3.2e6, 3.2e6]),
+                             jnp.ones(2))
+    self.assertAlmostEqual(float(got.time_s), 2.55, places=12)
+    self.assertEqual(int(got.slowest), 0)
+    # The ingress binds when it is slow: 1e6 bits at 1e6 bits/s after the
+    # fastest compute and the largest latency: 0.5 + 0.2 + 1 = 1.7 < 2.1;
+    # at 4e5 bits/s: 0.5 + 0.2 + 2.5 = 3.2 > 2.1.
+    slow_in = net._replace(server_in_bps=jnp.float64(4e5))
+    self.assertAlmostEqual(round_of(slow_in, [1e9, 2e9], [1e6, 0], [3.2e6] * 2,
+                                    [1, 1]), 3.2 + 0.45, places=12)
+
+  def test_limits(self):
+    # Infinite bandwidth and zero latency leave compute only: the slowest
+    # worker's s F / rate, and one straggler sets the round.
+    net = net_lib.make_network(
+        'datacenter', num_workers=3, up_bps=math.inf, down_bps=math.inf,
+        up_latency_s=0.0, down_latency_s=0.0, flops_per_s=2e9,
+        server_in_bps=math.inf, server_out_bps=math.inf)
+    flops = [1e9, 1e9, 1e9]
+    self.assertEqual(round_of(net, flops, [5e6] * 3, [1e6] * 3, [1, 1, 1]),
+                     0.5)
+    self.assertEqual(round_of(net, flops, [5e6] * 3, [1e6] * 3, [1, 7, 1]),
+                     3.5)
+    # A skip costs its latency only.
+    lat = net._replace(up_latency_s=jnp.full(3, 0.25))
+    self.assertEqual(round_of(lat, flops, [0, 0, 0], [0] * 3, [1, 1, 1]),
+                     0.75)
+    # Absent workers are out of every max, min and sum.
+    self.assertEqual(round_of(net, flops, [0] * 3, [0] * 3, [1, 7, 1],
+                              participants_M=jnp.array([True, False, True])),
+                     0.5)
+
+  @parameterized.parameters(0, 1, 2, 3, 4)
+  def test_random_rounds_match_the_transcription(self, seed):
+    rng = np.random.default_rng(seed)
+    m = 5
+    net = net_lib.make_network(
+        'mobile', num_workers=m, up_bps=rng.uniform(1e5, 1e7, m),
+        down_bps=rng.uniform(1e6, 1e8, m),
+        up_latency_s=rng.uniform(0, 0.1, m),
+        down_latency_s=rng.uniform(0, 0.1, m),
+        flops_per_s=rng.uniform(1e8, 1e10, m),
+        server_in_bps=rng.uniform(1e6, 1e8),
+        server_out_bps=rng.uniform(1e6, 1e8),
+        topology='ring' if seed % 2 else 'star')
+    flops = rng.uniform(1e7, 1e9, m)
+    up = np.where(rng.random(m) < 0.5, rng.integers(1, 10**6, m), 0)
+    down = np.full(m, 32 * 7850.0)
+    s = rng.lognormal(0, 0.5, m)
+    inn = rng.random(m) < 0.8
+    inn[0] = True
+    want = reference_round(net, flops, up, down, s, inn, num_params=7850)
+    got = round_of(net, flops, up, down, s, participants_M=jnp.asarray(inn),
+                   num_params=7850)
+    self.assertAlmostEqual(got / want, 1.0, delta=1e-12)
+
+  def test_ring_by_hand(self):
+    # 4 workers, p = 1e6 (32e6 bits), B = 1e9, l = 1e-3: the compute
+    # (1 s) + 2 * 3 * (1e-3 + 8e6 / 1e9) = 1 + 6 * 9e-3.
+    net = net_lib.make_network('cross_silo', num_workers=4, up_bps=1e9,
+                               down_bps=2e9, up_latency_s=1e-3,
+                               flops_per_s=1e9, topology='ring')
+    got = round_of(net, [1e9] * 4, [32e6] * 4, [32e6] * 4, [1] * 4,
+                   num_params=10**6)
+    self.assertAlmostEqual(got, 1 + 6 * 9e-3, places=12)
+
+  def test_stragglers_are_seeded_by_step_and_global_worker(self):
+    net = net_lib.make_network('mobile', num_workers=8)
+    all_s = net_lib.slowdown(net, 3, 17, jnp.arange(8))
+    part = net_lib.slowdown(net, 3, 17, jnp.array([5, 6]))
+    np.testing.assert_array_equal(all_s[5:7], part)  # any device layout
+    self.assertFalse(np.allclose(all_s, net_lib.slowdown(net, 3, 18,
+                                                         jnp.arange(8))))
+    # lognormal(0, 0.5) over many draws: median about 1.
+    s = net_lib.slowdowns(net, 0, 400, 8)
+    self.assertAlmostEqual(float(np.median(np.log(s))), 0.0, delta=0.08)
+    self.assertAlmostEqual(float(np.std(np.log(s))), 0.5, delta=0.05)
+    none = net_lib.make_network('cross_silo', num_workers=8)
+    np.testing.assert_array_equal(net_lib.slowdowns(none, 0, 3, 8),
+                                  np.ones((3, 8)))
+    exp = net_lib.make_network('cross_silo', num_workers=8,
+                               straggler='exp', straggler_scale=2.0)
+    s = net_lib.slowdowns(exp, 0, 500, 8)
+    self.assertGreaterEqual(s.min(), 1.0)
+    self.assertAlmostEqual(float(s.mean()) - 1, 2.0, delta=0.2)
+
+  def test_a_sweep_over_bandwidths_is_one_program(self):
+    nets = [net_lib.make_network('cross_silo', num_workers=3, up_bps=b)
+            for b in (1e6, 1e7, 1e8, 1e9)]
+    stacked = jax.tree.map(lambda *xs: jnp.stack(xs), *nets)
+    fn = jax.jit(jax.vmap(lambda n: net_lib.round_time(
+        n, jnp.full(3, 1e9), jnp.full(3, 1e6), jnp.full(3, 1e6),
+        jnp.ones(3)).time_s))
+    times = np.asarray(fn(stacked))
+    self.assertEqual(fn._cache_size(), 1)
+    for t, n in zip(times, nets):
+      self.assertAlmostEqual(
+          t, reference_round(n, [1e9] * 3, [1e6] * 3, [1e6] * 3, [1] * 3),
+          places=12)
+    self.assertTrue(np.all(np.diff(times) < 0))  # faster uplinks, sooner
+
+  def test_replay_equals_the_rounds(self):
+    net = net_lib.make_network('mobile', num_workers=3)
+    rng = np.random.default_rng(0)
+    bits = rng.integers(0, 10**6, (6, 3))
+    down = np.full((6, 3), 32 * 100)
+    out = net_lib.replay(net, [1e8] * 3, bits, down, seed=4)
+    s = net_lib.slowdowns(net, 4, 6, 3)
+    for k in range(6):
+      self.assertAlmostEqual(out.time_s[k] / reference_round(
+          net, [1e8] * 3, bits[k], down[k], s[k]), 1.0, delta=1e-12)
+
+
+class BadInputTest(parameterized.TestCase):
+
+  @parameterized.parameters(
+      ('up_bps', 0.0, '> 0'), ('down_bps', -1.0, '> 0'),
+      ('up_bps', float('nan'), 'not NaN'), ('up_latency_s', -0.1, '>= 0'),
+      ('down_latency_s', math.inf, 'finite'), ('flops_per_s', 0, '> 0'),
+      ('straggler', 'gamma', 'none, exp, lognormal'),
+      ('straggler_scale', -1.0, '>= 0'), ('topology', 'tree', 'star, ring'),
+      ('server_in_bps', [1e9, 2e9], '> 0'), ('up_bps', True, '> 0'),
+      ('up_bps', '1e9', '> 0'))
+  def test_refused_naming_the_field(self, name, value, allowed):
+    with self.assertRaisesRegex(ValueError,
+                                f'network.{name}=.*not allowed.*{allowed}'):
+      net_lib.make_network('cross_silo', **{name: value})
+
+  def test_unknown_profile_and_field(self):
+    with self.assertRaisesRegex(ValueError, "unknown network profile 'lan'"
+                                '; allowed: datacenter, cross_silo, mobile'):
+      net_lib.make_network('lan')
+    with self.assertRaisesRegex(ValueError, r"\['up_mbps'\]; allowed"):
+      net_lib.make_network('mobile', up_mbps=5)
+    with self.assertRaisesRegex(ValueError, 'one per worker \\(3\\)'):
+      net_lib.make_network('mobile', num_workers=3, up_bps=[1e6, 2e6])
+
+  def test_ring_only_for_full_precision_eager_presets(self):
+    from laq_jax import hyper  # pylint: disable=g-import-not-at-top
+    ring = net_lib.make_network('cross_silo', topology='ring')
+    for name in ('gd', 'sgd'):
+      net_lib.check_topology(ring, hyper.get_algorithm(name))
+    for name in ('laq', 'qsgd', 'ef21', 'lag'):
+      with self.assertRaisesRegex(ValueError, f'ring is not allowed for '
+                                  f"'{name}'"):
+        net_lib.check_topology(ring, hyper.get_algorithm(name))
+
+
+if __name__ == '__main__':
+  absltest.main()
