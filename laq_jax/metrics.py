@@ -126,6 +126,8 @@ class Curve(NamedTuple):
     bits: [K] uplink bits spent to reach theta^k (starts at 0).
     quantity: what `value` is, a key of QUANTITIES.
     bits_down: [K] downlink bits spent to reach theta^k, or None.
+    time_s: [K] simulated seconds spent to reach theta^k on a modeled
+      network (`laq_jax.network`), or None.
   """
   label: str
   value: np.ndarray
@@ -134,6 +136,7 @@ class Curve(NamedTuple):
   bits: np.ndarray
   quantity: str
   bits_down: np.ndarray | None = None
+  time_s: np.ndarray | None = None
 
   @property
   def is_residual(self) -> bool:

@@ -28,6 +28,7 @@ X_AXES = {
     'uploads': ('uploads', 'cumulative uploads (all workers)'),
     'bits': ('bits', 'cumulative bits uploaded'),
     'bits_total': ('bits_total', 'cumulative bits, uploaded + broadcast'),
+    'time': ('time_s', 'simulated seconds (laq_jax.network)'),
 }
 PAPER_AXES = ('iterations', 'uploads', 'bits')  # the paper's three figures
 

@@ -1,0 +1,98 @@
+"""experiments.timeline: finished runs replayed on networks, post hoc,
+against the NumPy transcription of the round time."""
+
+import pathlib
+import tempfile
+
+from absl.testing import absltest
+import numpy as np
+
+from configs import default
+from experiments import outputs
+from experiments import timeline
+from laq_jax import network as net_lib
+from laq_jax.record import Record
+from tests import network_test
+
+M, T, P = 2, 4, 7850  # logistic regression on MNIST: P parameters
+
+
+def write_run(where: pathlib.Path, algo: str, sent, fstar=None,
+              target_iteration=None):
+  """A finished run's files (no training): config, summary, metrics.csv,
+  uploads.npy, bits.npy."""
+  sent = np.asarray(sent, bool)
+  bits = np.where(sent, 32 * P if algo == 'gd' else 4 * P + 32, 0)
+  down = np.full(sent.shape, 32 * P)
+  config = default.get_config()
+  config.update(algo=algo, num_workers=M, train_subset=600)
+  outputs.write_json(where / 'config.json', config.to_dict())
+  outputs.write_json(where / 'summary.json', {
+      'algo': algo, 'fstar': fstar, 'target_iteration': target_iteration,
+      'final_loss': 1.0, 'paper_target_iteration': None})
+  loss = np.linspace(4.0, 3.0, len(sent))
+  outputs.atomic_write(where / 'metrics.csv', outputs.metrics_csv(
+      Record.from_arrays(loss=loss, grad_norm_sq=np.ones(len(sent)),
+                         sent_M=sent, bits_M=bits, bits_down_M=down),
+      fstar, {}, 1.0))
+  outputs.write_npy(where / 'uploads.npy', sent)
+  outputs.write_npy(where / 'bits.npy', bits.astype(np.int64))
+  return bits, down
+
+
+class TimelineTest(absltest.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    self.dir = pathlib.Path(tempfile.mkdtemp(prefix='laq_timeline_test_'))
+
+  def test_times_match_the_transcription(self):
+    sent = [[1, 1], [0, 1], [0, 0], [1, 0]]
+    bits, down = write_run(self.dir / 'laq', 'laq', sent, fstar=2.0,
+                           target_iteration=3)
+    write_run(self.dir / 'gd', 'gd', np.ones((T, M)))
+    rows = timeline.timeline([str(self.dir / 'laq'), str(self.dir / 'gd')],
+                             ['mobile', 'cross_silo'], {'up_bps': 2e6})
+    self.assertEqual([(r['network'], r['algo']) for r in rows],
+                     [('mobile', 'laq'), ('mobile', 'gd'),
+                      ('mobile', 'gd (ring)'), ('cross_silo', 'laq'),
+                      ('cross_silo', 'gd'), ('cross_silo', 'gd (ring)')])
+    laq = rows[0]
+    # F_m: 300 samples per worker (600 / M) at 4 D C FLOPs each.
+    flops = 300 * 4 * 784 * 10
+    self.assertEqual(laq['flops_per_worker_step'], flops)
+    net = net_lib.make_network('mobile', num_workers=M, up_bps=2e6)
+    s = net_lib.slowdowns(net, 0, T, M)
+    want = [network_test.reference_round(net, [flops] * M, bits[k], down[k],
+                                         s[k]) for k in range(T)]
+    np.testing.assert_allclose(laq['time_s'], want, rtol=1e-12)
+    self.assertAlmostEqual(laq['total_time_s'], sum(want), delta=1e-9)
+    # The target at k = 3: the rounds 0, 1, 2 before it.
+    self.assertAlmostEqual(laq['target_time_s'], sum(want[:3]), delta=1e-9)
+    ring = rows[2]
+    self.assertEqual(ring['topology'], 'ring')
+    self.assertGreater(ring['total_time_s'], 0)
+    text = timeline.table(rows)
+    self.assertIn('| mobile | laq |', text)
+    timeline.write(rows, self.dir / 'out')
+    for name in ('timeline.csv', 'timeline.md', 'loss_vs_time_mobile.png',
+                 'loss_vs_time_cross_silo.png'):
+      self.assertTrue((self.dir / 'out' / name).is_file(), name)
+
+  def test_refusals(self):
+    write_run(self.dir / 'laq', 'laq', np.ones((T, M)))
+    (self.dir / 'laq' / 'bits.npy').unlink()
+    with self.assertRaisesRegex(timeline.TimelineError, 'no bits.npy'):
+      timeline.timeline([str(self.dir / 'laq')], ['mobile'], {})
+    with self.assertRaisesRegex(timeline.TimelineError,
+                                "unknown network profile 'lan'"):
+      timeline.timeline([str(self.dir / 'laq')], ['lan'], {})
+    with self.assertRaisesRegex(timeline.TimelineError, 'FIELD=VALUE'):
+      timeline.parse_overrides(['up=1'])
+    with self.assertRaisesRegex(ValueError, 'network.up_bps=-1.0'):
+      timeline.timeline([str(self.dir / 'laq')], ['mobile'],
+                        timeline.parse_overrides(['up_bps=-1']))
+
+
+if __name__ == '__main__':
+  absltest.main()
