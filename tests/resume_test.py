@@ -161,7 +161,7 @@ class ResumeTest(absltest.TestCase):
     csv_text = (where / 'metrics.csv').read_text()
     curves = events_test.read(where / 'tensorboard')
     (where / 'metrics.csv').unlink()
-    with mock.patch.object(laq_jax, 'run_chunk') as run_chunk:
+    with mock.patch.object(laq_jax.loop, 'run_chunk') as run_chunk:
       again = train.train_and_evaluate(config, where)
     run_chunk.assert_not_called()  # all 30 steps come from the checkpoint
     self.assertEqual(again['resumed_from'], 30)
@@ -176,8 +176,8 @@ class ResumeTest(absltest.TestCase):
     config = common.tiny_config(num_iters=10, checkpoint_every=10)
     where = workdir('started_over')
     train.train_and_evaluate(config, where)
-    with mock.patch.object(laq_jax, 'run_chunk',
-                           wraps=laq_jax.run_chunk) as run_chunk:
+    with mock.patch.object(laq_jax.loop, 'run_chunk',
+                           wraps=laq_jax.loop.run_chunk) as run_chunk:
       summary = train.train_and_evaluate(config, where, overwrite=True)
     self.assertEqual(run_chunk.call_count, 1)
     self.assertIsNone(summary['resumed_from'])

@@ -260,7 +260,7 @@ class RefusedTest(absltest.TestCase):
   def test_nothing_runs_before_validation(self):
     out = workdir('never_created')
     with mock.patch.object(build, 'build') as built, \
-        mock.patch.object(laq_jax, 'run_chunk') as run_chunk:
+        mock.patch.object(laq_jax.loop, 'run_chunk') as run_chunk:
       with self.assertRaisesRegex(config_lib.ConfigError, 'config.bits'):
         train.train_and_evaluate(common.tiny_config(bits=40), out)
     built.assert_not_called()
