@@ -181,7 +181,8 @@ def build(config) -> Built:
   if get('workers_on') == 'devices':
     host_data = Data(x_MxNxD.astype(np_dtype), np.asarray(y_MxN))
     mesh = sharding.make_mesh()
-    data = sharding.shard_data(_layout(host_data, loaded.integer_scale, spec), mesh)
+    data = sharding.shard_data(
+        _layout(host_data, loaded.integer_scale, spec), mesh)
     run_chunk_fn = sharding.make_run_chunk(mesh)
   else:
     host_data = Data(jnp.asarray(x_MxNxD.astype(np_dtype)),

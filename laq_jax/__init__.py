@@ -40,7 +40,8 @@ def __getattr__(name):
 
 __all__ = [
     'ALGORITHMS', 'Algorithm', 'COMPRESSORS', 'Chunk', 'Data', 'Hyper', 'LAQ',
-    'LoopState', 'PROBLEMS', 'Problem', 'Record', 'Rule', 'RuleState', 'RunSpec',
+    'LoopState', 'PROBLEMS', 'Problem', 'Record', 'Rule', 'RuleState',
+    'RunSpec',
     'StepStats', 'Trace', 'accuracy', 'fast_layout', 'flat_params',
     'get_algorithm',
     'get_problem', 'init_state', 'logistic_regression', 'make_hyper', 'mlp',
