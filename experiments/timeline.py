@@ -28,12 +28,17 @@ from experiments import markdown
 from experiments import outputs
 
 FLAGS = flags.FLAGS
-flags.DEFINE_list('workdirs', None, 'Finished run folders.')
-flags.DEFINE_list('networks', ['datacenter', 'cross_silo', 'mobile'],
-                  'Network profiles (laq_jax.network.PROFILES).')
-flags.DEFINE_list('set', [], 'Overrides of every profile\'s fields, '
-                  'FIELD=VALUE (e.g. up_bps=5e6).')
-flags.DEFINE_string('out', None, 'Folder for the table and figures.')
+
+
+def define_flags() -> None:
+  """The launcher's flags (defined when it runs, not on import: --workdirs
+  is also experiments.compare's, and both modules import in one process)."""
+  flags.DEFINE_list('workdirs', None, 'Finished run folders.')
+  flags.DEFINE_list('networks', ['datacenter', 'cross_silo', 'mobile'],
+                    'Network profiles (laq_jax.network.PROFILES).')
+  flags.DEFINE_list('set', [], 'Overrides of every profile\'s fields, '
+                    'FIELD=VALUE (e.g. up_bps=5e6).')
+  flags.DEFINE_string('out', None, 'Folder for the table and figures.')
 
 
 class TimelineError(ValueError):
@@ -220,4 +225,5 @@ def main(argv):
 
 
 if __name__ == '__main__':
+  define_flags()
   app.run(main)
