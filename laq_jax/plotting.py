@@ -46,7 +46,8 @@ def loss_figure(curves: Sequence[Curve], x: str = 'iterations', *,
   Args:
     curves: one per run (see `laq_jax.metrics.make_curve`), all residuals
       or all losses.
-    x: 'iterations', 'uploads' or 'bits'.
+    x: 'iterations', 'uploads', 'bits', 'bits_total' or 'time' (simulated
+      seconds, for curves that carry `time_s`).
     title: optional axes title.
     log_x: log-scale x axis; default only for bits, whose totals span orders
       of magnitude across algorithms (the point at 0 bits is then left out).
@@ -61,6 +62,10 @@ def loss_figure(curves: Sequence[Curve], x: str = 'iterations', *,
     raise ValueError(f'x={x!r} is not allowed: use one of '
                      f'{", ".join(X_AXES)}')
   field, x_label = X_AXES[x]
+  if x == 'time' and any(c.time_s is None for c in curves):
+    raise ValueError("x='time' needs curves with simulated seconds; these "
+                     'have no simulated time (time_s: a network replay, '
+                     '`experiments.timeline`, sets it)')
   if len({c.quantity for c in curves}) > 1:
     raise ValueError('curves mix quantities '
                      f'({", ".join(sorted({c.quantity for c in curves}))}): '

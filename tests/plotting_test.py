@@ -37,8 +37,15 @@ class PlottingTest(absltest.TestCase):
   def test_mixed_curves_and_bad_axis_raise(self):
     with self.assertRaisesRegex(ValueError, 'mix'):
       plotting.loss_figure(self.curves(3.0)[:1] + self.curves(None)[:1])
-    with self.assertRaisesRegex(ValueError, "x='time'"):
+    with self.assertRaisesRegex(ValueError, "x='seconds'"):
+      plotting.loss_figure(self.curves(3.0), 'seconds')
+    # Simulated seconds only for curves that carry them (a network replay).
+    with self.assertRaisesRegex(ValueError, "x='time'.*no simulated time"):
       plotting.loss_figure(self.curves(3.0), 'time')
+    timed = [c._replace(time_s=np.arange(len(c.value)) * 0.5)
+             for c in self.curves(3.0)]
+    fig = plotting.loss_figure(timed, 'time')
+    self.assertIn('simulated seconds', fig.axes[0].get_xlabel())
 
   def test_upload_raster(self):
     sent = np.zeros((50, 4), bool)
