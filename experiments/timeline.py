@@ -17,6 +17,7 @@ seconds).
 
 from __future__ import annotations
 
+import functools
 import pathlib
 from typing import Any, Sequence
 
@@ -67,21 +68,23 @@ def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
   return out
 
 
+@functools.cache
+def _dataset_shape(dataset: str, data_dir: str) -> tuple[int, int, int]:
+  """(features, classes, training samples) of a dataset, loaded once."""
+  from laq_jax import data as data_lib  # pylint: disable=g-import-not-at-top
+  loaded = data_lib.kinds.load(dataset, data_dir=data_dir or None)
+  classes = int(max(loaded.y_train.max(), loaded.y_test.max())) + 1
+  return loaded.x_train.shape[1], classes, len(loaded.y_train)
+
+
 def flops_per_worker_step(config: dict) -> tuple[float, int]:
   """(F_m, p): the gradient FLOPs of one worker's step (its shard, or its
   minibatch), from the run's problem (`Problem.grad_flops_per_sample`), and
   the number of parameters."""
-  from experiments import build  # pylint: disable=g-import-not-at-top
-  from laq_jax import data as data_lib  # pylint: disable=g-import-not-at-top
   from laq_jax import hyper  # pylint: disable=g-import-not-at-top
   from laq_jax import problems  # pylint: disable=g-import-not-at-top
-  kind = data_lib.kinds.parse(config['dataset'])[0]
-  if kind == 'mnist':
-    dim, classes, num_train = 784, 10, data_lib.kinds.MNIST_TRAIN_SIZE
-  else:
-    loaded = build.load_dataset(config)
-    dim, classes = loaded.x_train.shape[1], int(loaded.y_train.max()) + 1
-    num_train = len(loaded.y_train)
+  dim, classes, num_train = _dataset_shape(config['dataset'],
+                                           config.get('data_dir', ''))
   problem = problems.get_problem(config['model'], dim, classes,
                                  hidden=config.get('hidden', 200))
   if problem.grad_flops_per_sample is None:

@@ -11,6 +11,7 @@ library makes carries an explicit dtype, so float32 runs stay float32.
 
 from laq_jax import compressors as _compressors
 from laq_jax import problems as _problems
+from laq_jax import registry as _registry
 from laq_jax import trigger
 from laq_jax.hyper import (ALGORITHMS, Algorithm, Hyper, get_algorithm,
                            make_hyper, register_algorithm, stack_hypers,
@@ -27,15 +28,10 @@ from laq_jax.rules import LAQ, Rule, RuleState, StepStats
 __version__ = '0.2.0'
 
 
-def __getattr__(name):
-  # The registries' names, as they are now (parts registered later included).
-  if name == 'COMPRESSORS':
-    return _compressors.REGISTRY.names
-  if name == 'PROBLEMS':
-    return _problems.REGISTRY.names
-  if name == 'TRIGGERS':
-    return trigger.REGISTRY.names
-  raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+# The registries' names, as they are now (parts registered later included).
+__getattr__ = _registry.names_attribute(
+    __name__, COMPRESSORS=_compressors.REGISTRY,
+    PROBLEMS=_problems.REGISTRY, TRIGGERS=trigger.REGISTRY)
 
 
 __all__ = [

@@ -54,13 +54,6 @@ def index(name: str) -> int:
   return REGISTRY.index(name)
 
 
-def __getattr__(name):
-  # COMPRESSORS follows the registry: a compressor registered later is in it.
-  if name == 'COMPRESSORS':
-    return REGISTRY.names
-  raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
-
-
 class Compressed(NamedTuple):
   """One worker's compressed upload.
 
@@ -253,6 +246,8 @@ REGISTRY: registry.Registry[Callable[..., Compressed]] = registry.Registry(
     'compressor', [('identity', identity), ('uniform', uniform),
                    ('qsgd', qsgd), ('rand_p', rand_p), ('top_k', top_k),
                    ('sign', sign), ('terngrad', terngrad)])
+# COMPRESSORS: the registry's names (a compressor registered later is in it).
+__getattr__ = registry.names_attribute(__name__, COMPRESSORS=REGISTRY)
 
 
 def _varying_like_grad(fn):

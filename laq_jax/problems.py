@@ -225,10 +225,7 @@ REGISTRY: registry.Registry[Callable[..., Problem]] = registry.Registry(
     'model', [('logreg', logistic_regression), ('mlp', mlp)])
 
 
-def __getattr__(name):
-  if name == 'PROBLEMS':  # follows the registry
-    return REGISTRY.names
-  raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+__getattr__ = registry.names_attribute(__name__, PROBLEMS=REGISTRY)
 
 
 def get_problem(name: str, input_dim: int = 784, num_classes: int = 10,

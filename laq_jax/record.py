@@ -95,26 +95,22 @@ class Record:
   @classmethod
   def join(cls, records: Sequence[Record]) -> Record:
     """The records one after another in time."""
-    records = list(records)
-    out = {}
-    for name in RECORDED:
-      parts = [r.fields[name] for r in records]
-      if any(p is None for p in parts):
-        out[name] = None
-        continue
-      axis = parts[0].ndim - (2 if per_worker(name) else 1)
-      out[name] = np.concatenate(parts, axis=axis)
-    return cls.from_arrays(**{k: v for k, v in out.items() if v is not None})
+    return cls._concat(records, lambda name, a: a.ndim - (
+        2 if per_worker(name) else 1))
 
   @classmethod
   def concat_points(cls, records: Sequence[Record]) -> Record:
     """Sweep records one after another along the grid axis G."""
-    records = list(records)
+    return cls._concat(records, lambda name, a: 0)
+
+  @classmethod
+  def _concat(cls, records, axis_of) -> Record:
+    """The fields every record has, concatenated on axis_of(name, array)."""
     out = {}
     for name in RECORDED:
       parts = [r.fields[name] for r in records]
       if all(p is not None for p in parts):
-        out[name] = np.concatenate(parts, axis=0)
+        out[name] = np.concatenate(parts, axis=axis_of(name, parts[0]))
     return cls.from_arrays(**out)
 
   def arrays(self) -> dict[str, np.ndarray]:

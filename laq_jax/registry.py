@@ -16,9 +16,21 @@ it.
 
 from __future__ import annotations
 
-from typing import Generic, Iterable, Iterator, TypeVar
+from typing import Any, Callable, Generic, Iterable, Iterator, TypeVar
 
 T = TypeVar('T')
+
+
+def names_attribute(module: str, **registries: 'Registry') -> Callable[
+    [str], Any]:
+  """A module `__getattr__` serving each registry's names under the given
+  attribute (`COMPRESSORS=REGISTRY`), as they are now: a part registered
+  later is in them."""
+  def __getattr__(name):
+    if name in registries:
+      return registries[name].names
+    raise AttributeError(f'module {module!r} has no attribute {name!r}')
+  return __getattr__
 
 
 class Registry(Generic[T]):

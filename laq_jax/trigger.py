@@ -169,11 +169,8 @@ def index(name: str) -> int:
   return REGISTRY.index(name)
 
 
-def __getattr__(name):
-  # TRIGGERS follows the registry: a trigger registered later is in it.
-  if name == 'TRIGGERS':
-    return REGISTRY.names
-  raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+# TRIGGERS: the registry's names (a trigger registered later is in it).
+__getattr__ = registry.names_attribute(__name__, TRIGGERS=REGISTRY)
 
 
 def _typed_like(fn, like):

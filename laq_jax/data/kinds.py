@@ -145,7 +145,7 @@ def parse(dataset) -> tuple[str, str]:
   """
   text = str(dataset)
   kind, sep, rest = text.partition(':')
-  entry = REGISTRY._parts.get(kind)  # pylint: disable=protected-access
+  entry = REGISTRY.get(kind) if kind in REGISTRY else None
   if isinstance(dataset, str) and entry is not None and (
       (entry.takes_argument and sep and rest)
       or (not entry.takes_argument and not sep)):
