@@ -38,8 +38,17 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # '300:2,500:6'), err_weight (c_e), threshold_offset (c_0), max_staleness
   # (tbar), l2 (lam, per worker), seed, levels (qsgd's s), keep_prob (ssgd's
   # p), top_k, zeta (CLAG), downlink_bits (two_laq's broadcast, 0: b).
+  # Then the modeled network the rounds are timed on (laq_jax.network,
+  # docs/algorithm.md): network, a profile (datacenter, cross_silo, mobile),
+  # and network_FIELD overrides of its fields, None for the profile's:
+  # network_up_bps, network_down_bps, network_up_latency_s,
+  # network_down_latency_s, network_flops_per_s, network_straggler (none,
+  # exp, lognormal), network_straggler_scale, network_server_in_bps,
+  # network_server_out_bps, network_topology (star; ring for gd, sgd).
   for field in hyper_lib.CONFIG_FIELDS:
-    config[field.name] = field.default
+    config[field.name] = (
+        field.default if field.default is not None else
+        ml_collections.config_dict.placeholder(field.value_type))
   config.memory = 10  # D, parameter steps the trigger remembers
   config.batch_size = 500  # samples per worker per step (stochastic algos)
   # The authors' scripts where they depart from Algorithm 1: no forced upload
@@ -73,8 +82,13 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   return apply_arg(config, arg)
 
 
-def _parse_value(name: str, text: str, current):
-  """`text` as the type of the field's current value."""
+def _parse_value(name: str, text: str, current, kind: type | None = None):
+  """`text` as the type of the field's current value (or `kind`, the
+  declared type of a field that holds None)."""
+  if current is None and kind is not None:
+    if text.lower() in ('', 'none'):
+      return None
+    current = kind()
   if isinstance(current, bool):
     if text.lower() in ('1', 'true', 'yes'):
       return True
@@ -91,6 +105,14 @@ def _parse_value(name: str, text: str, current):
         raise ValueError(f'config argument {name}={text!r}: expected '
                          f'{description}') from None
   return text
+
+
+def _declared_type(config, name: str) -> type | None:
+  """The type a ConfigDict field was declared with (a placeholder's)."""
+  try:
+    return config.get_ref(name).get_type()
+  except (AttributeError, KeyError, TypeError):
+    return None
 
 
 def apply_arg(config: ml_collections.ConfigDict, arg: str | None,
@@ -122,7 +144,8 @@ def apply_arg(config: ml_collections.ConfigDict, arg: str | None,
       if name not in config:
         raise ValueError(f'config argument {item!r}: no field {name!r}; '
                          f'fields: {", ".join(sorted(config.keys()))}')
-      config[name] = _parse_value(name, text, config[name])
+      config[name] = _parse_value(name, text, config[name],
+                                  _declared_type(config, name))
     elif item in variants:
       config.update(variants[item])
     else:

@@ -22,7 +22,8 @@ from laq_jax import data as data_lib
 from laq_jax import sharding
 from laq_jax import sweep as sweep_lib
 from laq_jax.hyper import (ALGORITHMS, DEFAULTS, check_value,
-                           get_algorithm, is_integer, is_number)
+                           get_algorithm, is_integer, is_number,
+                           make_network)
 from laq_jax.loop import GRID_AXES, MINIBATCH_LOSS_EVERY
 from laq_jax import problems as problems_lib
 
@@ -162,6 +163,10 @@ def validate_config(config, *, allow_extra: Iterable[str] = ()) -> None:
       check_value(name, c[name], where=f'config.{name}')
     except ValueError as e:
       raise ConfigError(str(e)) from None
+  try:  # a ring needs a preset that can all-reduce
+    make_network(c, get_algorithm(c['algo']))
+  except ValueError as e:
+    raise ConfigError(f'config.{e}') from None
   if not isinstance(c['authors_code'], (bool, np.bool_)):
     raise bad('authors_code', c['authors_code'], 'True or False')
   if not (is_number(c['dirichlet_alpha']) and c['dirichlet_alpha'] > 0):

@@ -63,7 +63,8 @@ class Events:
     Args:
       logdir: the folder (created).
       start_step: the first step this writer will write.
-      totals: uploads, uplink bits, downlink bits before `start_step`.
+      totals: uploads, uplink bits, downlink bits (and simulated seconds)
+        before `start_step`.
       config: written as text at the first step (a fresh run).
       fstar: f*, for the residual.
     """
@@ -80,7 +81,8 @@ class Events:
     self._writer.add_event(event_pb2.Event(
         step=start_step, session_log=event_pb2.SessionLog(
             status=event_pb2.SessionLog.START)))
-    self.totals = np.asarray(totals, np.float64)
+    self.totals = np.zeros(4, np.float64)
+    self.totals[:len(totals)] = np.asarray(totals, np.float64)
     self.fstar = fstar
     if config is not None and start_step == 0:
       from tensorboardX import summary  # pylint: disable=g-import-not-at-top
@@ -90,11 +92,15 @@ class Events:
   def steps(self, first_step: int, record: record_lib.Record,
             stride: int = 1) -> None:
     """Writes the record's steps first_step .. first_step + T - 1 (every
-    `stride`-th one and the last; the totals count every step), and each
-    extra recorded field as `trace/NAME`."""
+    `stride`-th one and the last; the totals count every step), the
+    simulated time (`network/time_s`, T[k], and `network/cum_time_s`) when
+    the record has it, and each extra recorded field as `trace/NAME`."""
     from tensorboardX.proto import summary_pb2  # pylint: disable=g-import-not-at-top
-    per_step = np.stack([record.uploads, record.bits, record.bits_down],
-                        axis=-1).astype(np.float64)
+    timed = record.time_s is not None
+    time_T = (np.asarray(record.time_s, np.float64) if timed
+              else np.zeros(len(record.uploads)))
+    per_step = np.stack([record.uploads, record.bits, record.bits_down,
+                         time_T], axis=-1).astype(np.float64)
     cumulative = self.totals + np.cumsum(per_step, axis=0)
     loss_T = np.asarray(record.loss, np.float64)
     grad_T = np.asarray(record.grad_norm_sq, np.float64)
@@ -114,6 +120,9 @@ class Events:
                  ('communication/uploads', cumulative[t, 0]),
                  ('communication/bits_up', cumulative[t, 1]),
                  ('communication/bits_down', cumulative[t, 2])]
+      if timed:
+        values += [('network/time_s', time_T[t]),
+                   ('network/cum_time_s', cumulative[t, 3])]
       values += [(f'trace/{n}', x[t]) for n, x in extras.items()]
       self._writer.add_summary(summary_pb2.Summary(value=[
           summary_pb2.Summary.Value(tag=tag, simple_value=float(v))

@@ -173,6 +173,11 @@ def sweep_and_evaluate(config, workdir: str | os.PathLike, *,
   rows = metrics.summarize_sweep(result, fstar=fstar_G,
                                  target=config.target_residual,
                                  test_accuracy=accuracy_G)
+  shard = built.host_data.x_MxNxD.shape[1]
+  for row in rows:  # F_m of the point's kind of gradient (every worker's)
+    row['flops_per_worker_step'] = laq_jax.flops_per_worker_step(
+        dataclasses.replace(built.spec, stochastic=laq_jax.get_algorithm(
+            row['algo']).stochastic), shard)
   diverged = [r for r in rows if r['diverged']]
   reached = sum(r['target_iteration'] is not None for r in rows)
   info = {

@@ -31,17 +31,22 @@ from laq_jax import record as record_lib
 METRICS_COLUMNS = ('step', 'loss', 'residual', 'paper_residual',
                    'grad_norm_sq', 'uploads', 'bits', 'bits_down',
                    'cum_uploads', 'cum_bits', 'cum_bits_down',
-                   'test_accuracy')
+                   'test_accuracy', 'time_s', 'cum_time_s', 'slowest')
+# Integer columns of metrics.csv (the others are floats).
+INT_COLUMNS = ('step', 'uploads', 'bits', 'bits_down', 'cum_uploads',
+               'cum_bits', 'cum_bits_down', 'slowest')
 FIGURES = {'iterations': 'loss_vs_iterations.png',
            'uploads': 'loss_vs_uploads.png',
            'bits': 'loss_vs_bits.png',
-           'bits_total': 'loss_vs_total_bits.png'}
+           'bits_total': 'loss_vs_total_bits.png',
+           'time': 'loss_vs_time.png'}
 GRAD_NORM_FIGURES = {'iterations': 'grad_norm_vs_iterations.png',
                      'uploads': 'grad_norm_vs_uploads.png',
                      'bits': 'grad_norm_vs_bits.png'}
 RASTER_FIGURE = 'upload_raster.png'
+SLOWDOWN_FILE = 'slowdown.npy'  # only for a network with stragglers
 RUN_FILES = ('config.json', 'metrics.csv', 'uploads.npy', 'bits.npy',
-             'summary.json',
+             SLOWDOWN_FILE, 'summary.json',
              *FIGURES.values(), *GRAD_NORM_FIGURES.values(), RASTER_FIGURE)
 CHECKPOINT_DIR = 'checkpoints'
 # Folders a run owns besides its files: checkpoints and TensorBoard events.
@@ -140,6 +145,7 @@ def metrics_csv(record: record_lib.Record, fstar: float | None,
   paper, _ = metrics.paper_residual(loss_T, record.num_workers,
                                     paper_reference)
   extras = [record.per_step(n) for n in record_lib.extras()]
+  timed = record.time_s is not None
   out = io.StringIO()
   writer = csv.writer(out, lineterminator='\n')
   writer.writerow(metrics_columns())
@@ -157,7 +163,10 @@ def metrics_csv(record: record_lib.Record, fstar: float | None,
         int(record.uploads[k]), int(record.bits[k]),
         int(record.bits_down[k]), int(record.cum_uploads[k]),
         int(record.cum_bits[k]), int(record.cum_bits_down[k]),
-        cell(accuracy_at.get(k)), *(value(x[k]) for x in extras)])
+        cell(accuracy_at.get(k)),
+        *((value(record.time_s[k]), value(record.cum_time_s[k]),
+           int(record.slowest[k])) if timed else ('', '', '')),
+        *(value(x[k]) for x in extras)])
   return out.getvalue()
 
 
@@ -283,8 +292,7 @@ def read_metrics(path) -> dict[str, np.ndarray]:
   columns = {}
   for j, name in enumerate(header):
     cells = [r[j] for r in body]
-    if name in ('step', 'uploads', 'bits', 'bits_down', 'cum_uploads',
-                'cum_bits', 'cum_bits_down'):
+    if name in INT_COLUMNS and all(cells):
       columns[name] = np.array([int(c) for c in cells], np.int64)
     else:
       columns[name] = np.array([float(c) if c else np.nan for c in cells],
@@ -311,8 +319,11 @@ def run_curve(run: RunResult, label: str | None = None,
   """The run's Curve; `residual=False` (or no f*) gives the loss itself."""
   fstar = run.summary.get('fstar') if residual else None
   final_loss = run.summary.get('final_loss')
+  time_T = run.metrics.get('time_s')
+  if time_T is not None and np.isnan(time_T).any():
+    time_T = None  # a run from before the network model
   return metrics.make_curve(label or run.summary['algo'],
                             run.metrics['loss'],
                             np.nan if final_loss is None else final_loss,
                             run.metrics['uploads'], run.metrics['bits'],
-                            fstar, run.metrics.get('bits_down'))
+                            fstar, run.metrics.get('bits_down'), time_T)

@@ -11,17 +11,25 @@ writes into `workdir`:
                    uploads, bits (uplink) and bits_down (the broadcast
                    after it, all workers) of step k, cum_uploads, cum_bits,
                    cum_bits_down (through step k), test_accuracy of theta^k
-                   (at evaluation steps, empty elsewhere);
+                   (at evaluation steps, empty elsewhere), time_s (T[k],
+                   the simulated seconds of round k on config.network,
+                   laq_jax.network), cum_time_s (through step k), slowest
+                   (the worker that set T[k]);
   uploads.npy      bool [T, M], who uploaded at each step;
   bits.npy         int64 [T, M], the bits each worker uploaded at each step
                    (what `laq_jax.network.replay` times on any network);
+  slowdown.npy     float64 [T, M], the stragglers' compute factors s[k, m]
+                   (only for a network with stragglers);
   summary.json     totals, final loss / accuracy of theta^T, f* and how it was
                    computed, the iteration / uploads / bits at which each
                    residual (exact: target_*; the paper's: paper_target_*)
-                   first reached config.target_residual (or null);
+                   first reached config.target_residual (or null), the
+                   network (every field, the profile's name),
+                   flops_per_worker_step, total_time_s, target_time_s and
+                   paper_target_time_s (simulated seconds);
   loss_vs_iterations.png, loss_vs_uploads.png, loss_vs_bits.png,
-  loss_vs_total_bits.png (uplink + downlink; the residual with f*, else the
-  loss), grad_norm_vs_iterations.png,
+  loss_vs_total_bits.png (uplink + downlink), loss_vs_time.png (simulated
+  seconds; the residual with f*, else the loss), grad_norm_vs_iterations.png,
   grad_norm_vs_uploads.png, grad_norm_vs_bits.png, upload_raster.png;
   tensorboard/     TensorBoard events (loss, residual, uploads, bits up and
                    down, test accuracy; experiments/events.py), written
@@ -73,6 +81,7 @@ from experiments.progress import info
 from laq_jax import checkpoint as checkpoint_lib
 from laq_jax import distributed
 from laq_jax import metrics
+from laq_jax import network as network_lib
 from laq_jax import plotting
 from laq_jax.record import Record
 
@@ -265,7 +274,9 @@ def _run(config, built, workdir, config_dict, fstar) -> _Ran:
     events = events_lib.Events(
         workdir / events_lib.TENSORBOARD_DIR, done,
         totals=[np.sum(x, dtype=np.float64) for x in
-                (a.uploads, a.bits, a.bits_down)],
+                (a.uploads, a.bits, a.bits_down)] + (
+                    [] if a.time_s is None else [float(a.cum_time_s[-1])
+                                                 if a.num_steps else 0.0]),
         config=config_dict, fstar=fstar)
     # theta^done's accuracy: the purge at `done` drops an earlier copy.
     events.at(done, accuracy=record.accuracy_at.get(done))
@@ -363,7 +374,10 @@ def _summarize(config, built, ran: _Ran, fstar_info, workdir) -> dict:
       loss_every=every, algo=config.algo,
       model=config.model, dataset=config.dataset,
       num_workers=config.num_workers, num_params=built.num_params,
-      precision=config.precision, test_set=built.test_set)
+      precision=config.precision, test_set=built.test_set,
+      network=network_lib.describe(built.hyper.network, config.network),
+      flops_per_worker_step=[laq_jax.flops_per_worker_step(
+          built.spec, built.host_data.x_MxNxD.shape[1])] * config.num_workers)
   summary.update(
       diverged=diverged_at is not None, diverged_at=diverged_at,
       diverged_message=message,
@@ -386,6 +400,9 @@ def _write_files(config, workdir: pathlib.Path, ran: _Ran,
       loss_every=summary['loss_every']))
   outputs.write_npy(workdir / 'uploads.npy', rec.sent_M)
   outputs.write_npy(workdir / 'bits.npy', rec.bits_M.astype(np.int64))
+  if (rec.slowdown_M is not None
+      and summary['network']['straggler'] != 'none'):
+    outputs.write_npy(workdir / outputs.SLOWDOWN_FILE, rec.slowdown_M)
   loss_K, grad_norm_K = rec.loss, rec.grad_norm_sq
   uploads_K, bits_K, bits_down_K = rec.uploads, rec.bits, rec.bits_down
   # Figures skip non-finite points (NaN leaves a gap; inf breaks log axes).
@@ -393,7 +410,8 @@ def _write_files(config, workdir: pathlib.Path, ran: _Ran,
   final_loss = (math.nan if summary['final_loss'] is None
                 else summary['final_loss'])
   curve = metrics.make_curve(config.algo, finite(loss_K), final_loss,
-                             uploads_K, bits_K, fstar, bits_down_K)
+                             uploads_K, bits_K, fstar, bits_down_K,
+                             rec.time_s)
   curve = curve._replace(value=finite(curve.value))
   norm_curve = metrics.value_curve(config.algo, finite(grad_norm_K),
                                    uploads_K, bits_K, 'grad_norm_sq',
@@ -404,6 +422,8 @@ def _write_files(config, workdir: pathlib.Path, ran: _Ran,
   for curves, names in (([curve], outputs.FIGURES),
                         ([norm_curve], outputs.GRAD_NORM_FIGURES)):
     for x, name in names.items():
+      if x == 'time' and curve.time_s is None:
+        continue  # resumed from a checkpoint older than the network model
       outputs.save_figure(plotting.loss_figure(curves, x, title=title),
                           workdir / name)
   outputs.save_figure(plotting.upload_raster(rec.sent_M, title=config.algo),

@@ -17,8 +17,9 @@ from laq_jax.hyper import (ALGORITHMS, Algorithm, Hyper, get_algorithm,
                            make_hyper, register_algorithm, stack_hypers,
                            validate)
 from laq_jax.loop import (Chunk, Data, LoopState, RunSpec, Trace, accuracy,
-                          fast_layout, flat_params, init_state, objective,
-                          predict, run, run_chunk)
+                          fast_layout, flat_params, flops_per_worker_step,
+                          init_state, objective, predict, run, run_chunk)
+from laq_jax.network import PROFILES, Network, make_network
 from laq_jax.problems import (Problem, get_problem, logistic_regression,
                               mlp)
 from laq_jax.quantize import quantize_innovation
@@ -36,10 +37,10 @@ __getattr__ = _registry.names_attribute(
 
 __all__ = [
     'ALGORITHMS', 'Algorithm', 'COMPRESSORS', 'Chunk', 'Data', 'Hyper', 'LAQ',
-    'LoopState', 'PROBLEMS', 'Problem', 'Record', 'Rule', 'RuleState',
-    'RunSpec',
+    'LoopState', 'Network', 'PROBLEMS', 'PROFILES', 'Problem', 'Record',
+    'Rule', 'RuleState', 'RunSpec',
     'StepStats', 'Trace', 'accuracy', 'fast_layout', 'flat_params',
-    'get_algorithm',
+    'flops_per_worker_step', 'get_algorithm', 'make_network',
     'get_problem', 'init_state', 'logistic_regression', 'make_hyper', 'mlp',
     'register_algorithm', 'TRIGGERS', 'trigger',
     'objective', 'predict', 'quantize_innovation', 'run', 'run_chunk',

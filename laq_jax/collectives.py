@@ -36,6 +36,15 @@ def sum_workers(x_MxP: jax.Array, axis_name: str | None = None) -> jax.Array:
   return functools.reduce(jnp.add, [x_MxP[m] for m in range(x_MxP.shape[0])])
 
 
+def gather_workers(x_M: jax.Array, axis_name: str | None = None
+                   ) -> jax.Array:
+  """Every worker's rows in global worker order (the local ones without a
+  mesh axis): what the server sees of a per-worker quantity."""
+  if axis_name is None:
+    return x_M
+  return jax.lax.all_gather(x_M, axis_name, tiled=True, to='invarying')
+
+
 def fixed_sum(x: jax.Array) -> jax.Array:
   """The sum over the last axis in an order fixed by this code: pairwise,
   halving the axis (zero-padded to even) until one element is left.

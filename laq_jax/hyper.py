@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from laq_jax import compressors
+from laq_jax import network as network_lib
 from laq_jax import schedule
 from laq_jax import trigger as trigger_lib
 
@@ -147,8 +148,12 @@ class Field:
     kind: 'float' (in the run's precision), 'int' (int32), 'schedule' (text
       '300:2,500:6' or (step, factor) pairs, stored as the two arrays
       NAME-without-_schedule + '_steps' / '_factors', `laq_jax.schedule`),
-      or 'preset' (set by the algorithm preset, not by a config: int32 or
-      bool, see `dtype`).
+      'network' (a profile name of `laq_jax.network.PROFILES`, or a
+      `Network`: the array `network`, a Network of arrays),
+      'network_field' (an override of one Network field, None for the
+      profile's; no array of its own: it goes into `network`), or 'preset'
+      (set by the algorithm preset, not by a config: int32 or bool, see
+      `dtype`).
     default: the config's and `make_hyper`'s default (None for presets).
     check: element-wise test on a NumPy array of the values (None: any).
     allowed: what `check` allows, in words (for error messages).
@@ -169,7 +174,24 @@ class Field:
     if self.kind == 'schedule':
       stem = self.name.removesuffix('_schedule')
       return (f'{stem}_steps', f'{stem}_factors')
+    if self.kind == 'network_field':
+      return ()
     return (self.name,)
+
+  @property
+  def value_type(self) -> type:
+    """The Python type of a config's value (a network override may also be
+    None: the profile's)."""
+    if self.kind in ('schedule', 'network') or self.network_field in (
+        'straggler', 'topology'):
+      return str
+    return float if self.kind in ('float', 'network_field') else int
+
+  @property
+  def network_field(self) -> str:
+    """The Network field a 'network_field' overrides ('' otherwise)."""
+    return (self.name.removeprefix('network_')
+            if self.kind == 'network_field' else '')
 
 
 def _f(name, kind, default, check, allowed, doc, dtype=''):
@@ -229,6 +251,16 @@ FIELDS: tuple[Field, ...] = (
        'xi\'s multipliers by iteration, \'K1:C1,K2:C2\' (C_j times xi from '
        'iteration K_j on, not cumulative), \'\' for none; the authors\' '
        'minibatch network: \'300:2,500:6\''),
+    # The modeled network a run's rounds are timed on (laq_jax.network;
+    # docs/algorithm.md, "Time on a modeled network"): a profile, then any
+    # of its fields overridden (None: the profile's value).
+    _f('network', 'network', 'cross_silo', None,
+       f'one of {", ".join(network_lib.PROFILES)} (or a laq_jax.Network)',
+       'the network profile the rounds are timed on'),
+    *(_f(f'network_{name}', 'network_field', None, None,
+         f'{network_lib.allowed(name)}, or None (the profile\'s)',
+         network_lib.DOCS[name])
+      for name in network_lib.FIELDS),
 )
 FIELD = {f.name: f for f in FIELDS}
 CONFIG_FIELDS = tuple(f for f in FIELDS if f.kind != 'preset')
@@ -239,6 +271,8 @@ DEFAULTS = {f.name: f.default for f in CONFIG_FIELDS}
 FLOAT_FIELDS = tuple(f.name for f in FIELDS if f.kind == 'float')
 INT_FIELDS = tuple(f.name for f in FIELDS if f.kind == 'int')
 SCHEDULE_FIELDS = tuple(f.name for f in FIELDS if f.kind == 'schedule')
+NETWORK_FIELDS = tuple(f.name for f in FIELDS
+                       if f.kind in ('network', 'network_field'))
 # Every array of Hyper, and those in the run's float precision.
 ARRAYS = tuple(a for f in FIELDS for a in f.arrays)
 FLOAT_ARRAYS = FLOAT_FIELDS + tuple(f.arrays[1] for f in FIELDS
@@ -254,9 +288,10 @@ class Hyper(collections.namedtuple('Hyper', ARRAYS)):
   docs; in short: step_size alpha (applied to the *sum* of the worker
   gradients), bits b, xi (xi_d = xi / D), err_weight c_e, threshold_offset
   c_0, max_staleness tbar, l2 lam, seed, levels s (qsgd), keep_prob p
-  (rand_p), top_k, zeta (CLAG), downlink_bits, xi_steps / xi_factors, and
-  the preset's compressor, innovation, trigger, error_feedback and
-  authors_code.
+  (rand_p), top_k, zeta (CLAG), downlink_bits, xi_steps / xi_factors, the
+  preset's compressor, innovation, trigger, error_feedback and
+  authors_code, and `network`, the `laq_jax.Network` the rounds are timed
+  on (float64 where x64 is on, whatever the run's precision).
   """
   __slots__ = ()
 
@@ -320,6 +355,16 @@ def check_value(name: str, value, where: str | None = None) -> None:
   if field.kind == 'schedule':
     schedule.parse(value, where)
     return
+  if field.kind == 'network':
+    if not (isinstance(value, network_lib.Network) or (
+        isinstance(value, str) and value in network_lib.PROFILES)):
+      raise ValueError(f'{where}={value!r} is not allowed: it must be '
+                       f'{field.allowed}')
+    return
+  if field.kind == 'network_field':
+    if value is not None:
+      network_lib.check_field(field.network_field, value, where)
+    return
   bad = ValueError(f'{where}={value!r} is not allowed: it must be '
                    f'{field.allowed}')
   if isinstance(value, (str, bytes)):
@@ -356,9 +401,16 @@ def make_hyper(algo: str | Algorithm = 'laq', *, dtype=jnp.float32,
     **overrides: any field of DEFAULTS; array values make a grid (see
       `stack_hypers` for the usual way). `xi_schedule` is text
       ('300:2,500:6') or (step, factor) pairs (`laq_jax.schedule`).
+      `network` is a profile name (its fields overridden by any
+      `network_FIELD` given) or a `laq_jax.Network` (e.g. from
+      `make_network(..., num_workers=M)` with per-worker values).
 
   Returns:
     A Hyper of jnp arrays.
+
+  Raises:
+    ValueError: an unknown field, a value not allowed, or a ring topology
+      for a preset that cannot all-reduce (named, with what is allowed).
   """
   algorithm = algo if isinstance(algo, Algorithm) else get_algorithm(algo)
   unknown = set(overrides) - set(DEFAULTS)
@@ -369,10 +421,12 @@ def make_hyper(algo: str | Algorithm = 'laq', *, dtype=jnp.float32,
   validate(**values)
   values['downlink_bits'] = broadcast_bits(algorithm, values['bits'],
                                            values['downlink_bits'])
-  arrays = {}
+  arrays = {'network': make_network(values, algorithm)}
   for f in CONFIG_FIELDS:
     if f.kind == 'schedule':
       arrays.update(zip(f.arrays, schedule.arrays(values[f.name], dtype)))
+    elif f.kind in ('network', 'network_field'):
+      continue
     else:
       arrays[f.name] = jnp.asarray(
           values[f.name], dtype if f.kind == 'float' else jnp.int32)
@@ -387,6 +441,40 @@ def make_hyper(algo: str | Algorithm = 'laq', *, dtype=jnp.float32,
   )
 
 
+def network_overrides(values) -> dict[str, Any]:
+  """{Network field: value} of the `network_FIELD` values set (not None)
+  in `values` (a dict or a config)."""
+  get = (values.get if isinstance(values, dict) else
+         lambda name: getattr(values, name, None))
+  return {f.network_field: get(f.name) for f in FIELDS
+          if f.kind == 'network_field' and get(f.name) is not None}
+
+
+def make_network(values, algorithm: Algorithm | None = None
+                 ) -> network_lib.Network:
+  """The Network of `values['network']` (a profile name or a Network) with
+  the `network_FIELD` overrides, checked against the preset (a ring needs
+  one that can all-reduce)."""
+  get = (values.get if isinstance(values, dict) else
+         lambda name: getattr(values, name, None))
+  net = get('network') or 'cross_silo'
+  overrides = network_overrides(values)
+  if isinstance(net, network_lib.Network):
+    if overrides:
+      raise ValueError(
+          f'network_{sorted(overrides)[0]} is not allowed with a Network '
+          'value of `network`: give the overrides to laq_jax.make_network')
+    if algorithm is not None:
+      network_lib.check_topology(net, algorithm)
+  else:
+    if algorithm is not None and net in network_lib.PROFILES:
+      network_lib.check_topology(
+          overrides.get('topology', network_lib.PROFILES[net]['topology']),
+          algorithm)
+    net = network_lib.make_network(net, **overrides)
+  return net
+
+
 def broadcast_bits(algorithm: Algorithm, bits, requested):
   """The broadcast's bits for `algorithm`: 0 (full precision) unless the
   preset quantizes it, then `requested`, or b when `requested` is 0."""
@@ -396,5 +484,15 @@ def broadcast_bits(algorithm: Algorithm, bits, requested):
 
 
 def stack_hypers(hypers: list[Hyper]) -> Hyper:
-  """Stacks per-point Hypers into one grid Hyper with a leading G axis."""
+  """Stacks per-point Hypers into one grid Hyper with a leading G axis.
+
+  A network field that is per worker ([M]) in some points and one number in
+  others is broadcast to [M] in all.
+  """
+  networks = [h.network for h in hypers]
+  wide = [max((jnp.shape(x) for x in xs), key=len)
+          for xs in zip(*networks)]
+  networks = [network_lib.Network(*(jnp.broadcast_to(x, shape) for x, shape
+                                    in zip(net, wide))) for net in networks]
+  hypers = [h._replace(network=n) for h, n in zip(hypers, networks)]
   return jax.tree.map(lambda *xs: jnp.stack(xs), *hypers)

@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from laq_jax import collectives
+from laq_jax import network as network_lib
 from laq_jax import randomness
 from laq_jax import hyper as hyper_lib
 from laq_jax import rules
@@ -48,16 +49,19 @@ class LoopState(NamedTuple):
 
 
 TRACE_HEAD = ('loss', 'grad_norm_sq')
+# The round's simulated time on `Hyper.network`, after the rule's stats.
+TRACE_TIME = ('time_s', 'slowest', 'slowdown_M')
 
 
 @functools.cache
 def trace_type(stats_type: type) -> type:
   """The Trace of a rule whose step returns `stats_type`: the loop's loss
   and gradient norm, then the stats' fields unchanged (their PER_WORKER
-  too)."""
-  fields = TRACE_HEAD + tuple(stats_type._fields)
+  too), then the round's time (TRACE_TIME)."""
+  fields = TRACE_HEAD + tuple(stats_type._fields) + TRACE_TIME
   trace = collections.namedtuple('Trace', fields)
-  trace.PER_WORKER = tuple(getattr(stats_type, 'PER_WORKER', ()))
+  trace.PER_WORKER = tuple(getattr(stats_type, 'PER_WORKER', ())) + (
+      'slowdown_M',)
   trace.__doc__ = _TRACE_DOC
   return trace
 
@@ -72,7 +76,10 @@ server's parameters the step started from, at the logged iterations
 without a quantized broadcast; the minibatch gradients' sum in a
 stochastic one); then the rule's stats (`rules.StepStats` for the LAQ
 family: sent_M, bits_M, bits_down_M the bits each worker received after
-the step, innovation_M, threshold_M, error_M).
+the step, innovation_M, threshold_M, error_M); then the round's simulated
+time on `Hyper.network` (`laq_jax.network.round_time`, float64 where x64
+is on): time_s, T[k]; slowest, the worker that set it; slowdown_M, each
+worker's straggler factor s[k, m].
 """
 
 # The LAQ family's Trace.
@@ -92,6 +99,16 @@ def init_state(spec: RunSpec, hyper: Hyper, dtype=jnp.float32,
   rule_state = spec.rule.init(theta_P, num_local_workers or spec.num_workers,
                               spec.memory, hyper)
   return LoopState(jnp.int32(0), theta_P, rule_state)
+
+
+def flops_per_worker_step(spec: RunSpec, shard_size: int) -> float:
+  """F_m: one worker's gradient FLOPs per step (`Problem.
+  grad_flops_per_sample` times its minibatch, or its whole shard); 0 for a
+  problem that does not state its count (its rounds are then timed on
+  communication alone)."""
+  per_sample = spec.problem.grad_flops_per_sample or 0.0
+  samples = spec.batch_size if spec.stochastic else shard_size
+  return float(per_sample) * samples
 
 
 def make_step(spec: RunSpec, data: Data, hyper: Hyper, *,
@@ -123,6 +140,8 @@ def make_step(spec: RunSpec, data: Data, hyper: Hyper, *,
   full_value_and_grad, full_values = full_batch(problem, data, hyper.l2)
 
   num_blocks = max(shard_size // spec.batch_size, 1)
+  flops = flops_per_worker_step(spec, shard_size)
+  num_params = problem.num_params()
 
   def minibatch(step, worker, x_NxD, y_N):
     key = randomness.batch_key(hyper.seed, step, worker)
@@ -185,7 +204,21 @@ def make_step(spec: RunSpec, data: Data, hyper: Hyper, *,
         grads_MxP, state.rule, state.theta_P, hyper, step_count=state.step,
         worker_ids_M=worker_ids_M, num_workers=spec.num_workers,
         axis_name=axis_name, parts=spec.parts)
-    row = trace_type(spec.rule.stats_type)(loss, grad_norm_sq, *stats)
+    # The round on the modeled network: every worker's bits and slowdown
+    # (gathered over devices; the stragglers' keys are (seed, step, worker),
+    # so every layout draws the same).
+    slowdown_M = network_lib.slowdown(hyper.network, hyper.seed, state.step,
+                                      worker_ids_M)
+    zeros = jnp.zeros((num_local,), jnp.int32)
+    gather = lambda x: collectives.gather_workers(x, axis_name)
+    round_ = network_lib.round_time(
+        hyper.network, jnp.full((spec.num_workers,), flops),
+        gather(getattr(stats, 'bits_M', zeros)),
+        gather(getattr(stats, 'bits_down_M', zeros)), gather(slowdown_M),
+        num_params=num_params)
+    row = trace_type(spec.rule.stats_type)(loss, grad_norm_sq, *stats,
+                                           round_.time_s, round_.slowest,
+                                           slowdown_M)
     return LoopState(state.step + 1, theta_P, rule_state), row
 
   return body

@@ -38,6 +38,14 @@ def spent(x_T) -> np.ndarray:
   return np.concatenate([zero, cumulative(x)], axis=-1)
 
 
+def spent_time(time_T) -> np.ndarray:
+  """[T+1] simulated seconds *before* step k (float64; spent_time[0] = 0):
+  the time reaching theta^k took."""
+  x = np.asarray(time_T, np.float64)
+  zero = np.zeros(x.shape[:-1] + (1,), np.float64)
+  return np.concatenate([zero, np.cumsum(x, axis=-1)], axis=-1)
+
+
 def first_at_or_below(values, target: float) -> int | None:
   """The first index k with values[k] <= target (NaN never counts), or None."""
   hits = np.flatnonzero(np.asarray(values, np.float64) <= target)
@@ -45,7 +53,7 @@ def first_at_or_below(values, target: float) -> int | None:
 
 
 def at_target(residual_K, uploads_T, bits_T, target: float,
-              bits_down_T=None) -> dict[str, int | None]:
+              bits_down_T=None, time_T=None) -> dict[str, int | None]:
   """Iteration, uploads and bits at which the residual first reaches `target`.
 
   Args:
@@ -55,21 +63,27 @@ def at_target(residual_K, uploads_T, bits_T, target: float,
     bits_T: (uplink) bits of each step.
     target: e.g. 1e-6.
     bits_down_T: downlink bits of each step, or None.
+    time_T: simulated seconds of each step (`laq_jax.network`), or None.
 
   Returns:
     {'iteration': k, 'uploads': uploads of steps 0..k-1, 'bits': their bits}
-    for the first k with residual <= target, and 'bits_down' with
-    `bits_down_T`; every value None if none.
+    for the first k with residual <= target, 'bits_down' with
+    `bits_down_T` and 'time_s' (their seconds) with `time_T`; every value
+    None if none.
   """
   k = first_at_or_below(residual_K, target)
   out = {'iteration': k, 'uploads': None, 'bits': None}
   if bits_down_T is not None:
     out['bits_down'] = None
+  if time_T is not None:
+    out['time_s'] = None
   if k is None:
     return out
   out.update(uploads=int(spent(uploads_T)[k]), bits=int(spent(bits_T)[k]))
   if bits_down_T is not None:
     out['bits_down'] = int(spent(bits_down_T)[k])
+  if time_T is not None:
+    out['time_s'] = float(spent_time(time_T)[k])
   return out
 
 
@@ -150,28 +164,32 @@ class Curve(NamedTuple):
 
 
 def value_curve(label: str, value_K, uploads_T, bits_T,
-                quantity: str, bits_down_T=None) -> Curve:
-  """A Curve of any per-iterate quantity (K <= T + 1 values from theta^0)."""
+                quantity: str, bits_down_T=None, time_T=None) -> Curve:
+  """A Curve of any per-iterate quantity (K <= T + 1 values from theta^0);
+  with `time_T` (seconds per step) its x axis 'time' too."""
   if quantity not in QUANTITIES:
     raise ValueError(f'quantity={quantity!r} is not allowed: use one of '
                      f'{", ".join(QUANTITIES)}')
   value = np.asarray(value_K, np.float64)
   size = value.shape[-1]
   down = None if bits_down_T is None else spent(bits_down_T)[..., :size]
+  time_s = None if time_T is None else spent_time(time_T)[..., :size]
   return Curve(label, value, np.arange(size, dtype=np.int64),
                spent(uploads_T)[..., :size], spent(bits_T)[..., :size],
-               quantity, down)
+               quantity, down, time_s)
 
 
 def make_curve(label: str, loss_T, final_loss: float, uploads_T, bits_T,
-               fstar: float | None = None, bits_down_T=None) -> Curve:
+               fstar: float | None = None, bits_down_T=None,
+               time_T=None) -> Curve:
   """A Curve from the per-step loss, the loss after the last step, and costs:
   the residual f(theta^k) - f* with f*, else the loss itself."""
   loss = np.append(np.asarray(loss_T, np.float64), float(final_loss))
   if fstar is None:
-    return value_curve(label, loss, uploads_T, bits_T, 'loss', bits_down_T)
+    return value_curve(label, loss, uploads_T, bits_T, 'loss', bits_down_T,
+                       time_T)
   return value_curve(label, loss - fstar, uploads_T, bits_T, 'residual',
-                     bits_down_T)
+                     bits_down_T, time_T)
 
 
 def paper_residual(loss_K, num_workers: int, reference: float | None = None
@@ -236,17 +254,21 @@ def summarize(record: Record, *, final_loss: float, fstar: float | None,
     paper_target_uploads, paper_target_bits, last_grad_norm_sq, loss_every,
     diverged;
     with the record's bits_down_M also total_bits_down, target_bits_down
-    and paper_target_bits_down; plus `extra`.
+    and paper_target_bits_down; with its time_s (simulated seconds per
+    step) total_time_s, target_time_s and paper_target_time_s; plus
+    `extra`.
   """
   loss_T, grad_norm_sq_T = record.loss, record.grad_norm_sq
   uploads_T, bits_T, down_T = record.uploads, record.bits, record.bits_down
+  time_T = record.time_s
   loss = np.append(np.asarray(loss_T, np.float64), float(final_loss))
-  hit = {'iteration': None, 'uploads': None, 'bits': None, 'bits_down': None}
+  hit = {'iteration': None, 'uploads': None, 'bits': None, 'bits_down': None,
+         'time_s': None}
   if fstar is not None:
-    hit = at_target(loss - fstar, uploads_T, bits_T, target, down_T)
+    hit = at_target(loss - fstar, uploads_T, bits_T, target, down_T, time_T)
   num_workers = record.num_workers
   paper, reference = paper_residual(loss, num_workers, paper_reference)
-  paper_hit = at_target(paper, uploads_T, bits_T, target, down_T)
+  paper_hit = at_target(paper, uploads_T, bits_T, target, down_T, time_T)
   last_norm = (None if grad_norm_sq_T is None or not len(grad_norm_sq_T)
                else _number(np.asarray(grad_norm_sq_T)[-1]))
   return {
@@ -273,6 +295,10 @@ def summarize(record: Record, *, final_loss: float, fstar: float | None,
           'total_bits_down': int(down_T.sum()),
           'target_bits_down': hit['bits_down'],
           'paper_target_bits_down': paper_hit['bits_down']}),
+      **({} if time_T is None else {
+          'total_time_s': float(spent_time(time_T)[-1]),
+          'target_time_s': hit['time_s'],
+          'paper_target_time_s': paper_hit['time_s']}),
       'loss_every': int(loss_every),
       'diverged': diverged_at(loss_T, final_loss, loss_every) is not None,
   }

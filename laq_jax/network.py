@@ -70,6 +70,21 @@ class Network(NamedTuple):
 
 
 FIELDS = Network._fields
+# One line per field (configs/default.py and `laq_jax.hyper.describe`).
+DOCS = {
+    'up_bps': "each worker's uplink bandwidth, bits/s",
+    'down_bps': "each worker's downlink bandwidth, bits/s",
+    'up_latency_s': 'one-way latency of an upload, s',
+    'down_latency_s': 'one-way latency of the broadcast, s',
+    'flops_per_s': "each worker's sustained gradient compute rate, FLOP/s",
+    'straggler': f'the compute slowdown law: {", ".join(STRAGGLERS)}',
+    'straggler_scale': "the slowdown's scale (exp: mean of s - 1; "
+                       'lognormal: sigma of log s)',
+    'server_in_bps': "the server's ingress, bits/s",
+    'server_out_bps': "the server's egress, bits/s",
+    'topology': f'how the round aggregates: {", ".join(TOPOLOGIES)} (ring: '
+                'gd, sgd only)',
+}
 _POSITIVE = ('up_bps', 'down_bps', 'flops_per_s', 'server_in_bps',
              'server_out_bps')
 _NONNEGATIVE_FINITE = ('up_latency_s', 'down_latency_s', 'straggler_scale')
@@ -141,7 +156,8 @@ SOURCES: dict[str, dict[str, str]] = {
 }
 
 
-def _allowed(name: str) -> str:
+def allowed(name: str) -> str:
+  """What field `name` allows, in words (for error messages)."""
   if name in _POSITIVE:
     return 'a number > 0 (inf: no limit), not NaN'
   if name in _NONNEGATIVE_FINITE:
@@ -160,7 +176,7 @@ def check_field(name: str, value, where: str | None = None) -> None:
     raise ValueError(f'unknown network field {name!r}; allowed: '
                      f'{", ".join(FIELDS)}')
   bad = ValueError(f'{where}={value!r} is not allowed: it must be '
-                   f'{_allowed(name)}')
+                   f'{allowed(name)}')
   if name in ('straggler', 'topology'):
     names = STRAGGLERS if name == 'straggler' else TOPOLOGIES
     if not (isinstance(value, str) and value in names):
@@ -390,18 +406,31 @@ def replay(network: Network, flops_M, bits_TxM, bits_down_TxM, *,
   return Round(np.asarray(out.time_s, np.float64), np.asarray(out.slowest))
 
 
-def check_topology(network: Network, algorithm) -> None:
+def check_topology(network: Network | str, algorithm) -> None:
   """Refuses a ring for a preset whose messages cannot be summed in
-  transit (only full-precision eager uploads can: gd, sgd)."""
-  if int(network.topology) != TOPOLOGIES.index('ring'):
+  transit (only full-precision eager uploads can: gd, sgd).
+
+  Args:
+    network: a Network (a traced one is not checked here: `RunSpec.
+      check_hyper` checks the concrete values) or a topology's name.
+    algorithm: the preset (`laq_jax.hyper.Algorithm`).
+  """
+  if isinstance(network, str):
+    ring = network == 'ring'
+  else:
+    try:
+      ring = int(network.topology) == TOPOLOGIES.index('ring')
+    except jax.errors.ConcretizationTypeError:
+      return
+  if not ring:
     return
   if (algorithm.compressor != 'identity' or algorithm.trigger != 'eager'
       or algorithm.error_feedback or algorithm.downlink):
     raise ValueError(
-        f'network.topology=ring is not allowed for {algorithm.name!r}: a '
+        f"network_topology='ring' is not allowed for {algorithm.name!r}: a "
         'ring all-reduce sums full-precision messages in transit, so only '
         'full-precision eager presets (gd, sgd) can use it; use '
-        "topology='star'")
+        "network_topology='star'")
 
 
 def as_mapping(network: Network) -> Mapping[str, np.ndarray]:

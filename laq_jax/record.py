@@ -28,14 +28,20 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 # What a run keeps of its Trace, in this order (checkpoints, sweeps, files).
-# The first five are the accounting every consumer reads; any field added
-# after them is written generically.
-RECORDED = ('loss', 'grad_norm_sq', 'sent_M', 'bits_M', 'bits_down_M')
-STANDARD = RECORDED[:5]
-# Fields a record may lack (then the files leave their columns out or empty).
-OPTIONAL = ('grad_norm_sq', 'bits_down_M')
+# The first eight are the accounting every consumer reads (the bits, then
+# the round's simulated time: `laq_jax.network`); any field added after
+# them is written generically.
+RECORDED = ('loss', 'grad_norm_sq', 'sent_M', 'bits_M', 'bits_down_M',
+            'time_s', 'slowest', 'slowdown_M')
+STANDARD = RECORDED[:8]
+# Fields a record may lack (then the files leave their columns out or
+# empty): records of code older than the network model have no times.
+OPTIONAL = ('grad_norm_sq', 'bits_down_M', 'time_s', 'slowest',
+            'slowdown_M')
 _DTYPES = {'loss': np.float64, 'grad_norm_sq': np.float64, 'sent_M': bool,
-           'bits_M': np.int32, 'bits_down_M': np.int32}
+           'bits_M': np.int32, 'bits_down_M': np.int32,
+           'time_s': np.float64, 'slowest': np.int32,
+           'slowdown_M': np.float64}
 
 
 def per_worker(name: str) -> bool:
@@ -44,7 +50,7 @@ def per_worker(name: str) -> bool:
 
 
 def extras() -> tuple[str, ...]:
-  """The RECORDED fields past the standard five (written generically)."""
+  """The RECORDED fields past the STANDARD ones (written generically)."""
   return RECORDED[len(STANDARD):]
 
 
@@ -171,6 +177,13 @@ class Record:
     if self.bits_down is None:
       return None
     return np.cumsum(self.bits_down, axis=-1, dtype=np.int64)
+
+  @functools.cached_property
+  def cum_time_s(self) -> np.ndarray | None:
+    """Simulated seconds through step k (float64), or None."""
+    if self.time_s is None:
+      return None
+    return np.cumsum(np.asarray(self.time_s, np.float64), axis=-1)
 
   def per_step(self, name: str) -> np.ndarray:
     """A recorded field per step: summed over the workers if per-worker."""

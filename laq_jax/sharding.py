@@ -142,8 +142,9 @@ def _trace_specs(spec: RunSpec, grid: bool):
   return _specs(trace(*trace._fields), (None, None) if grid else (None,))
 
 
-def _hyper_specs() -> Hyper:
-  return Hyper(*([P()] * len(Hyper._fields)))
+def _hyper_specs(hyper: Hyper) -> Hyper:
+  """Every array of `hyper` (the Network's too) replicated."""
+  return jax.tree.map(lambda _: P(), hyper)
 
 
 def _place(x, sharding: NamedSharding) -> jax.Array:
@@ -202,7 +203,7 @@ def shard_state(state: LoopState, mesh: Mesh) -> LoopState:
 
 def shard_hyper(hyper: Hyper, mesh: Mesh) -> Hyper:
   """Replicates the hyperparameters (scalars or a grid) over the mesh."""
-  return _place_tree(hyper, _hyper_specs(), mesh)
+  return _place_tree(hyper, _hyper_specs(hyper), mesh)
 
 
 def init_state(spec: RunSpec, hyper: Hyper, mesh: Mesh,
@@ -253,7 +254,7 @@ def make_run_chunk(mesh: Mesh, *, gather_trace: bool | None = None
     state_specs = _state_specs(state, grid)
     state, trace = jax.shard_map(
         local, mesh=mesh,
-        in_specs=(state_specs, _data_specs(data), _hyper_specs()),
+        in_specs=(state_specs, _data_specs(data), _hyper_specs(hyper)),
         out_specs=(state_specs, _trace_specs(spec, grid)),
     )(state, data, hyper)
     if gather_trace:  # every device (and process) gets the whole trace

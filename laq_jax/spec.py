@@ -8,6 +8,7 @@ import jax
 import numpy as np
 
 from laq_jax import compressors
+from laq_jax import network as network_lib
 from laq_jax import rules
 from laq_jax import trigger as trigger_lib
 from laq_jax.hyper import Hyper
@@ -128,6 +129,19 @@ class RunSpec:
         raise ValueError(f'hyper uses {kind[:-1]}(s) {", ".join(missing)} '
                          f'but RunSpec.{kind}={getattr(self, kind)}; list '
                          'them there')
+    ring = np.asarray(hyper.network.topology) == network_lib.TOPOLOGIES.index(
+        'ring')
+    if np.any(ring):
+      can = ((np.asarray(hyper.compressor) == compressors.index('identity'))
+             & (np.asarray(hyper.trigger) == trigger_lib.index('eager'))
+             & ~np.asarray(hyper.error_feedback)
+             & (np.asarray(hyper.downlink_bits) == 0))
+      if np.any(ring & ~can):
+        raise ValueError(
+            "hyper.network.topology='ring' is not allowed with a compressed, "
+            'lazy, error-feedback or quantized-broadcast rule: a ring '
+            'all-reduce sums full-precision messages in transit (gd, sgd '
+            "only); use topology='star'")
     for used_it, name in ((feedback, 'error_feedback'),
                           (downlink, 'downlink')):
       if used_it and not getattr(self, name):

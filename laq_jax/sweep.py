@@ -295,7 +295,7 @@ def run_sweep(spec: RunSpec, data: Data, points: Sequence[Mapping[str, Any]],
   for batch in plan:
     every[batch.real] = batch.program.log_every
   a = record.arrays()
-  extra = {n: a[n] for n in RECORDED[5:]}
+  extra = {n: a[n] for n in RECORDED[5:] if n in a}
   return SweepResult(points, a['loss'], a['grad_norm_sq'], a['sent_M'],
                      a['bits_M'], a['bits_down_M'],
                      np.concatenate([f.final_G for f in finished])[order],

@@ -119,8 +119,12 @@ def curve_arrays(result, *, max_upload_elements: int = 10**8
     (loss is NaN at the iterations not logged), uploads [G,T,M] bool
     (who uploaded at step k) and bits [G,T,M] int64 (the bits each worker
     uploaded at step k: what `laq_jax.network.replay` times), both only
-    when G*T*M <= max_upload_elements, and
-    one [G] array per GRID_KEYS key (algo as strings).
+    when G*T*M <= max_upload_elements; time_s [G,T] (float64, each round's
+    simulated seconds on the point's network) and slowest [G,T], and with
+    them slowdown [G,T,M] (the stragglers' factors) under the same element
+    limit; and one [G] array per GRID_KEYS key (algo as strings; None
+    values, such as a network field left at its profile's, as NaN), named
+    grid_KEY where KEY is also a curve's name (grid_bits: each point's b).
   """
   record = result.record
   out = {
@@ -135,10 +139,18 @@ def curve_arrays(result, *, max_upload_elements: int = 10**8
                      if result.loss_every_G is None
                      else np.asarray(result.loss_every_G, np.int64)),
   }
-  if result.sent_GxTxM.size <= max_upload_elements:
+  small = result.sent_GxTxM.size <= max_upload_elements
+  if small:
     out['uploads'] = np.asarray(result.sent_GxTxM, bool)
     out['bits'] = np.asarray(result.bits_GxTxM, np.int64)
-  out.update(columns([dict(p) for p in result.points]))
+  if record.time_s is not None:
+    out['time_s'] = np.asarray(record.time_s, np.float64)
+    out['slowest'] = np.asarray(record.slowest, np.int32)
+    if small:
+      out['slowdown'] = np.asarray(record.slowdown_M, np.float64)
+  # A grid key named like a curve (bits: b) is kept as grid_KEY.
+  out.update({(f'grid_{k}' if k in out else k): v for k, v in
+              columns([dict(p) for p in result.points]).items()})
   return out
 
 

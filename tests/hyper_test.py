@@ -71,9 +71,13 @@ class HyperTest(absltest.TestCase):
     defaults = hyper.make_hyper('laq')
     self.assertEqual(defaults.step_size.dtype, jnp.float32)
     for name, value in hyper.DEFAULTS.items():
-      if name in hyper.SCHEDULE_FIELDS:
+      if name in hyper.SCHEDULE_FIELDS + hyper.NETWORK_FIELDS:
         continue
       self.assertAlmostEqual(float(getattr(defaults, name)), value, 6, name)
+    # The network: the default profile's values, float64 (x64 is on here)
+    # whatever the run's precision.
+    self.assertEqual(float(defaults.network.up_bps), 1e9)
+    self.assertEqual(defaults.network.up_bps.dtype, jnp.float64)
     # No schedule: every slot unused (factor 1 at a step no run reaches).
     np.testing.assert_array_equal(defaults.xi_factors, np.ones(8))
     np.testing.assert_array_equal(defaults.xi_steps, np.full(8, 2**31 - 1))
@@ -142,8 +146,12 @@ class FieldsTest(absltest.TestCase):
       self.assertEqual(hyper.DEFAULTS[field.name], field.default)
       hyper.check_value(field.name, field.default)  # defaults are allowed
     self.assertEqual(hyper.Hyper._fields, hyper.ARRAYS)
+    self.assertEqual(hyper.ARRAYS[-1], 'network')
     h = hyper.cast(hyper.make_hyper('laq'), jnp.float64)
     for name, value in zip(h._fields, h):
+      if name == 'network':
+        self.assertIsInstance(value, hyper.network_lib.Network)
+        continue
       want = (jnp.float64 if name in hyper.FLOAT_ARRAYS
               else jnp.bool_ if name in ('innovation', 'error_feedback',
                                          'authors_code') else jnp.int32)

@@ -200,9 +200,103 @@ class BadInputTest(parameterized.TestCase):
     for name in ('gd', 'sgd'):
       net_lib.check_topology(ring, hyper.get_algorithm(name))
     for name in ('laq', 'qsgd', 'ef21', 'lag'):
-      with self.assertRaisesRegex(ValueError, f'ring is not allowed for '
+      with self.assertRaisesRegex(ValueError, f"'ring' is not allowed for "
                                   f"'{name}'"):
         net_lib.check_topology(ring, hyper.get_algorithm(name))
+
+
+def _small_run(algo, network, steps=12, workers=4, grid=None, **kw):
+  """A logistic-regression run on synthetic data, its spec and Hyper."""
+  import laq_jax as lj  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(1)
+  x = rng.normal(size=(workers, 30, 6))
+  y = rng.integers(0, 3, size=(workers, 30))
+  spec = lj.RunSpec(lj.get_problem('logreg', 6, 3), workers,
+                    stochastic=lj.ALGORITHMS[algo].stochastic, batch_size=5)
+  data = lj.Data(jnp.asarray(x), jnp.asarray(y))
+  if grid is None:
+    hyper = lj.make_hyper(algo, dtype=jnp.float64, network=network, **kw)
+  else:
+    hyper = lj.stack_hypers([lj.make_hyper(algo, dtype=jnp.float64,
+                                           network=network, **kw, **point)
+                             for point in grid])
+  _, trace = lj.run(spec, data, hyper, steps)
+  return spec, hyper, trace
+
+
+class InTheLoopTest(parameterized.TestCase):
+  """T[k] in the Trace against the transcription, from the Trace's bits."""
+
+  @parameterized.parameters(('laq',), ('sgd',), ('two_laq',))
+  def test_trace_times_match_the_transcription(self, algo):
+    import laq_jax as lj  # pylint: disable=g-import-not-at-top
+    net = net_lib.make_network('mobile', num_workers=4,
+                               up_bps=[1e6, 5e6, 2e7, 6e6],
+                               flops_per_s=[1e8, 3e8, 1e9, 2e8])
+    spec, hyper, trace = _small_run(algo, net, seed=5)
+    per_sample = 4 * 6 * 3  # logistic regression: 4 D C per sample
+    samples = 5 if spec.stochastic else 30
+    flops = [per_sample * samples] * 4
+    self.assertEqual(lj.flops_per_worker_step(spec, 30), flops[0])
+    np.testing.assert_array_equal(trace.slowdown_M,
+                                  net_lib.slowdowns(net, 5, 12, 4))
+    bits = np.asarray(trace.bits_M)
+    self.assertTrue(0 < bits.sum() < bits.size * bits.max() or
+                    algo == 'sgd')
+    for k in range(12):
+      want = reference_round(net, flops, bits[k], trace.bits_down_M[k],
+                             trace.slowdown_M[k])
+      self.assertAlmostEqual(float(trace.time_s[k]) / want, 1.0,
+                             delta=1e-12)
+      finish = [trace.slowdown_M[k][m] * flops[m] / float(net.flops_per_s[m])
+                + float(net.up_latency_s[m]) + bits[k][m]
+                / float(net.up_bps[m]) for m in range(4)]
+      self.assertEqual(int(trace.slowest[k]), int(np.argmax(finish)))
+    self.assertEqual(trace.time_s.dtype, np.float64)
+
+  def test_gd_on_a_ring(self):
+    spec, hyper, trace = _small_run('gd', 'cross_silo',
+                                    network_topology='ring')
+    p = spec.problem.num_params()
+    compute = 4 * 6 * 3 * 30 / 3.6e12
+    want = compute + 2 * 3 * (0.040 + (32 * p / 4) / 1e9)
+    np.testing.assert_allclose(trace.time_s, want, rtol=1e-12)
+
+  def test_a_grid_over_bandwidths_is_one_program(self):
+    import laq_jax as lj  # pylint: disable=g-import-not-at-top
+    grid = [dict(network_up_bps=b) for b in (1e6, 1e7, 1e8)]
+    spec, hyper, trace = _small_run('laq', 'cross_silo', grid=grid)
+    before = lj.run_chunk._cache_size()
+    _small_run('laq', 'cross_silo', grid=[dict(network_up_bps=b)
+                                          for b in (2e6, 3e7, 5e9)])
+    self.assertEqual(lj.run_chunk._cache_size(), before)  # no recompile
+    for g, point in enumerate(grid):
+      _, _, alone = _small_run('laq', 'cross_silo', **point)
+      np.testing.assert_array_equal(trace.time_s[g], alone.time_s)
+      np.testing.assert_array_equal(trace.sent_M[g], alone.sent_M)
+    # The same uploads at every bandwidth (the network only times them).
+    np.testing.assert_array_equal(trace.bits_M[0], trace.bits_M[2])
+    uploaded = trace.bits_M[0].sum(axis=-1) > 0
+    self.assertTrue(uploaded.any())
+    self.assertTrue(np.all(trace.time_s[0][uploaded]
+                           > trace.time_s[1][uploaded]))
+    self.assertTrue(np.all(trace.time_s[0] >= trace.time_s[1]))
+
+  def test_a_ring_for_a_lazy_rule_is_refused_before_running(self):
+    import laq_jax as lj  # pylint: disable=g-import-not-at-top
+    with self.assertRaisesRegex(ValueError, "network_topology='ring' is not "
+                                "allowed for 'laq'"):
+      lj.make_hyper('laq', network_topology='ring')
+    spec = lj.RunSpec(lj.get_problem('logreg', 6, 3), 2)
+    ring = net_lib.make_network('cross_silo', topology='ring')
+    hyper = lj.make_hyper('laq')._replace(network=ring)
+    with self.assertRaisesRegex(ValueError, "topology='ring' is not allowed"):
+      spec.check_hyper(hyper)
+    with self.assertRaisesRegex(ValueError, 'network_up_bps=0.0 is not '
+                                'allowed.*> 0'):
+      lj.make_hyper('gd', network_up_bps=0.0)
+    with self.assertRaisesRegex(ValueError, "network='lan' is not allowed"):
+      lj.make_hyper('gd', network='lan')
 
 
 if __name__ == '__main__':

@@ -20,9 +20,12 @@ import numpy as np
 from laq_jax.record import Record
 
 
-def rec(loss, grad, sent, bits, bits_down):
+def rec(loss, grad, sent, bits, bits_down, time_s=None):
+  extra = {} if time_s is None else dict(
+      time_s=time_s, slowest=np.arange(len(time_s)) % sent.shape[1],
+      slowdown_M=np.ones(sent.shape))
   return Record.from_arrays(loss=loss, grad_norm_sq=grad, sent_M=sent,
-                            bits_M=bits, bits_down_M=bits_down)
+                            bits_M=bits, bits_down_M=bits_down, **extra)
 
 from experiments import outputs
 from tests import common
@@ -30,11 +33,12 @@ from tests import common
 METRICS_COLUMNS = ('step', 'loss', 'residual', 'paper_residual',
                    'grad_norm_sq', 'uploads', 'bits', 'bits_down',
                    'cum_uploads', 'cum_bits', 'cum_bits_down',
-                   'test_accuracy')
+                   'test_accuracy', 'time_s', 'cum_time_s', 'slowest')
 RUN_FILES = ('config.json', 'metrics.csv', 'uploads.npy', 'bits.npy',
-             'summary.json',
+             'slowdown.npy', 'summary.json',
              'loss_vs_iterations.png', 'loss_vs_uploads.png',
              'loss_vs_bits.png', 'loss_vs_total_bits.png',
+             'loss_vs_time.png',
              'grad_norm_vs_iterations.png',
              'grad_norm_vs_uploads.png', 'grad_norm_vs_bits.png',
              'upload_raster.png')
@@ -231,8 +235,9 @@ class CsvTest(absltest.TestCase):
     bits = np.where(sent, 4 * 10 + 32, 0).astype(np.int32)
     down = np.full((steps, workers), 320, np.int32)  # 32 p, p = 10
     accuracy_at = {0: 0.1, 5: 0.875}
-    text = outputs.metrics_csv(rec(loss, grad, sent, bits, down), 2.5,
-                               accuracy_at, paper_reference=0.9)
+    time_s = rng.random(steps) * 0.1 + 0.3
+    text = outputs.metrics_csv(rec(loss, grad, sent, bits, down, time_s),
+                               2.5, accuracy_at, paper_reference=0.9)
     self.assertEqual(text.splitlines()[0], ','.join(METRICS_COLUMNS))
     self.assertEqual(text.splitlines()[-1].split(',')[1], 'inf')
     path = pathlib.Path(_tmp.name, 'metrics.csv')
@@ -258,6 +263,16 @@ class CsvTest(absltest.TestCase):
       self.assertEqual(got[name].dtype, np.int64, name)
     accuracy = got['test_accuracy']
     self.assertEqual((accuracy[0], accuracy[5]), (0.1, 0.875))
+    np.testing.assert_array_equal(got['time_s'], time_s)  # exact: repr
+    np.testing.assert_array_equal(got['cum_time_s'], np.cumsum(time_s))
+    np.testing.assert_array_equal(got['slowest'], np.arange(steps) % workers)
+    self.assertEqual(got['slowest'].dtype, np.int64)
+    # A record without times (older code): the columns are there, empty.
+    text = outputs.metrics_csv(rec(loss, grad, sent, bits, down), 2.5,
+                               accuracy_at, paper_reference=0.9)
+    outputs.atomic_write(path, text)
+    got = outputs.read_metrics(path)
+    self.assertTrue(np.isnan(got['time_s']).all())
     self.assertTrue(np.all(np.isnan(np.delete(accuracy, [0, 5]))))
     # Without f*, the residual column is empty.
     text = outputs.metrics_csv(rec(loss, grad, sent, bits, down), None, {},

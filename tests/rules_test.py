@@ -245,11 +245,14 @@ class AnotherRuleTest(absltest.TestCase):
                           callback=lambda c: seen.append(c.start))
     self.assertEqual(seen, [0, 5, 10])
     self.assertEqual(trace._fields, ('loss', 'grad_norm_sq', 'sent_M',
-                                     'bits_M', 'bits_down_M'))
+                                     'bits_M', 'bits_down_M', 'time_s',
+                                     'slowest', 'slowdown_M'))
     np.testing.assert_array_equal(np.asarray(state.rule.clock_M),
                                   np.full(M, 12))
     gd_state, gd = lj.run(lj.RunSpec(problem, M), data, h, 12)
     np.testing.assert_allclose(trace.loss, gd.loss, rtol=1e-12)
+    # Timed on the network like any rule: the same bits, the same seconds.
+    np.testing.assert_array_equal(trace.time_s, gd.time_s)
     np.testing.assert_allclose(np.asarray(state.theta_P),
                                np.asarray(gd_state.theta_P), atol=1e-12)
     record = lj.Record.of(trace)
