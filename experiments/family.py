@@ -15,7 +15,10 @@ problem, `logreg/full`, `logreg/minibatch`, `mlp/full`, `mlp/minibatch`
 Pareto front, and REPORT.md: every preset's uploads, uplink and downlink
 bits, test accuracy, and iterations and bits to the target (convex) or the
 loss at the budget; which methods beat LAQ (SLAQ for the minibatch ones)
-where, computed from the numbers; the settings of each.
+where, computed from the numbers; every preset's simulated time to target on
+each network profile, a time-to-target-against-bandwidth figure and its
+crossover bandwidths (`experiments.family_time`, replayed from the sweeps'
+per-worker bits); the settings of each.
 
 Sweeps already finished in WORKDIR with the same config are kept; run the
 same command after an interruption. `--network_iters` and

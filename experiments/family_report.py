@@ -5,7 +5,10 @@
 A study is one problem (logistic regression or the network) with its two
 sweeps (the full-batch presets and the minibatch ones, `experiments.grid`).
 Every number is read from their results.csv; the verdicts are computed from
-those numbers, not written by hand.
+those numbers, not written by hand. Where each method wins in simulated
+seconds (every preset on every network profile, time to target against the
+link bandwidth and the crossovers) is `experiments.family_time`, replayed
+from the sweeps' curves.npz.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import pathlib
 from typing import NamedTuple, Sequence
 
 from configs import compressors as compressors_config
+from experiments import family_time
 from experiments import outputs
 from experiments.markdown import fmt, table
 from laq_jax import hyper as hyper_lib
@@ -244,7 +248,9 @@ def report(studies: Sequence[Study], workdir: pathlib.Path, quick: bool,
            '`laq_jax.ALGORITHMS` runs on the same data, M = 10 workers in '
            'file order; full-batch and minibatch presets are two compiled '
            'programs per problem. Every number is read from the sweeps\' '
-           'results.csv; which methods beat LAQ is computed from them.', '']
+           'results.csv (simulated time from their curves.npz); which '
+           'methods beat LAQ, and which is fastest where, is computed from '
+           'them.', '']
   if quick:
     lines += ['**Reduced budget** (`--quick`: 6,000 training images and '
               'short runs; `--tiny`: 600 images, 30 iterations): the shape '
@@ -264,6 +270,7 @@ def report(studies: Sequence[Study], workdir: pathlib.Path, quick: bool,
              for kind, (_, folder) in study.sweeps.items()}
     path = figure(study, rows, workdir)
     lines += study_section(study, rows, infos, path)
+    lines += family_time.section(study, workdir)
   lines += _settings_section()
   if missing:
     lines += [f'**Missing**: {", ".join(missing)}.', '']

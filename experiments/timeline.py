@@ -77,14 +77,22 @@ def _dataset_shape(dataset: str, data_dir: str) -> tuple[int, int, int]:
   return loaded.x_train.shape[1], classes, len(loaded.y_train)
 
 
-def flops_per_worker_step(config: dict) -> tuple[float, int]:
+def flops_per_worker_step(config: dict, num_train: int | None = None
+                          ) -> tuple[float, int]:
   """(F_m, p): the gradient FLOPs of one worker's step (its shard, or its
   minibatch), from the run's problem (`Problem.grad_flops_per_sample`), and
-  the number of parameters."""
+  the number of parameters.
+
+  Args:
+    config: the run's (or a sweep point's) config: dataset, data_dir,
+      model, hidden, algo, batch_size, train_subset, num_workers.
+    num_train: the training images the run used (a sweep's sweep.json
+      `num_train`), or None to take `train_subset` or the dataset's size.
+  """
   from laq_jax import hyper  # pylint: disable=g-import-not-at-top
   from laq_jax import problems  # pylint: disable=g-import-not-at-top
-  dim, classes, num_train = _dataset_shape(config['dataset'],
-                                           config.get('data_dir', ''))
+  dim, classes, dataset_size = _dataset_shape(config['dataset'],
+                                              config.get('data_dir', ''))
   problem = problems.get_problem(config['model'], dim, classes,
                                  hidden=config.get('hidden', 200))
   if problem.grad_flops_per_sample is None:
@@ -92,7 +100,7 @@ def flops_per_worker_step(config: dict) -> tuple[float, int]:
                         'grad_flops_per_sample: its compute time is unknown')
   samples = (config['batch_size']
              if hyper.get_algorithm(config['algo']).stochastic
-             else (config.get('train_subset') or num_train)
+             else (num_train or config.get('train_subset') or dataset_size)
              // config['num_workers'])
   return float(problem.grad_flops_per_sample * samples), problem.num_params()
 

@@ -7,6 +7,7 @@ per validation rule, each asserting that the message names the field, the
 value given and what is allowed. Nothing here loads MNIST or compiles.
 """
 
+import math
 import re
 from unittest import mock
 
@@ -159,6 +160,22 @@ class ArgumentTest(absltest.TestCase):
     self.assertEqual(configs.load('mnist_logreg', 'num_iters=7,tiny'
                                   ).num_iters, 30)
 
+  def test_network_fields_from_the_command_line(self):
+    c = configs.load('mnist_logreg', 'network=mobile,network_up_bps=5e6,'
+                     'network_server_in_bps=inf,network_topology=star')
+    self.assertEqual((c.network, c.network_up_bps, c.network_topology),
+                     ('mobile', 5e6, 'star'))
+    self.assertEqual(c.network_server_in_bps, math.inf)
+    self.assertIsNone(c.network_down_bps)  # the profile's
+    config_lib.validate_config(c)
+    gd = configs.load('mnist_logreg', 'algo=gd,network_topology=ring')
+    config_lib.validate_config(gd)  # gd can all-reduce
+    with self.assertRaisesRegex(
+        config_lib.ConfigError, "^config.network_topology='ring' is not "
+        "allowed for 'laq': .*gd, sgd"):
+      config_lib.validate_config(configs.load(
+          'mnist_logreg', 'network_topology=ring'))
+
   def test_value_types(self):
     c = configs.load('mnist_logreg', 'authors_code=true,train_subset=6e3,'
                      'fstar=none')
@@ -297,6 +314,22 @@ class ValidationTest(parameterized.TestCase):
             'K1:C1'),
       _case('loss_every_negative', dict(loss_every=-1), 'loss_every', '-1',
             'an integer >= 0 .0: 1 for full-batch runs, 10 for minibatch'),
+
+      # The modeled network.
+      _case('network_profile', dict(network='lan'), 'network', "'lan'",
+            'one of datacenter, cross_silo, mobile'),
+      _case('network_bandwidth_zero', dict(network_up_bps=0.0),
+            'network_up_bps', '0.0', r'a number > 0 \(inf: no limit\)'),
+      _case('network_bandwidth_nan', dict(network_down_bps=float('nan')),
+            'network_down_bps', 'nan', 'not NaN'),
+      _case('network_latency_negative', dict(network_up_latency_s=-0.01),
+            'network_up_latency_s', '-0.01', 'a finite number >= 0'),
+      _case('network_latency_inf', dict(network_down_latency_s=math.inf),
+            'network_down_latency_s', 'inf', 'a finite number >= 0'),
+      _case('network_topology', dict(network_topology='tree'),
+            'network_topology', "'tree'", 'one of star, ring'),
+      _case('network_straggler', dict(network_straggler='gamma'),
+            'network_straggler', "'gamma'", 'none, exp, lognormal'),
   )
   def test_rule(self, overrides, field, value, allowed):
     # A plain dict: ConfigDict's own type checks would catch some first.

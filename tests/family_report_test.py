@@ -1,6 +1,7 @@
 """experiments.family_report: who beats LAQ, computed from numbers by hand;
 and (slow) the whole launcher at a tiny budget, its tables checked against
-the sweeps' results.csv."""
+the sweeps' results.csv, its time-to-target part present for both problems
+(experiments.family_time has its own tests)."""
 
 import pathlib
 import re
@@ -82,11 +83,23 @@ class TinyReportTest(absltest.TestCase):
           self.assertIn(f'| {markdown.fmt(float(r["total_bits_down"]), "sci")}'
                         ' |', cells)
       self.assertNotEmpty(list((workdir / problem).glob('bits_vs_*.png')))
+      # Where each method wins: profiles, the bandwidth figure, crossovers.
+      timed = section.split('### Time to target on modeled networks')[1]
+      self.assertTrue((workdir / problem / 'time_vs_bandwidth.png').is_file())
+      self.assertIn(f'({problem}/time_vs_bandwidth.png)', timed)
+      for kind, lazy, eager in (('Full batch', 'LAQ', 'GD'),
+                                ('Minibatch', 'SLAQ', 'SGD')):
+        self.assertIn(f'**{kind}.** Target: ', timed)
+        self.assertIn(f'- {kind}, the fastest of all presets: ', timed)
+        self.assertIn(f'- {kind}, {lazy} against {eager} on its faster '
+                      'topology: ', timed)
+      self.assertRegex(timed, r'Fastest to the target: datacenter \*\*')
     self.assertLen(re.findall(r'^(Beat|None beat) S?LAQ', report,
                               re.MULTILINE), 4)
-    # Every preset: a row in each problem's table and one in the settings.
+    # Every preset: a row in each problem's table and its time table, and
+    # one in the settings.
     for algo in lj.ALGORITHMS:
-      self.assertLen(re.findall(rf'^\| {algo} \|', report, re.MULTILINE), 3,
+      self.assertLen(re.findall(rf'^\| {algo} \|', report, re.MULTILINE), 5,
                      algo)
 
 
