@@ -54,6 +54,9 @@ def rows(runs, labels) -> list[dict]:
         'target_uploads': s['target_uploads'],
         'target_bits': s['target_bits'],
         'paper_target_iteration': s.get('paper_target_iteration'),
+        'network': (s.get('network') or {}).get('profile'),
+        'total_time_s': s.get('total_time_s'),
+        'target_time_s': s.get('target_time_s'),
         'wall_time_s': s['wall_time_s']})
   return out
 
@@ -71,14 +74,20 @@ def markdown_table(table_rows: Sequence[dict]) -> str:
              (f'uploads to {target}', 'target_uploads', 'int'),
              (f'bits to {target}', 'target_bits', 'sci'),
              (f"iterations to {target} (paper's residual)",
-              'paper_target_iteration', 'int'),
-             ('wall time (s)', 'wall_time_s', '.1f')]
+              'paper_target_iteration', 'int')]
+  if any(r.get('total_time_s') is not None for r in table_rows):
+    columns += [('network', 'network', 's'),
+                ('simulated time (s)', 'total_time_s', 'sci'),
+                (f'simulated time to {target} (s)', 'target_time_s', 'sci')]
+  columns += [('wall time (s)', 'wall_time_s', '.1f')]
   note = ('iterations / uploads / bits: the whole run (uploads summed over '
           'workers; bits exact). "… to target": spent before the first '
           'iterate whose residual f(theta^k) - f* is at or below the target '
           "(— where not reached or f* unknown); the paper's residual is the "
           'average worker loss minus the smallest the run reached. Test '
-          'accuracy of the final iterate.')
+          'accuracy of the final iterate. Simulated time: each run\'s rounds '
+          'on its own config.network (laq_jax.network; replay them on '
+          'other networks with experiments.timeline).')
   return (markdown.columns_table(table_rows, columns, ('algorithm', 'label'))
           + '\n\n' + note + '\n')
 
@@ -98,7 +107,10 @@ def compare(workdirs: Sequence[str], out: str,
   out = pathlib.Path(out)
   title = ', '.join(sorted({f'{r.summary["model"]} M={r.summary["num_workers"]}'
                             for r in runs}))
-  for x, fig in plotting.loss_figures(curves, title=title).items():
+  axes = plotting.PAPER_AXES + (
+      ('time',) if all(c.time_s is not None for c in curves) else ())
+  for x, fig in plotting.loss_figures(curves, title=title,
+                                      axes=axes).items():
     outputs.save_figure(fig, out / outputs.FIGURES[x])
   for run, label in zip(runs, labels):
     safe = re.sub(r'[^A-Za-z0-9_.-]+', '_', label)

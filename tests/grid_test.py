@@ -38,11 +38,17 @@ SUMMARY_COLUMNS = [
     'target_iteration', 'target_uploads', 'target_bits', 'paper_reference',
     'paper_final_residual', 'paper_target_iteration', 'paper_target_uploads',
     'paper_target_bits', 'last_grad_norm_sq', 'total_bits_down',
-    'target_bits_down', 'paper_target_bits_down', 'loss_every', 'diverged',
-    'diverged_at']
+    'target_bits_down', 'paper_target_bits_down', 'total_time_s',
+    'target_time_s', 'paper_target_time_s', 'loss_every', 'diverged',
+    'diverged_at', 'flops_per_worker_step']
 HYPER_KEYS = ['algo', 'step_size', 'bits', 'xi', 'err_weight',
               'threshold_offset', 'max_staleness', 'l2', 'seed', 'levels',
-              'keep_prob', 'top_k', 'zeta', 'downlink_bits', 'xi_schedule']
+              'keep_prob', 'top_k', 'zeta', 'downlink_bits', 'xi_schedule',
+              'network', 'network_up_bps', 'network_down_bps',
+              'network_up_latency_s', 'network_down_latency_s',
+              'network_flops_per_s', 'network_straggler',
+              'network_straggler_scale', 'network_server_in_bps',
+              'network_server_out_bps', 'network_topology']
 SPEC_TABLE = reference.PRESETS  # docs/algorithm.md's table
 
 
@@ -160,8 +166,17 @@ class ResultsFilesTest(absltest.TestCase):
       self.assertEqual(row['diverged'], 'False')
     curves = np.load(workdir / 'curves.npz')
     np.testing.assert_array_equal(curves['algo'], [e[0] for e in expected])
-    np.testing.assert_array_equal(curves['bits'], [e[1] for e in expected])
+    # b as grid_bits: `bits` is the per-worker bits [G, T, M] (uploads x
+    # each upload's size, b p + 32 or 32 p)
+    np.testing.assert_array_equal(curves['grid_bits'],
+                                  [e[1] for e in expected])
     np.testing.assert_array_equal(curves['xi'], [e[2] for e in expected])
+    p = 784 * 10 + 10
+    for g, (algo, b, _) in enumerate(expected):
+      size = b * p + 32 if algo == 'laq' else 32 * p
+      np.testing.assert_array_equal(curves['bits'][g],
+                                    curves['uploads'][g] * size)
+    self.assertEqual(curves['time_s'].shape, curves['loss'].shape)
     for name in ('config.json', 'sweep.json'):
       json.loads((workdir / name).read_text())
     for name in ('heatmap_bits_to_target.png', 'pareto.png'):

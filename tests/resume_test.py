@@ -67,7 +67,8 @@ def subprocess_env(**extra):
 
 def config_flags(config):
   """--config.FIELD=VALUE for every field: the command line of `config`."""
-  return [f'--config.{k}={v}' for k, v in config.to_dict().items()]
+  return [f'--config.{k}={v}' for k, v in config.to_dict().items()
+          if v is not None]  # (None: a network field at its profile's)
 
 
 def restore_final(directory, config, like):

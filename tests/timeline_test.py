@@ -6,6 +6,7 @@ import tempfile
 
 from absl.testing import absltest
 import numpy as np
+import pytest
 
 from configs import default
 from experiments import outputs
@@ -92,6 +93,48 @@ class TimelineTest(absltest.TestCase):
     with self.assertRaisesRegex(ValueError, 'network.up_bps=-1.0'):
       timeline.timeline([str(self.dir / 'laq')], ['mobile'],
                         timeline.parse_overrides(['up_bps=-1']))
+
+
+class InTheRunTest(absltest.TestCase):
+  """A real (tiny) run's own times: the files agree with each other, with
+  the replay of its saved bits and with the transcription."""
+
+  @pytest.mark.slow
+  def test_a_runs_files_carry_its_times(self):
+    import jax  # pylint: disable=g-import-not-at-top
+    import configs  # pylint: disable=g-import-not-at-top
+    from experiments import train  # pylint: disable=g-import-not-at-top
+    self.assertTrue(jax.config.jax_enable_x64)
+    where = pathlib.Path(tempfile.mkdtemp(prefix='laq_timed_run_'))
+    config = configs.load('mnist_logreg', 'tiny,network=mobile,'
+                          'network_up_bps=2e6,seed=3')
+    summary = train.train_and_evaluate(config, where)
+    m = outputs.read_metrics(where / 'metrics.csv')
+    bits = np.load(where / 'bits.npy')
+    slow = np.load(where / 'slowdown.npy')
+    net = net_lib.make_network('mobile', num_workers=10, up_bps=2e6)
+    np.testing.assert_array_equal(slow, net_lib.slowdowns(net, 3, 30, 10))
+    flops = summary['flops_per_worker_step']
+    self.assertEqual(flops, [4 * 784 * 10 * 60.0] * 10)
+    down = np.repeat(m['bits_down'][:, None] / 10, 10, 1)
+    for k in range(30):
+      want = network_test.reference_round(net, flops, bits[k], down[k],
+                                          slow[k])
+      self.assertAlmostEqual(m['time_s'][k] / want, 1.0, delta=1e-12)
+    np.testing.assert_allclose(m['cum_time_s'], np.cumsum(m['time_s']),
+                               rtol=1e-12)
+    self.assertEqual(summary['total_time_s'], m['cum_time_s'][-1])
+    k = summary['paper_target_iteration']
+    self.assertIsNotNone(k)
+    self.assertEqual(summary['paper_target_time_s'],
+                     0.0 if k == 0 else m['cum_time_s'][k - 1])
+    self.assertEqual(summary['network']['profile'], 'mobile')
+    self.assertEqual(summary['network']['up_bps'], 2e6)
+    self.assertEqual(summary['network']['server_in_bps'], 'inf')
+    replayed = timeline.time_run(timeline.load(where), 'mobile',
+                                 {'up_bps': 2e6})
+    np.testing.assert_array_equal(replayed['time_s'], m['time_s'])
+    self.assertTrue((where / 'loss_vs_time.png').is_file())
 
 
 if __name__ == '__main__':

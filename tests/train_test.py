@@ -42,9 +42,10 @@ WORKERS, PER_WORKER, STEPS, EVAL_EVERY = 10, 60, 30, 10
 P = 784 * 10 + 10
 COLUMNS = ('step', 'loss', 'residual', 'paper_residual', 'grad_norm_sq',
            'uploads', 'bits', 'bits_down', 'cum_uploads', 'cum_bits',
-           'cum_bits_down', 'test_accuracy')
+           'cum_bits_down', 'test_accuracy', 'time_s', 'cum_time_s',
+           'slowest')
 PNGS = ('loss_vs_iterations.png', 'loss_vs_uploads.png', 'loss_vs_bits.png',
-        'loss_vs_total_bits.png',
+        'loss_vs_total_bits.png', 'loss_vs_time.png',
         'grad_norm_vs_iterations.png', 'grad_norm_vs_uploads.png',
         'grad_norm_vs_bits.png', 'upload_raster.png')
 PNG_MAGIC = b'\x89PNG\r\n\x1a\n'
@@ -76,7 +77,8 @@ def run_main(*args, timeout=300, **env):
 
 def config_flags(config):
   """--config.FIELD=VALUE for every field: the command line of `config`."""
-  return [f'--config.{k}={v}' for k, v in config.to_dict().items()]
+  return [f'--config.{k}={v}' for k, v in config.to_dict().items()
+          if v is not None]  # (None: a network field at its profile's)
 
 
 def shards(dtype=np.float64):
