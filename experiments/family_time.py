@@ -264,9 +264,11 @@ def choose_target(sweep: TimedSweep, residual: bool) -> Target:
   (presets that did not reach it are not timed). Otherwise (the minibatch
   sweeps, the network, or a budget too short for the residual target): the
   loss level f <= L, L the highest final loss f(theta^T) among the presets
-  that did not diverge, so every one of them reaches it (at the latest at
-  theta^T); k* the first logged iterate at or below L. Diverged presets
-  are never timed.
+  that did not diverge and ended below their initial loss f(theta^0), so
+  every one of them reaches it (at the latest at theta^T); a preset that
+  ran away (finite, above where it started) does not set the level and is
+  timed only if it passed it on the way. k* is the first logged iterate at
+  or below L. Diverged presets are never timed.
 
   Raises:
     ValueError: every point diverged (no level to choose).
@@ -287,7 +289,15 @@ def choose_target(sweep: TimedSweep, residual: bool) -> Target:
   if not ok.any():
     raise ValueError(f'every point of {sweep.path} diverged: there is no '
                      'loss level to time to')
-  finals = np.where(ok, sweep.final_loss, -np.inf)
+  # The level: among the presets that made progress (f(theta^T) below
+  # f(theta^0); one that ran away, finite but far above where it started,
+  # would make every preset reach the level at k = 0).
+  start = np.asarray(sweep.loss, np.float64)[:, 0]  # k = 0 always logs
+  progressed = ok & (np.asarray(sweep.final_loss) < start)
+  if not progressed.any():
+    raise ValueError(f'no point of {sweep.path} ended below its initial '
+                     'loss: there is no loss level to time to')
+  finals = np.where(progressed, sweep.final_loss, -np.inf)
   worst = int(np.argmax(finals))
   level = float(finals[worst])
   k = []
@@ -298,9 +308,13 @@ def choose_target(sweep: TimedSweep, residual: bool) -> Target:
     k.append(-1 if hit is None else hit)
   return Target('loss', level, np.asarray(k), (
       f'{prefix}the loss level f(θ^k) ≤ {level:.6g}: the highest final '
-      f'loss f(θ^T) among the {int(ok.sum())} presets that did not diverge '
-      f'(that of {sweep.algos[worst]}), so every one of them reaches it; '
-      'k* is the first logged iterate at or below it'))
+      f'loss f(θ^T) among the {int(progressed.sum())} presets that ended '
+      f'below their initial loss (that of {sweep.algos[worst]}), so every '
+      'one of them reaches it'
+      + (f' ({", ".join(sweep.algos[g] for g in np.flatnonzero(ok & ~progressed))}'
+         ' ended above where it started and is timed only if it passed the '
+         'level on the way)' if np.any(ok & ~progressed) else '')
+      + '; k* is the first logged iterate at or below it'))
 
 
 def untimed(sweep: TimedSweep, target: Target, g: int) -> str | None:

@@ -142,8 +142,20 @@ class TargetTest(absltest.TestCase):
     np.testing.assert_array_equal(target.iteration, [2, 6, -1])
     self.assertIn('no preset reached the residual target 1e-06', target.rule)
     self.assertIn('f(θ^k) ≤ 6.5: the highest final loss f(θ^T) among the 2 '
-                  'presets that did not diverge (that of slaq)', target.rule)
+                  'presets that ended below their initial loss (that of '
+                  'slaq)', target.rule)
     self.assertEqual(ft.untimed(sweep, target, 2), 'diverged')
+    # A preset that ran away (finite, above where it started) does not set
+    # the level; it is timed where it passed the level on the way.
+    away = sweep._replace(final_loss=np.array([4.0, 1e7, np.nan]))
+    target = ft.choose_target(away, residual=False)
+    self.assertEqual(target.level, 4.0)  # sgd's, not slaq's 1e7
+    np.testing.assert_array_equal(target.iteration, [6, -1, -1])
+    self.assertIn('slaq ended above where it started', target.rule)
+    low = away._replace(loss=np.where(np.isnan(loss), np.nan, 3.5 + 0 * loss)
+                        )._replace(final_loss=np.array([4.0, 1e7, np.nan]))
+    self.assertRaisesRegex(ValueError, 'ended below its initial loss',
+                           ft.choose_target, low, residual=False)
     everyone = sweep._replace(diverged=np.ones(3, bool))
     with self.assertRaisesRegex(ValueError, 'every point of /synthetic '
                                 'diverged'):
