@@ -234,10 +234,11 @@ def point_config(config, point: Mapping[str, Any]
 
 
 def partial_participation(values) -> bool:
-  """Whether a config or grid point takes some clients only (q < 1 or
-  S > 0): its program compiles participation in."""
+  """Whether a config or grid point may leave clients out of a round
+  (q < 1, S > 0, or a deadline): its program compiles participation in."""
   return (get(values, 'participation') < 1
-          or get(values, 'clients_per_round') > 0)
+          or get(values, 'clients_per_round') > 0
+          or get(values, 'deadline_s') > 0)
 
 
 def grid_axis(config) -> str:

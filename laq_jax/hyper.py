@@ -267,6 +267,10 @@ FIELDS: tuple[Field, ...] = (
        'what the server does with an absent client: stale (keeps its last '
        'upload) or drop (steps with M / |S_k| times the participants\' '
        'sum)', choices=participation_lib.ABSENT),
+    _f('deadline_s', 'float', 0.0, _ge0,
+       'a finite number >= 0 (0: no deadline)',
+       'a round\'s deadline, s: a participant whose compute + upload would '
+       'end later is dropped from the round (0: none)'),
     # The modeled network a run's rounds are timed on (laq_jax.network;
     # docs/algorithm.md, "Time on a modeled network"): a profile, then any
     # of its fields overridden (None: the profile's value).

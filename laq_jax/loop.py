@@ -202,12 +202,25 @@ def make_step(spec: RunSpec, data: Data, hyper: Hyper, *,
                          jnp.asarray(jnp.nan, loss.dtype))
     grad_norm_sq = jnp.sum(jnp.square(collectives.sum_workers(grads_MxP,
                                                               axis_name)))
+    # The stragglers' factors of this round (keys: seed, step, worker).
+    slowdown_M = network_lib.slowdown(hyper.network, hyper.seed, state.step,
+                                      worker_ids_M)
     extra = {}
     present_all = jnp.ones((spec.num_workers,), bool)
     if spec.participation:  # every device draws every client's flag
       present_all = participation_lib.participants(hyper, state.step,
                                                    spec.num_workers)
       extra['present_M'] = present_all[worker_ids_M]
+      local_net = network_lib.worker_view(hyper.network, worker_ids_M)
+      deadline = jnp.asarray(hyper.deadline_s, hyper.network.up_bps.dtype)
+
+      def admit(sent_M, bits_M):
+        # compute + upload (a skip: its notice's latency) by the deadline
+        del sent_M
+        end = (slowdown_M * flops / local_net.flops_per_s
+               + local_net.up_latency_s + bits_M / local_net.up_bps)
+        return (deadline <= 0) | (end <= deadline)
+      extra['admit'] = admit
     theta_P, rule_state, stats = spec.rule.step(
         grads_MxP, state.rule, state.theta_P, hyper, step_count=state.step,
         worker_ids_M=worker_ids_M, num_workers=spec.num_workers,
@@ -215,15 +228,15 @@ def make_step(spec: RunSpec, data: Data, hyper: Hyper, *,
     # The round on the modeled network: every worker's bits and slowdown
     # (gathered over devices; the stragglers' keys are (seed, step, worker),
     # so every layout draws the same).
-    slowdown_M = network_lib.slowdown(hyper.network, hyper.seed, state.step,
-                                      worker_ids_M)
     zeros = jnp.zeros((num_local,), jnp.int32)
     gather = lambda x: collectives.gather_workers(x, axis_name)
+    cut = gather(getattr(stats, 'dropped_M', jnp.zeros((num_local,), bool)))
     round_ = network_lib.round_time(
         hyper.network, jnp.full((spec.num_workers,), flops),
         gather(getattr(stats, 'bits_M', zeros)),
         gather(getattr(stats, 'bits_down_M', zeros)), gather(slowdown_M),
-        participants_M=present_all, num_params=num_params)
+        participants_M=present_all & ~cut, num_params=num_params,
+        deadline_s=hyper.deadline_s, cut_M=cut)
     row = trace_type(spec.rule.stats_type)(
         loss, grad_norm_sq, *stats, round_.time_s, round_.slowest,
         slowdown_M, present_all[worker_ids_M])

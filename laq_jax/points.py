@@ -143,7 +143,7 @@ def parts_of(points: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
       downlink=any(a.downlink for a in algos),
       participation=any(p.get('participation', 1) < 1
                         or p.get('clients_per_round', 0) > 0
-                        for p in points))
+                        or p.get('deadline_s', 0) > 0 for p in points))
 
 
 def varying_keys(points: Sequence[Mapping[str, Any]]) -> list[str]:

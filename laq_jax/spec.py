@@ -61,8 +61,9 @@ class RunSpec:
       those of a loss_every=1 run; the run itself does not change.
     triggers: the triggers it may meet (see compressors).
     participation: compile partial participation in (`Hyper.participation`,
-      `clients_per_round`, `absent`; `laq_jax.participation`): who takes
-      part is drawn every round and absent clients are masked. Off, every
+      `clients_per_round`, `absent`, `deadline_s`; `laq_jax.participation`):
+      who takes part is drawn every round, a deadline cuts late ones off,
+      and absent clients are masked. Off, every
       client takes part in every round and nothing of it is compiled.
   """
   problem: Problem
@@ -136,11 +137,12 @@ class RunSpec:
                          f'but RunSpec.{kind}={getattr(self, kind)}; list '
                          'them there')
     partial = bool(np.any(np.asarray(hyper.participation) < 1)
-                   or np.any(np.asarray(hyper.clients_per_round) > 0))
+                   or np.any(np.asarray(hyper.clients_per_round) > 0)
+                   or np.any(np.asarray(hyper.deadline_s) > 0))
     if partial and not self.participation:
-      raise ValueError('hyper uses partial participation (participation < 1 '
-                       'or clients_per_round > 0) but RunSpec.participation='
-                       'False; set it True')
+      raise ValueError('hyper uses partial participation (participation < 1, '
+                       'clients_per_round > 0 or deadline_s > 0) but '
+                       'RunSpec.participation=False; set it True')
     if np.any(np.asarray(hyper.clients_per_round) > self.num_workers):
       raise ValueError(
           f'clients_per_round={np.asarray(hyper.clients_per_round)!r} is '

@@ -22,6 +22,21 @@ def data():
   return lj.Data(jnp.asarray(x), jnp.asarray(y))
 
 
+def grads_at_zero():
+  """[M, P] each worker's logistic-regression gradient at theta = 0, by
+  hand (flat: the bias, then the weights)."""
+  d = data()
+  x, y = np.asarray(d.x_MxNxD), np.asarray(d.y_MxN)
+  grads = []
+  for m in range(M):
+    p = np.full((N, C), 1 / C)
+    onehot = np.eye(C)[y[m]]
+    gw = x[m].T @ (p - onehot) / N
+    gb = (p - onehot).mean(0)
+    grads.append(np.concatenate([gb, gw.ravel()]))
+  return np.asarray(grads)
+
+
 def run(algo='laq', steps=15, participation_on=True, **kw):
   spec = lj.RunSpec(lj.get_problem('logreg', D, C), M,
                     stochastic=lj.ALGORITHMS[algo].stochastic, batch_size=5,
@@ -122,16 +137,7 @@ class AbsentClientsTest(parameterized.TestCase):
     state, trace = lj.run(spec, data(), hyper, 1)
     present = np.asarray(trace.participants_M[0])
     self.assertEqual(present.sum(), 2)
-    d = data()
-    x, y = np.asarray(d.x_MxNxD), np.asarray(d.y_MxN)
-    grads = []
-    for m in range(M):  # logistic regression at theta = 0, by hand
-      p = np.full((N, C), 1 / C)
-      onehot = np.eye(C)[y[m]]
-      gw = x[m].T @ (p - onehot) / N
-      gb = (p - onehot).mean(0)
-      grads.append(np.concatenate([gb, gw.ravel()]))  # flat: b, then w
-    grads = np.asarray(grads)
+    grads = grads_at_zero()
     want = -0.1 * (M / 2) * grads[present].sum(0)
     np.testing.assert_allclose(np.asarray(state.theta_P), want, atol=1e-12)
     # stale: the absent clients' last uploads are still in the sum (none
@@ -139,6 +145,50 @@ class AbsentClientsTest(parameterized.TestCase):
     state, _ = lj.run(spec, data(), hyper._replace(absent=jnp.int32(0)), 1)
     np.testing.assert_allclose(np.asarray(state.theta_P),
                                -0.1 * grads[present].sum(0), atol=1e-12)
+
+
+class DeadlineTest(absltest.TestCase):
+
+  def test_a_late_client_is_cut_and_the_round_ends_at_the_deadline(self):
+    # gd on a network where worker m's compute takes (m + 1) * 10 ms and
+    # uploads take 1 ms (latency) + 32 p / 1e9 s: with a 35 ms deadline
+    # workers 0..2 make it (ends 11, 21, 31 ms plus the bits), 3..5 do not.
+    p = D * C + C
+    flops = 4 * D * C * N
+    rates = [flops / (0.01 * (m + 1)) for m in range(M)]
+    net = lj.make_network('cross_silo', num_workers=M, flops_per_s=rates,
+                          up_latency_s=1e-3, down_latency_s=2e-3,
+                          up_bps=1e9, down_bps=1e9, server_in_bps=1e12,
+                          server_out_bps=1e12)
+    spec = lj.RunSpec(lj.get_problem('logreg', D, C), M, participation=True)
+    hyper = lj.make_hyper('gd', dtype=jnp.float64, network=net,
+                          deadline_s=0.035, step_size=0.1)
+    state, trace = lj.run(spec, data(), hyper, 3)
+    cut = np.array([False] * 3 + [True] * 3)
+    np.testing.assert_array_equal(trace.dropped_M, np.tile(cut, (3, 1)))
+    np.testing.assert_array_equal(trace.sent_M, np.tile(~cut, (3, 1)))
+    self.assertTrue(np.all(trace.bits_M[:, cut] == 0))
+    self.assertTrue(np.all(trace.bits_down_M[:, cut] == 0))
+    # the cut workers never uploaded: their clocks still say so
+    clock = np.asarray(state.rule.clock_M)
+    self.assertTrue(np.all(clock[cut] == lj.rules.NEVER_UPLOADED))
+    self.assertTrue(np.all(clock[~cut] == 0))
+    # T = the deadline (someone was cut) + the broadcast to the others
+    down = 2e-3 + 32 * p / 1e9
+    np.testing.assert_allclose(trace.time_s, 0.035 + down, rtol=1e-12)
+    # the first step used the three on-time gradients only (stale: the
+    # late ones have no upload yet)
+    first, _ = lj.run(spec, data(), hyper, 1)
+    np.testing.assert_allclose(np.asarray(first.theta_P),
+                               -0.1 * grads_at_zero()[~cut].sum(0),
+                               atol=1e-12)
+    # no deadline: everyone in, the run without participation bit for bit
+    _, free = lj.run(spec, data(), hyper._replace(
+        deadline_s=jnp.float64(0.0)), 3)
+    _, base = lj.run(lj.RunSpec(lj.get_problem('logreg', D, C), M), data(),
+                     hyper._replace(deadline_s=jnp.float64(0.0)), 3)
+    np.testing.assert_array_equal(free.loss, base.loss)
+    np.testing.assert_array_equal(free.time_s, base.time_s)
 
 
 class RefusedTest(absltest.TestCase):
