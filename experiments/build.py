@@ -172,7 +172,8 @@ def build(config) -> Built:
                  triggers=(algorithm.trigger,),
                  error_feedback=algorithm.error_feedback,
                  downlink=algorithm.downlink,
-                 loss_every=get('loss_every'))
+                 loss_every=get('loss_every'),
+                 participation=config_lib.partial_participation(config))
   hyper = make_hyper(algorithm, dtype=dtype,
                      authors_code=bool(get('authors_code')),
                      **{f: get(f) for f in config_lib.HYPER_FIELDS})

@@ -22,8 +22,8 @@ from laq_jax import data as data_lib
 from laq_jax import sharding
 from laq_jax import sweep as sweep_lib
 from laq_jax.hyper import (ALGORITHMS, DEFAULTS, check_value,
-                           get_algorithm, is_integer, is_number,
-                           make_network)
+                           check_participation, get_algorithm, is_integer,
+                           is_number, make_network)
 from laq_jax.loop import GRID_AXES, MINIBATCH_LOSS_EVERY
 from laq_jax import problems as problems_lib
 
@@ -167,6 +167,11 @@ def validate_config(config, *, allow_extra: Iterable[str] = ()) -> None:
     make_network(c, get_algorithm(c['algo']))
   except ValueError as e:
     raise ConfigError(f'config.{e}') from None
+  try:
+    check_participation(c, get_algorithm(c['algo']), c['num_workers'],
+                        where='config.')
+  except ValueError as e:
+    raise ConfigError(str(e)) from None
   if not isinstance(c['authors_code'], (bool, np.bool_)):
     raise bad('authors_code', c['authors_code'], 'True or False')
   if not (is_number(c['dirichlet_alpha']) and c['dirichlet_alpha'] > 0):
@@ -226,6 +231,14 @@ def point_config(config, point: Mapping[str, Any]
     values.pop(name, None)
   values.update({k: point[k] for k in sweep_lib.GRID_KEYS})
   return ml_collections.ConfigDict(values)
+
+
+def partial_participation(values) -> bool:
+  """Whether a config or grid point may leave clients out of a round
+  (q < 1, S > 0, or a deadline): its program compiles participation in."""
+  return (get(values, 'participation') < 1
+          or get(values, 'clients_per_round') > 0
+          or get(values, 'deadline_s') > 0)
 
 
 def grid_axis(config) -> str:

@@ -217,6 +217,15 @@ def load_sweep(folder, flops: Callable[[str], float] | None = None
   saved = saved if saved is not None and saved.ndim == 3 else None
   bits_up, notes = [], {}
   for g, algo in enumerate(algos):
+    row = rows[g]
+    if ((row.get('deadline_s') or 0) > 0 or (row.get('participation') or 1)
+        < 1 or (row.get('clients_per_round') or 0) > 0):
+      # who took part depended on the run (and, with a deadline, on its
+      # network): the replay over every worker would be another run
+      bits_up.append(None)
+      notes[algo] = ('ran with partial participation or a deadline: not '
+                     'replayed on other networks')
+      continue
     if saved is not None:
       bits_up.append(np.asarray(saved[g], np.float64))
       continue

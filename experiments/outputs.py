@@ -45,8 +45,11 @@ GRAD_NORM_FIGURES = {'iterations': 'grad_norm_vs_iterations.png',
                      'bits': 'grad_norm_vs_bits.png'}
 RASTER_FIGURE = 'upload_raster.png'
 SLOWDOWN_FILE = 'slowdown.npy'  # only for a network with stragglers
+PARTICIPANTS_FILE = 'participants.npy'
+PARTICIPATION_FIGURE = 'participation_raster.png'  # partial participation
 RUN_FILES = ('config.json', 'metrics.csv', 'uploads.npy', 'bits.npy',
-             SLOWDOWN_FILE, 'summary.json',
+             SLOWDOWN_FILE, PARTICIPANTS_FILE, PARTICIPATION_FIGURE,
+             'summary.json',
              *FIGURES.values(), *GRAD_NORM_FIGURES.values(), RASTER_FIGURE)
 CHECKPOINT_DIR = 'checkpoints'
 # Folders a run owns besides its files: checkpoints and TensorBoard events.

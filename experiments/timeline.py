@@ -112,6 +112,11 @@ def load(workdir) -> dict[str, Any]:
   if not path.is_file():
     raise TimelineError(f'{workdir} has no bits.npy (a run older than the '
                         'network model): run it again to replay it')
+  if float(run.config.get('deadline_s') or 0) > 0:
+    raise TimelineError(f'{workdir} ran with a deadline (deadline_s='
+                        f'{run.config["deadline_s"]}): who took part '
+                        'depended on its network, so it cannot be replayed '
+                        'on another one; run it again there')
   bits = np.load(path)
   workers = bits.shape[1]
   down = np.repeat(run.metrics['bits_down'][:, None] / workers, workers, 1)

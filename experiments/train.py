@@ -20,6 +20,9 @@ writes into `workdir`:
                    (what `laq_jax.network.replay` times on any network);
   slowdown.npy     float64 [T, M], the stragglers' compute factors s[k, m]
                    (only for a network with stragglers);
+  participants.npy bool [T, M], who took part in each round (every worker
+                   without partial participation; participation_raster.png
+                   with it);
   summary.json     totals, final loss / accuracy of theta^T, f* and how it was
                    computed, the iteration / uploads / bits at which each
                    residual (exact: target_*; the paper's: paper_target_*)
@@ -403,6 +406,8 @@ def _write_files(config, workdir: pathlib.Path, ran: _Ran,
   if (rec.slowdown_M is not None
       and summary['network']['straggler'] != 'none'):
     outputs.write_npy(workdir / outputs.SLOWDOWN_FILE, rec.slowdown_M)
+  if rec.participants_M is not None:
+    outputs.write_npy(workdir / outputs.PARTICIPANTS_FILE, rec.participants_M)
   loss_K, grad_norm_K = rec.loss, rec.grad_norm_sq
   uploads_K, bits_K, bits_down_K = rec.uploads, rec.bits, rec.bits_down
   # Figures skip non-finite points (NaN leaves a gap; inf breaks log axes).
@@ -428,3 +433,8 @@ def _write_files(config, workdir: pathlib.Path, ran: _Ran,
                           workdir / name)
   outputs.save_figure(plotting.upload_raster(rec.sent_M, title=config.algo),
                       workdir / outputs.RASTER_FIGURE)
+  if (rec.participants_M is not None
+      and config_lib.partial_participation(config)):
+    outputs.save_figure(plotting.upload_raster(
+        rec.participants_M, title=f'{config.algo}: participants',
+        event='took part'), workdir / outputs.PARTICIPATION_FIGURE)

@@ -21,6 +21,7 @@ import numpy as np
 
 from laq_jax import compressors
 from laq_jax import network as network_lib
+from laq_jax import participation as participation_lib
 from laq_jax import schedule
 from laq_jax import trigger as trigger_lib
 
@@ -151,7 +152,8 @@ class Field:
       'network' (a profile name of `laq_jax.network.PROFILES`, or a
       `Network`: the array `network`, a Network of arrays),
       'network_field' (an override of one Network field, None for the
-      profile's; no array of its own: it goes into `network`), or 'preset'
+      profile's; no array of its own: it goes into `network`), 'choice'
+      (one of `choices` by name, stored as its index, int32), or 'preset'
       (set by the algorithm preset, not by a config: int32 or bool, see
       `dtype`).
     default: the config's and `make_hyper`'s default (None for presets).
@@ -159,6 +161,7 @@ class Field:
     allowed: what `check` allows, in words (for error messages).
     doc: one line for the docs and configs/default.py.
     dtype: a preset's dtype ('int32' or 'bool').
+    choices: a 'choice' field's names.
   """
   name: str
   kind: str
@@ -167,6 +170,7 @@ class Field:
   allowed: str
   doc: str
   dtype: str = ''
+  choices: tuple[str, ...] = ()
 
   @property
   def arrays(self) -> tuple[str, ...]:
@@ -182,7 +186,7 @@ class Field:
   def value_type(self) -> type:
     """The Python type of a config's value (a network override may also be
     None: the profile's)."""
-    if self.kind in ('schedule', 'network') or self.network_field in (
+    if self.kind in ('schedule', 'network', 'choice') or self.network_field in (
         'straggler', 'topology'):
       return str
     return float if self.kind in ('float', 'network_field') else int
@@ -194,8 +198,8 @@ class Field:
             if self.kind == 'network_field' else '')
 
 
-def _f(name, kind, default, check, allowed, doc, dtype=''):
-  return Field(name, kind, default, check, allowed, doc, dtype)
+def _f(name, kind, default, check, allowed, doc, dtype='', choices=()):
+  return Field(name, kind, default, check, allowed, doc, dtype, choices)
 
 
 _finite = np.isfinite
@@ -251,6 +255,22 @@ FIELDS: tuple[Field, ...] = (
        'xi\'s multipliers by iteration, \'K1:C1,K2:C2\' (C_j times xi from '
        'iteration K_j on, not cumulative), \'\' for none; the authors\' '
        'minibatch network: \'300:2,500:6\''),
+    # Partial participation (docs/algorithm.md, "Partial participation").
+    _f('participation', 'float', 1.0,
+       lambda a: _finite(a) & (a > 0) & (a <= 1), 'a number in (0, 1]',
+       'q: each client takes part in a round with probability q'),
+    _f('clients_per_round', 'int', 0, _int_in(0, _INT32_MAX),
+       'an integer >= 0 (0: off; at most the number of workers)',
+       'S: exactly S clients take part in each round (0: off, q decides)'),
+    _f('absent', 'choice', 'stale', None,
+       f'one of {", ".join(participation_lib.ABSENT)}',
+       'what the server does with an absent client: stale (keeps its last '
+       'upload) or drop (steps with M / |S_k| times the participants\' '
+       'sum)', choices=participation_lib.ABSENT),
+    _f('deadline_s', 'float', 0.0, _ge0,
+       'a finite number >= 0 (0: no deadline)',
+       'a round\'s deadline, s: a participant whose compute + upload would '
+       'end later is dropped from the round (0: none)'),
     # The modeled network a run's rounds are timed on (laq_jax.network;
     # docs/algorithm.md, "Time on a modeled network"): a profile, then any
     # of its fields overridden (None: the profile's value).
@@ -365,6 +385,11 @@ def check_value(name: str, value, where: str | None = None) -> None:
     if value is not None:
       network_lib.check_field(field.network_field, value, where)
     return
+  if field.kind == 'choice':
+    if not (isinstance(value, str) and value in field.choices):
+      raise ValueError(f'{where}={value!r} is not allowed: it must be '
+                       f'{field.allowed}')
+    return
   bad = ValueError(f'{where}={value!r} is not allowed: it must be '
                    f'{field.allowed}')
   if isinstance(value, (str, bytes)):
@@ -419,6 +444,7 @@ def make_hyper(algo: str | Algorithm = 'laq', *, dtype=jnp.float32,
                      f'allowed: {sorted(DEFAULTS)}')
   values = {**DEFAULTS, **overrides}
   validate(**values)
+  check_participation(values, algorithm)
   values['downlink_bits'] = broadcast_bits(algorithm, values['bits'],
                                            values['downlink_bits'])
   arrays = {'network': make_network(values, algorithm)}
@@ -427,6 +453,9 @@ def make_hyper(algo: str | Algorithm = 'laq', *, dtype=jnp.float32,
       arrays.update(zip(f.arrays, schedule.arrays(values[f.name], dtype)))
     elif f.kind in ('network', 'network_field'):
       continue
+    elif f.kind == 'choice':
+      arrays[f.name] = jnp.asarray(f.choices.index(values[f.name]),
+                                   jnp.int32)
     else:
       arrays[f.name] = jnp.asarray(
           values[f.name], dtype if f.kind == 'float' else jnp.int32)
@@ -439,6 +468,34 @@ def make_hyper(algo: str | Algorithm = 'laq', *, dtype=jnp.float32,
       error_feedback=jnp.asarray(algorithm.error_feedback, bool),
       authors_code=jnp.asarray(authors_code, bool),
   )
+
+
+def check_participation(values, algorithm: Algorithm | None = None,
+                        num_workers: int | None = None,
+                        where: str = '') -> None:
+  """The participation fields together: q and S are not both set, S is at
+  most M, and a quantized broadcast (two_laq, which assumes every worker
+  received every broadcast) takes every client."""
+  get = (values.get if isinstance(values, dict) else
+         lambda name: getattr(values, name, None))
+  q, s = get('participation'), get('clients_per_round')
+  partial = (q is not None and np.any(np.asarray(q) < 1)) or (
+      s is not None and np.any(np.asarray(s) > 0))
+  if (q is not None and s is not None and np.any(np.asarray(q) < 1)
+      and np.any(np.asarray(s) > 0)):
+    raise ValueError(f'{where}participation={q!r} and {where}'
+                     f'clients_per_round={s!r} are not allowed together: '
+                     'set one (q < 1, Bernoulli per client) or the other '
+                     '(S > 0 clients per round)')
+  if num_workers is not None and s is not None and np.any(
+      np.asarray(s) > num_workers):
+    raise ValueError(f'{where}clients_per_round={s!r} is not allowed: it '
+                     f'must be at most num_workers={num_workers} (or 0)')
+  if partial and algorithm is not None and algorithm.downlink:
+    raise ValueError(f'{where}algo={algorithm.name!r} is not allowed with '
+                     'partial participation: its quantized broadcast '
+                     'assumes every worker received every broadcast; use '
+                     'participation=1 and clients_per_round=0, or laq')
 
 
 def network_overrides(values) -> dict[str, Any]:

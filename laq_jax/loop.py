@@ -22,6 +22,7 @@ import numpy as np
 
 from laq_jax import collectives
 from laq_jax import network as network_lib
+from laq_jax import participation as participation_lib
 from laq_jax import randomness
 from laq_jax import hyper as hyper_lib
 from laq_jax import rules
@@ -50,7 +51,7 @@ class LoopState(NamedTuple):
 
 TRACE_HEAD = ('loss', 'grad_norm_sq')
 # The round's simulated time on `Hyper.network`, after the rule's stats.
-TRACE_TIME = ('time_s', 'slowest', 'slowdown_M')
+TRACE_TIME = ('time_s', 'slowest', 'slowdown_M', 'participants_M')
 
 
 @functools.cache
@@ -61,7 +62,7 @@ def trace_type(stats_type: type) -> type:
   fields = TRACE_HEAD + tuple(stats_type._fields) + TRACE_TIME
   trace = collections.namedtuple('Trace', fields)
   trace.PER_WORKER = tuple(getattr(stats_type, 'PER_WORKER', ())) + (
-      'slowdown_M',)
+      'slowdown_M', 'participants_M')
   trace.__doc__ = _TRACE_DOC
   return trace
 
@@ -79,7 +80,8 @@ family: sent_M, bits_M, bits_down_M the bits each worker received after
 the step, innovation_M, threshold_M, error_M); then the round's simulated
 time on `Hyper.network` (`laq_jax.network.round_time`, float64 where x64
 is on): time_s, T[k]; slowest, the worker that set it; slowdown_M, each
-worker's straggler factor s[k, m].
+worker's straggler factor s[k, m]; participants_M, who took part in round k
+(every worker without `RunSpec.participation`).
 """
 
 # The LAQ family's Trace.
@@ -200,25 +202,44 @@ def make_step(spec: RunSpec, data: Data, hyper: Hyper, *,
                          jnp.asarray(jnp.nan, loss.dtype))
     grad_norm_sq = jnp.sum(jnp.square(collectives.sum_workers(grads_MxP,
                                                               axis_name)))
+    # The stragglers' factors of this round (keys: seed, step, worker).
+    slowdown_M = network_lib.slowdown(hyper.network, hyper.seed, state.step,
+                                      worker_ids_M)
+    extra = {}
+    present_all = jnp.ones((spec.num_workers,), bool)
+    if spec.participation:  # every device draws every client's flag
+      present_all = participation_lib.participants(hyper, state.step,
+                                                   spec.num_workers)
+      extra['present_M'] = present_all[worker_ids_M]
+      local_net = network_lib.worker_view(hyper.network, worker_ids_M)
+      deadline = jnp.asarray(hyper.deadline_s, hyper.network.up_bps.dtype)
+
+      def admit(sent_M, bits_M):
+        # compute + upload (a skip: its notice's latency) by the deadline
+        del sent_M
+        end = (slowdown_M * flops / local_net.flops_per_s
+               + local_net.up_latency_s + bits_M / local_net.up_bps)
+        return (deadline <= 0) | (end <= deadline)
+      extra['admit'] = admit
     theta_P, rule_state, stats = spec.rule.step(
         grads_MxP, state.rule, state.theta_P, hyper, step_count=state.step,
         worker_ids_M=worker_ids_M, num_workers=spec.num_workers,
-        axis_name=axis_name, parts=spec.parts)
+        axis_name=axis_name, parts=spec.parts, **extra)
     # The round on the modeled network: every worker's bits and slowdown
     # (gathered over devices; the stragglers' keys are (seed, step, worker),
     # so every layout draws the same).
-    slowdown_M = network_lib.slowdown(hyper.network, hyper.seed, state.step,
-                                      worker_ids_M)
     zeros = jnp.zeros((num_local,), jnp.int32)
     gather = lambda x: collectives.gather_workers(x, axis_name)
+    cut = gather(getattr(stats, 'dropped_M', jnp.zeros((num_local,), bool)))
     round_ = network_lib.round_time(
         hyper.network, jnp.full((spec.num_workers,), flops),
         gather(getattr(stats, 'bits_M', zeros)),
         gather(getattr(stats, 'bits_down_M', zeros)), gather(slowdown_M),
-        num_params=num_params)
-    row = trace_type(spec.rule.stats_type)(loss, grad_norm_sq, *stats,
-                                           round_.time_s, round_.slowest,
-                                           slowdown_M)
+        participants_M=present_all & ~cut, num_params=num_params,
+        deadline_s=hyper.deadline_s, cut_M=cut)
+    row = trace_type(spec.rule.stats_type)(
+        loss, grad_norm_sq, *stats, round_.time_s, round_.slowest,
+        slowdown_M, present_all[worker_ids_M])
     return LoopState(state.step + 1, theta_P, rule_state), row
 
   return body

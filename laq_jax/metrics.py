@@ -255,8 +255,11 @@ def summarize(record: Record, *, final_loss: float, fstar: float | None,
     diverged;
     with the record's bits_down_M also total_bits_down, target_bits_down
     and paper_target_bits_down; with its time_s (simulated seconds per
-    step) total_time_s, target_time_s and paper_target_time_s; plus
-    `extra`.
+    step) total_time_s, target_time_s and paper_target_time_s; with its
+    participants_M participation_rate (the mean over rounds and clients)
+    and with its dropped_M dropped_by_deadline (participants a deadline cut
+    off, over all rounds);
+    plus `extra`.
   """
   loss_T, grad_norm_sq_T = record.loss, record.grad_norm_sq
   uploads_T, bits_T, down_T = record.uploads, record.bits, record.bits_down
@@ -299,6 +302,11 @@ def summarize(record: Record, *, final_loss: float, fstar: float | None,
           'total_time_s': float(spent_time(time_T)[-1]),
           'target_time_s': hit['time_s'],
           'paper_target_time_s': paper_hit['time_s']}),
+      **({} if record.participants_M is None else {
+          'participation_rate': (float(np.mean(record.participants_M))
+                                 if record.num_steps else None)}),
+      **({} if record.dropped_M is None else {
+          'dropped_by_deadline': int(np.sum(record.dropped_M))}),
       'loss_every': int(loss_every),
       'diverged': diverged_at(loss_T, final_loss, loss_every) is not None,
   }

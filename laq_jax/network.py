@@ -283,7 +283,7 @@ def slowdown(network: Network, seed, step, worker_ids_M) -> jax.Array:
   return jax.vmap(one)(jnp.asarray(worker_ids_M))
 
 
-def _worker_view(network: Network, worker_ids_M) -> Network:
+def worker_view(network: Network, worker_ids_M) -> Network:
   """The per-worker fields at the given workers (a scalar broadcasts)."""
   def pick(name, value):
     value = jnp.asarray(value)
@@ -301,7 +301,7 @@ class Round(NamedTuple):
 
 def round_time(network: Network, flops_M, bits_up_M, bits_down_M,
                slowdown_M, *, participants_M=None, num_params=None,
-               worker_ids_M=None) -> Round:
+               worker_ids_M=None, deadline_s=None, cut_M=None) -> Round:
   """T[k] of one round (float64 where x64 is on) over the participants.
 
   Args:
@@ -314,16 +314,24 @@ def round_time(network: Network, flops_M, bits_up_M, bits_down_M,
     num_params: p, for the ring (32 p / n bits per hop).
     worker_ids_M: the workers' indices into the network's per-worker
       fields (default 0..M-1).
+    deadline_s, cut_M: a round deadline (> 0) and who it cut off (bool):
+      where anyone was cut, the uploads end at the deadline (the server
+      waited for it); the cut workers are not among `participants_M`.
+
+  A round nobody takes part in takes 0 s (nothing is computed or sent), or
+  the deadline where one cut everyone off.
   """
   dtype = jnp.asarray(network.up_bps).dtype
   m = jnp.shape(bits_up_M)[-1]
   ids = jnp.arange(m) if worker_ids_M is None else worker_ids_M
-  net = _worker_view(network, ids)
+  net = worker_view(network, ids)
   f = lambda x: jnp.broadcast_to(jnp.asarray(x, dtype), (m,))
   inn = (jnp.ones((m,), bool) if participants_M is None
          else jnp.asarray(participants_M, bool))
   big = jnp.asarray(jnp.inf, dtype)
-  vmax = lambda x: jnp.max(jnp.where(inn, x, -big))
+  anyone = jnp.any(inn)
+  # Every time here is >= 0, so 0 is the max of no participants.
+  vmax = lambda x: jnp.max(jnp.where(inn, x, 0))
   vmin = lambda x: jnp.min(jnp.where(inn, x, big))
   vsum = lambda x: jnp.sum(jnp.where(inn, x, 0))
   compute = f(slowdown_M) * f(flops_M) / f(net.flops_per_s)
@@ -333,8 +341,11 @@ def round_time(network: Network, flops_M, bits_up_M, bits_down_M,
   finish = compute + upload
   arrive = jnp.maximum(
       vmax(finish),
-      vmin(compute) + vmax(up_latency) + vsum(f(bits_up_M))
-      / net.server_in_bps)
+      jnp.where(anyone, vmin(compute) + vmax(up_latency)
+                + vsum(f(bits_up_M)) / net.server_in_bps, 0))
+  if cut_M is not None:
+    arrive = jnp.where(jnp.any(cut_M), jnp.asarray(deadline_s, dtype),
+                       arrive)
   down = jnp.maximum(
       vmax(down_latency + f(bits_down_M) / f(net.down_bps)),
       vmax(down_latency) + vsum(f(bits_down_M)) / net.server_out_bps)

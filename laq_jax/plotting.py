@@ -110,13 +110,16 @@ def loss_figures(curves: Sequence[Curve], *, title: str | None = None,
 
 
 def upload_raster(sent_TxM, *, title: str | None = None,
-                  figsize: tuple[float, float] = (7.0, 2.8)) -> Figure:
+                  figsize: tuple[float, float] = (7.0, 2.8),
+                  event: str = 'uploads') -> Figure:
   """Which worker uploaded at which iteration: a dark cell is an upload.
 
   Args:
-    sent_TxM: bool [T, M].
-    title: optional axes title (the upload count is appended).
+    sent_TxM: bool [T, M] (or any per-step, per-worker event: who took
+      part in each round).
+    title: optional axes title (the event count is appended).
     figsize: inches.
+    event: what a mark is, for the title ('uploads', 'took part').
 
   Returns:
     A Figure with one axes: iterations across, workers down.
@@ -138,7 +141,7 @@ def upload_raster(sent_TxM, *, title: str | None = None,
   ax.set_ylabel('worker m')
   if num_workers <= 20:
     ax.set_yticks(range(num_workers))
-  label = f'{int(sent_TxM.sum())} uploads of {sent_TxM.size}'
+  label = f'{int(sent_TxM.sum())} {event} of {sent_TxM.size}'
   ax.set_title(f'{title}: {label}' if title else label)
   return fig
 

@@ -133,14 +133,17 @@ def programs(points: Sequence[Mapping[str, Any]]
 
 
 def parts_of(points: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-  """The RunSpec parts the points' algorithms need (what a program
-  compiles in): compressors, triggers, error_feedback, downlink."""
+  """The RunSpec parts the points need (what a program compiles in):
+  compressors, triggers, error_feedback, downlink, participation."""
   algos = [get_algorithm(p['algo']) for p in points]
   return dict(
       compressors=compressors.check_names({a.compressor for a in algos}),
       triggers=trigger_lib.REGISTRY.check_names({a.trigger for a in algos}),
       error_feedback=any(a.error_feedback for a in algos),
-      downlink=any(a.downlink for a in algos))
+      downlink=any(a.downlink for a in algos),
+      participation=any(p.get('participation', 1) < 1
+                        or p.get('clients_per_round', 0) > 0
+                        or p.get('deadline_s', 0) > 0 for p in points))
 
 
 def varying_keys(points: Sequence[Mapping[str, Any]]) -> list[str]:

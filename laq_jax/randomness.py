@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import jax
 
-INIT, BATCH, COMPRESS, STRAGGLER = 0, 1, 2, 3  # the streams
+INIT, BATCH, COMPRESS, STRAGGLER, PARTICIPATION = 0, 1, 2, 3, 4  # streams
 
 
 def init_key(seed) -> jax.Array:
@@ -36,3 +36,8 @@ def compress_key(seed, step, worker) -> jax.Array:
 def straggler_key(seed, step, worker) -> jax.Array:
   """Worker `worker`'s compute slowdown at step `step` (the network model)."""
   return _key(seed, STRAGGLER, step, worker)
+
+
+def participation_key(seed, step, client) -> jax.Array:
+  """Client `client`'s participation uniform at step `step`."""
+  return _key(seed, PARTICIPATION, step, client)

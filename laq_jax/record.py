@@ -28,20 +28,22 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 # What a run keeps of its Trace, in this order (checkpoints, sweeps, files).
-# The first eight are the accounting every consumer reads (the bits, then
-# the round's simulated time: `laq_jax.network`); any field added after
-# them is written generically.
+# The first ten are the accounting every consumer reads (the bits, the
+# round's simulated time, `laq_jax.network`, who took part and who a
+# deadline cut off, `laq_jax.participation`); any field added after them is
+# written generically.
 RECORDED = ('loss', 'grad_norm_sq', 'sent_M', 'bits_M', 'bits_down_M',
-            'time_s', 'slowest', 'slowdown_M')
-STANDARD = RECORDED[:8]
+            'time_s', 'slowest', 'slowdown_M', 'participants_M', 'dropped_M')
+STANDARD = RECORDED[:10]
 # Fields a record may lack (then the files leave their columns out or
 # empty): records of code older than the network model have no times.
 OPTIONAL = ('grad_norm_sq', 'bits_down_M', 'time_s', 'slowest',
-            'slowdown_M')
+            'slowdown_M', 'participants_M', 'dropped_M')
 _DTYPES = {'loss': np.float64, 'grad_norm_sq': np.float64, 'sent_M': bool,
            'bits_M': np.int32, 'bits_down_M': np.int32,
            'time_s': np.float64, 'slowest': np.int32,
-           'slowdown_M': np.float64}
+           'slowdown_M': np.float64, 'participants_M': bool,
+           'dropped_M': bool}
 
 
 def per_worker(name: str) -> bool:
@@ -86,7 +88,8 @@ class Record:
         fields[name] = None
         continue
       value = np.asarray(value)
-      if name == 'sent_M' and value.dtype != bool:
+      if name in ('sent_M', 'participants_M', 'dropped_M') and (
+          value.dtype != bool):
         value = value.astype(bool)
       fields[name] = value
     return cls(fields)

@@ -25,6 +25,7 @@ import jax
 import jax.numpy as jnp
 
 from laq_jax import collectives
+from laq_jax import participation as participation_lib
 from laq_jax import compressors
 from laq_jax import quantize
 from laq_jax import randomness
@@ -74,6 +75,8 @@ class StepStats(NamedTuple):
     threshold_M: the trigger's right-hand side.
     error_M: e = ||Q - g||^2 of this step's compression (0 at full
       precision).
+    dropped_M: whether a round deadline cut the worker off (its work lost:
+      `Hyper.deadline_s`).
   """
   sent_M: jax.Array
   bits_M: jax.Array
@@ -81,9 +84,10 @@ class StepStats(NamedTuple):
   innovation_M: jax.Array
   threshold_M: jax.Array
   error_M: jax.Array
+  dropped_M: jax.Array
 
   PER_WORKER = ('sent_M', 'bits_M', 'bits_down_M', 'innovation_M',
-                'threshold_M', 'error_M')
+                'threshold_M', 'error_M', 'dropped_M')
 
 
 NEVER_UPLOADED = trigger_lib.NEVER_UPLOADED
@@ -155,7 +159,7 @@ def _worker(grad_P, last_upload_P, last_error, clock, error_P, key,
     error_P = jnp.where(sent & hyper.error_feedback, sent_P - value_P, error_P)
   bits = jnp.where(sent, out.bits, jnp.int32(0))
   stats = StepStats(sent, bits, jnp.zeros_like(bits), decision.lhs,
-                    decision.rhs, error)
+                    decision.rhs, error, jnp.zeros_like(sent))
   return new_upload_P, new_error, new_clock, error_P, delta_P, stats
 
 
@@ -180,7 +184,9 @@ def broadcast(theta_P, last_broadcast_P, hyper: Hyper, parts: Parts):
 def step(grads_MxP: jax.Array, state: RuleState, theta_P: jax.Array,
          hyper: Hyper, *, step_count=0, worker_ids_M=None,
          num_workers: int | None = None, axis_name: str | None = None,
-         parts: Parts = Parts()) -> tuple[jax.Array, RuleState, StepStats]:
+         parts: Parts = Parts(), present_M: jax.Array | None = None,
+         admit: Callable | None = None
+         ) -> tuple[jax.Array, RuleState, StepStats]:
   """One iteration k of the family (docs/algorithm.md, "One iteration").
 
   Args:
@@ -196,6 +202,12 @@ def step(grads_MxP: jax.Array, state: RuleState, theta_P: jax.Array,
     num_workers: M over all devices (defaults to the local count).
     axis_name: mesh axis the workers are split over (under shard_map), or None.
     parts: the parts compiled in (static).
+    present_M: bool, which local workers take part in this round
+      (`laq_jax.participation`), or None: every one (nothing of partial
+      participation is compiled in).
+    admit: with `present_M`, (sent_M, bits_M) -> bool, which local workers'
+      compute + upload end by the round's deadline (the loop builds it from
+      the network); the others are dropped from the round.
 
   Returns:
     (theta^{k+1}, state^{k+1}, per-worker StepStats).
@@ -217,15 +229,54 @@ def step(grads_MxP: jax.Array, state: RuleState, theta_P: jax.Array,
   new_upload, new_error, new_clock, error_MxP, delta_MxP, stats = worker(
       grads_MxP, state.last_upload_MxP, state.last_error_M, state.clock_M,
       state.error_MxP, keys, laq_shared, state.history_D[0], hyper, parts)
+  if present_M is not None:
+    # An absent client uploads nothing, keeps its memory, and its clock
+    # counts on (saturating at NEVER_UPLOADED: a client that never
+    # uploaded still uploads at its first participation). A participant a
+    # deadline cuts off (`admit`) counts as absent: its work is lost.
+    inn = present_M
+    if admit is not None:
+      dropped = inn & ~admit(stats.sent_M, stats.bits_M)
+      inn = inn & ~dropped
+      stats = stats._replace(dropped_M=dropped)
+    row = lambda x: inn.reshape(inn.shape + (1,) * (x.ndim - 1))
+    keep = lambda new, old: jnp.where(row(new), new, old)
+    new_upload = keep(new_upload, state.last_upload_MxP)
+    new_error = keep(new_error, state.last_error_M)
+    error_MxP = keep(error_MxP, state.error_MxP)
+    waited = jnp.where(state.clock_M >= NEVER_UPLOADED, state.clock_M,
+                       state.clock_M + 1)
+    new_clock = keep(new_clock, waited)
+    delta_MxP = jnp.where(row(delta_MxP), delta_MxP,
+                          jnp.zeros_like(delta_MxP))
+    stats = stats._replace(sent_M=stats.sent_M & inn,
+                           bits_M=jnp.where(inn, stats.bits_M, 0))
   aggregate_P = state.aggregate_P + collectives.sum_workers(delta_MxP,
                                                             axis_name)
-  new_theta_P = theta_P - hyper.step_size * aggregate_P
+  step_P = aggregate_P
+  if present_M is not None:
+    # `drop`: (M / |S_k|) times the participants' last uploads after this
+    # round; every client present: the aggregate itself (so q = 1 is the
+    # full-participation run bit for bit); nobody: no step.
+    count = jnp.sum(collectives.gather_workers(inn, axis_name),
+                    dtype=jnp.int32)
+    sampled_P = collectives.sum_workers(
+        jnp.where(inn[:, None], new_upload, 0), axis_name)
+    scale = num_workers / jnp.maximum(count, 1).astype(aggregate_P.dtype)
+    dropped_P = jnp.where(count > 0, scale * sampled_P,
+                          jnp.zeros_like(sampled_P))
+    drop = hyper.absent == participation_lib.ABSENT.index('drop')
+    step_P = jnp.where(drop & (count < num_workers), dropped_P, aggregate_P)
+  new_theta_P = theta_P - hyper.step_size * step_P
   moved = collectives.sum_sq(new_theta_P - theta_P)
   history = jnp.concatenate([moved[None], state.history_D[:-1]])
   broadcast_P, bits_down = broadcast(new_theta_P, state.broadcast_P, hyper,
                                      parts)
-  stats = stats._replace(bits_down_M=jnp.broadcast_to(
-      bits_down, stats.bits_M.shape).astype(jnp.int32))
+  bits_down_M = jnp.broadcast_to(bits_down, stats.bits_M.shape).astype(
+      jnp.int32)
+  if present_M is not None:  # only the round's participants receive it
+    bits_down_M = jnp.where(inn, bits_down_M, 0)
+  stats = stats._replace(bits_down_M=bits_down_M)
   new_state = RuleState(new_upload, new_error, new_clock, error_MxP,
                         aggregate_P, history, broadcast_P)
   return new_theta_P, new_state, stats

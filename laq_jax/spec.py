@@ -59,6 +59,12 @@ class RunSpec:
       objective is a pass over all the data that the step does not need and
       is computed only at the logged iterations. The logged values are
       those of a loss_every=1 run; the run itself does not change.
+    triggers: the triggers it may meet (see compressors).
+    participation: compile partial participation in (`Hyper.participation`,
+      `clients_per_round`, `absent`, `deadline_s`; `laq_jax.participation`):
+      who takes part is drawn every round, a deadline cuts late ones off,
+      and absent clients are masked. Off, every
+      client takes part in every round and nothing of it is compiled.
   """
   problem: Problem
   num_workers: int
@@ -72,6 +78,7 @@ class RunSpec:
   grid_axis: str = 'map'
   loss_every: int = 0
   triggers: tuple[str, ...] | None = None
+  participation: bool = False
 
   @property
   def parts(self) -> rules.Parts:
@@ -129,6 +136,17 @@ class RunSpec:
         raise ValueError(f'hyper uses {kind[:-1]}(s) {", ".join(missing)} '
                          f'but RunSpec.{kind}={getattr(self, kind)}; list '
                          'them there')
+    partial = bool(np.any(np.asarray(hyper.participation) < 1)
+                   or np.any(np.asarray(hyper.clients_per_round) > 0)
+                   or np.any(np.asarray(hyper.deadline_s) > 0))
+    if partial and not self.participation:
+      raise ValueError('hyper uses partial participation (participation < 1, '
+                       'clients_per_round > 0 or deadline_s > 0) but '
+                       'RunSpec.participation=False; set it True')
+    if np.any(np.asarray(hyper.clients_per_round) > self.num_workers):
+      raise ValueError(
+          f'clients_per_round={np.asarray(hyper.clients_per_round)!r} is '
+          f'not allowed: it must be at most num_workers={self.num_workers}')
     ring = np.asarray(hyper.network.topology) == network_lib.TOPOLOGIES.index(
         'ring')
     if np.any(ring):

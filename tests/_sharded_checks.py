@@ -67,7 +67,8 @@ def compare(ref, got, steps, tol=TOL):
                     f'entries, first {where[:5].tolist()}')
   # The round's simulated time: from the bits and the stragglers' keys
   # (seed, step, global worker), so the same bits in every layout.
-  for field in ('bits_M', 'bits_down_M', 'time_s', 'slowest', 'slowdown_M'):
+  for field in ('bits_M', 'bits_down_M', 'time_s', 'slowest', 'slowdown_M',
+                'participants_M'):
     if not np.array_equal(getattr(ref, field), getattr(got, field)):
       problems.append(f'{field} differ')
   for field in ('loss', 'grad_norm_sq', 'innovation_M', 'threshold_M',
@@ -107,9 +108,11 @@ def case(name, algo, model, num_workers, steps, hidden=16, grid=None,
   data = lj.Data(jnp.asarray(x), jnp.asarray(y))
   if layout:
     data = lj.fast_layout(data)
+  partial = bool(overrides) and ('participation' in overrides
+                                 or 'clients_per_round' in overrides)
   spec = lj.RunSpec(lj.get_problem(model, hidden=hidden), num_workers,
                     stochastic=lj.ALGORITHMS[algo].stochastic,
-                    batch_size=BATCH)
+                    batch_size=BATCH, participation=partial)
   base = dict(BASE[algo], seed=3, **(overrides or {}))
   if algos:
     hyper = lj.stack_hypers([lj.make_hyper(a, dtype=jnp.float64, **base)
@@ -191,6 +194,9 @@ CASES = {
          None, None, None, True),
         ('laq-mlp16-M10', 'laq', 'mlp', 10, 20),
         ('slaq-mlp16-M10', 'slaq', 'mlp', 10, 20),
+        # Partial participation: every device draws every client's flag.
+        ('slaq-logreg-M10-4-per-round-drop', 'slaq', 'logreg', 10, 30, 16,
+         None, None, dict(clients_per_round=4, absent='drop')),
     ],
     2: [
         ('slaq-logreg-M10', 'slaq', 'logreg', 10, 30),
@@ -211,6 +217,8 @@ CASES = {
          dict(bits=8)),
         ('slaq-logreg-M10-grid', 'slaq', 'logreg', 10, 20, 16,
          [dict(seed=0), dict(seed=2, bits=4)]),
+        ('laq-logreg-M10-half-participate', 'laq', 'logreg', 10, 30, 16,
+         None, None, dict(participation=0.5)),
     ],
 }
 

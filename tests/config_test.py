@@ -176,6 +176,21 @@ class ArgumentTest(absltest.TestCase):
       config_lib.validate_config(configs.load(
           'mnist_logreg', 'network_topology=ring'))
 
+  def test_participation_fields_together(self):
+    with self.assertRaisesRegex(config_lib.ConfigError,
+                                '^config.participation=0.5 and config.'
+                                'clients_per_round=3 are not allowed '
+                                'together'):
+      config_lib.validate_config(configs.load(
+          'mnist_logreg', 'participation=0.5,clients_per_round=3'))
+    with self.assertRaisesRegex(config_lib.ConfigError,
+                                "config.algo='two_laq' is not allowed with "
+                                'partial participation'):
+      config_lib.validate_config(configs.load(
+          'mnist_logreg', 'algo=two_laq,participation=0.5'))
+    config_lib.validate_config(configs.load(
+        'mnist_logreg', 'participation=0.1,absent=drop'))
+
   def test_value_types(self):
     c = configs.load('mnist_logreg', 'authors_code=true,train_subset=6e3,'
                      'fstar=none')
@@ -315,6 +330,13 @@ class ValidationTest(parameterized.TestCase):
       _case('loss_every_negative', dict(loss_every=-1), 'loss_every', '-1',
             'an integer >= 0 .0: 1 for full-batch runs, 10 for minibatch'),
 
+      # Partial participation.
+      _case('participation_zero', dict(participation=0.0), 'participation',
+            '0.0', r'a number in \(0, 1\]'),
+      _case('clients_per_round_above_workers', dict(clients_per_round=11),
+            'clients_per_round', '11', 'at most num_workers=10'),
+      _case('absent', dict(absent='gone'), 'absent', "'gone'",
+            'one of stale, drop'),
       # The modeled network.
       _case('network_profile', dict(network='lan'), 'network', "'lan'",
             'one of datacenter, cross_silo, mobile'),
@@ -365,7 +387,7 @@ class ValidationTest(parameterized.TestCase):
     config = tiny_config()
     config.bitz = 3
     with self.assertRaisesRegex(config_lib.ConfigError,
-                                'unknown field.*bitz; allowed: algo, '):
+                                'unknown field.*bitz; allowed: absent, algo, '):
       config_lib.validate_config(config)
     config_lib.validate_config(config, allow_extra=('bitz',))
     del config['bitz']

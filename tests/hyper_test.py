@@ -71,13 +71,14 @@ class HyperTest(absltest.TestCase):
     defaults = hyper.make_hyper('laq')
     self.assertEqual(defaults.step_size.dtype, jnp.float32)
     for name, value in hyper.DEFAULTS.items():
-      if name in hyper.SCHEDULE_FIELDS + hyper.NETWORK_FIELDS:
+      if name in hyper.SCHEDULE_FIELDS + hyper.NETWORK_FIELDS + ('absent',):
         continue
       self.assertAlmostEqual(float(getattr(defaults, name)), value, 6, name)
     # The network: the default profile's values, float64 (x64 is on here)
     # whatever the run's precision.
     self.assertEqual(float(defaults.network.up_bps), 1e9)
     self.assertEqual(defaults.network.up_bps.dtype, jnp.float64)
+    self.assertEqual(int(defaults.absent), 0)  # 'stale'
     # No schedule: every slot unused (factor 1 at a step no run reaches).
     np.testing.assert_array_equal(defaults.xi_factors, np.ones(8))
     np.testing.assert_array_equal(defaults.xi_steps, np.full(8, 2**31 - 1))

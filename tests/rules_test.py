@@ -246,7 +246,8 @@ class AnotherRuleTest(absltest.TestCase):
     self.assertEqual(seen, [0, 5, 10])
     self.assertEqual(trace._fields, ('loss', 'grad_norm_sq', 'sent_M',
                                      'bits_M', 'bits_down_M', 'time_s',
-                                     'slowest', 'slowdown_M'))
+                                     'slowest', 'slowdown_M',
+                                     'participants_M'))
     np.testing.assert_array_equal(np.asarray(state.rule.clock_M),
                                   np.full(M, 12))
     gd_state, gd = lj.run(lj.RunSpec(problem, M), data, h, 12)

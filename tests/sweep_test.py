@@ -158,11 +158,16 @@ class ProgramsTest(absltest.TestCase):
     self.assertEqual(sweep.parts_of([points[i] for i in (0, 2, 4)]),
                      dict(compressors=('uniform', 'rand_p', 'top_k'),
                           triggers=('eager', 'laq'),
-                          error_feedback=True, downlink=False))
+                          error_feedback=True, downlink=False,
+                          participation=False))
     self.assertEqual(sweep.parts_of([points[i] for i in (1, 3)]),
                      dict(compressors=('identity', 'uniform'),
                           triggers=('eager', 'laq'),
-                          error_feedback=False, downlink=True))
+                          error_feedback=False, downlink=True,
+                          participation=False))
+    # A point taking some clients compiles participation into its program.
+    half = [{**points[0], 'participation': 0.5}, points[2]]
+    self.assertTrue(sweep.parts_of(half)['participation'])
 
   def test_mixed_sweep_equals_its_runs(self):
     data = small_data()
