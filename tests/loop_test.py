@@ -11,6 +11,7 @@ from absl.testing import absltest
 from absl.testing import parameterized
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 import laq_jax as lj
 from laq_jax import sweep
@@ -38,6 +39,7 @@ class LoopTest(parameterized.TestCase):
       lj.run_chunk(spec, lj.init_state(spec, h, jnp.float64), data, h, 5)
     self.assertEqual(lj.run_chunk._cache_size() - before, 1)
 
+  @pytest.mark.slow  # (fast-tier budget: the full suite runs it)
   def test_chunks_equal_one_scan(self):
     x, y = common.mnist_shards(M, N)
     data = lj.Data(jnp.asarray(x), jnp.asarray(y))
@@ -63,6 +65,7 @@ class LoopTest(parameterized.TestCase):
       np.testing.assert_array_equal(grid_trace.sent_M[g], t.sent_M)
       np.testing.assert_allclose(grid_trace.loss[g], t.loss, rtol=1e-12)
 
+  @pytest.mark.slow  # (fast-tier budget: the full suite runs it)
   def test_grid_point_equals_single_run_over_a_long_run(self):
     # The grid program maps its points (grid_axis='map'), so the laq point
     # computes exactly what the run alone does, though the run alone
@@ -97,6 +100,7 @@ class LoopTest(parameterized.TestCase):
       np.testing.assert_array_equal(getattr(grid_trace, field)[3],
                                     getattr(same, field), err_msg=field)
 
+  @pytest.mark.slow  # (fast-tier budget: the full suite runs it)
   def test_vmapped_grid_agrees_to_rounding(self):
     # grid_axis='vmap' batches the points into wider products: the same
     # run up to rounding (uploads equal over this short run).
@@ -125,6 +129,7 @@ class LoopTest(parameterized.TestCase):
 
 class RealDataTest(absltest.TestCase):
 
+  @pytest.mark.slow  # (fast-tier budget: the full suite runs it)
   def test_lazy_skips_and_converges_on_mnist(self):
     # 10 workers x 600 real images, float32, the spec's LAQ defaults.
     x, y = common.mnist_shards(10, 600, dtype=np.float32)

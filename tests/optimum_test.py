@@ -10,6 +10,7 @@ from absl.testing import absltest
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 import laq_jax
 from laq_jax import optimum
@@ -58,6 +59,7 @@ class SolveTest(absltest.TestCase):
     self.assertIn('L-BFGS', opt.method)
     self.assertIn('Newton-CG', opt.method)
 
+  @pytest.mark.slow  # (fast-tier budget: the full suite runs it)
   def test_gd_never_goes_below(self):
     spec = laq_jax.RunSpec(self.problem, WORKERS)
     # alpha = 0.05: 1,000 steps come within ~1e-6 of f*.

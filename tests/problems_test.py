@@ -7,6 +7,7 @@ from absl.testing import parameterized
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from jax.flatten_util import ravel_pytree
 
 import laq_jax as lj
@@ -119,6 +120,7 @@ class RunsWithTheLayoutTest(parameterized.TestCase):
     np.testing.assert_allclose(np.asarray(state.theta_P), ref['theta'],
                                atol=1e-10)
 
+  @pytest.mark.slow  # (fast-tier budget: the full suite runs it)
   def test_grid_equals_separate_runs(self):
     x, y = common.mnist_shards(M, N, dtype=np.float64)
     data = lj.fast_layout(lj.Data(jnp.asarray(x), jnp.asarray(y)))

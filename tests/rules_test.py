@@ -13,6 +13,7 @@ from absl.testing import parameterized
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 import laq_jax as lj
 from laq_jax import metrics
@@ -129,6 +130,7 @@ class FamilyTest(parameterized.TestCase):
     np.testing.assert_array_equal(np.asarray(state.theta_P),
                                   np.asarray(gd_state.theta_P))
 
+  @pytest.mark.slow  # (fast-tier budget: the full suite runs it)
   def test_error_feedback_keeps_what_was_not_sent(self):
     # After every upload: what was sent plus the new memory equals the
     # gradient plus the old memory (u = Q + err'), so nothing is lost.

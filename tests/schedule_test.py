@@ -5,6 +5,7 @@ from absl.testing import absltest
 from absl.testing import parameterized
 import jax
 import numpy as np
+import pytest
 
 from laq_jax.record import Record
 
@@ -191,7 +192,8 @@ class AuthorsMinibatchScriptsTest(parameterized.TestCase):
     self.assertFalse(np.array_equal(plain.bits_M, trace.bits_M))
 
 
-class LossEveryTest(parameterized.TestCase):
+@pytest.mark.slow  # (fast-tier budget: the full suite runs it)
+class LossEveryValuesTest(parameterized.TestCase):
 
   @parameterized.parameters(('slaq', 7), ('laq', 3))
   def test_logged_values_are_the_every_step_ones(self, algo, every):
@@ -206,6 +208,9 @@ class LossEveryTest(parameterized.TestCase):
     for field in ('sent_M', 'bits_M', 'grad_norm_sq', 'threshold_M'):
       np.testing.assert_array_equal(getattr(t2, field), getattr(t1, field))
     np.testing.assert_array_equal(s2.theta_P, s1.theta_P)
+
+
+class LossEveryTest(parameterized.TestCase):
 
   def test_default_is_10_for_minibatch_runs_and_1_for_full_batch(self):
     problem = lj.get_problem('logreg')

@@ -103,7 +103,7 @@ class LayoutTest(absltest.TestCase):
                       'error_MxP'))
     self.assertEqual(sharding.per_worker_fields(lj.Trace),
                      ('sent_M', 'bits_M', 'bits_down_M', 'innovation_M',
-                      'threshold_M', 'error_M', 'slowdown_M',
+                      'threshold_M', 'error_M', 'dropped_M', 'slowdown_M',
                       'participants_M'))
     # Every field whose leading axis is the workers' is in PER_WORKER.
     spec = lj.RunSpec(lj.get_problem('logreg', 4, 3), 5)

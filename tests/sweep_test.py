@@ -169,6 +169,7 @@ class ProgramsTest(absltest.TestCase):
     half = [{**points[0], 'participation': 0.5}, points[2]]
     self.assertTrue(sweep.parts_of(half)['participation'])
 
+  @pytest.mark.slow  # (fast-tier budget: the full suite runs it)
   def test_mixed_sweep_equals_its_runs(self):
     data = small_data()
     spec = lj.RunSpec(lj.get_problem('logreg'), 4, batch_size=10)
