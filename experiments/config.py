@@ -19,6 +19,7 @@ import numpy as np
 
 from configs import default as default_config
 from laq_jax import data as data_lib
+from laq_jax import network as network_lib
 from laq_jax import sharding
 from laq_jax import sweep as sweep_lib
 from laq_jax.hyper import (ALGORITHMS, DEFAULTS, check_value,
@@ -172,6 +173,12 @@ def validate_config(config, *, allow_extra: Iterable[str] = ()) -> None:
                         where='config.')
   except ValueError as e:
     raise ConfigError(str(e)) from None
+  topology = c['network_topology'] or network_lib.PROFILES[c['network']][
+      'topology']
+  if topology == 'ring' and c['deadline_s'] > 0:
+    raise bad('deadline_s', c['deadline_s'], "0 with network_topology="
+              "'ring' (a ring all-reduce has no round to cut a late worker "
+              "from; use the star)")
   if not isinstance(c['authors_code'], (bool, np.bool_)):
     raise bad('authors_code', c['authors_code'], 'True or False')
   if not (is_number(c['dirichlet_alpha']) and c['dirichlet_alpha'] > 0):

@@ -149,6 +149,10 @@ class RunSpec:
           f'not allowed: it must be at most num_workers={self.num_workers}')
     ring = np.asarray(hyper.network.topology) == network_lib.TOPOLOGIES.index(
         'ring')
+    if np.any(ring & (np.asarray(hyper.deadline_s) > 0)):
+      raise ValueError("deadline_s > 0 is not allowed with topology='ring': "
+                       'the ring all-reduce has no round to cut a late '
+                       "worker from; use topology='star' or deadline_s=0")
     if np.any(ring):
       can = ((np.asarray(hyper.compressor) == compressors.index('identity'))
              & (np.asarray(hyper.trigger) == trigger_lib.index('eager'))

@@ -337,6 +337,9 @@ class ValidationTest(parameterized.TestCase):
             'clients_per_round', '11', 'at most num_workers=10'),
       _case('absent', dict(absent='gone'), 'absent', "'gone'",
             'one of stale, drop'),
+      _case('deadline_on_a_ring',
+            dict(algo='gd', network_topology='ring', deadline_s=1.0),
+            'deadline_s', '1.0', "0 with network_topology='ring'"),
       # The modeled network.
       _case('network_profile', dict(network='lan'), 'network', "'lan'",
             'one of datacenter, cross_silo, mobile'),

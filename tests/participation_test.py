@@ -211,6 +211,10 @@ class RefusedTest(absltest.TestCase):
     spec = lj.RunSpec(lj.get_problem('logreg', D, C), M, participation=True)
     with self.assertRaisesRegex(ValueError, 'at most num_workers=6'):
       spec.check_hyper(lj.make_hyper('laq', clients_per_round=7))
+    with self.assertRaisesRegex(ValueError, "deadline_s > 0 is not allowed "
+                                "with topology='ring'"):
+      spec.check_hyper(lj.make_hyper('gd', deadline_s=1.0,
+                                     network_topology='ring'))
 
 
 if __name__ == '__main__':
