@@ -398,12 +398,7 @@ def can_ring(algo: str) -> bool:
   (`network.check_topology`: full-precision eager presets only)."""
   from laq_jax import hyper  # pylint: disable=g-import-not-at-top
   from laq_jax import network  # pylint: disable=g-import-not-at-top
-  try:
-    network.check_topology(network.make_network(topology='ring'),
-                           hyper.get_algorithm(algo))
-  except ValueError:
-    return False
-  return True
+  return network.can_ring(hyper.get_algorithm(algo))
 
 
 def topologies(algo: str) -> tuple[str, ...]:
@@ -417,9 +412,27 @@ def label(algo: str, topology: str) -> str:
 
 def _point_times(sweep: TimedSweep, target: Target, g: int,
                  networks: Sequence) -> np.ndarray:
-  return time_to_target(stack(networks), sweep.flops[g], sweep.bits_up[g],
+  """Point g's seconds to the target on each network (a list, or a
+  `stack` of them)."""
+  if isinstance(networks, list):
+    networks = stack(networks)
+  return time_to_target(networks, sweep.flops[g], sweep.bits_up[g],
                         sweep.bits_down[g], int(sweep.seeds[g]),
                         int(target.iteration[g]), sweep.num_params)
+
+
+def _timed_points(sweep: TimedSweep, target: Target, networks: Sequence,
+                  rows: int) -> dict[str, np.ndarray]:
+  """{algo: [rows, len(TOPOLOGIES)] seconds to the target} of every timed
+  point on `networks` (given row by row, star then ring), one program."""
+  stacked = stack(networks)
+  out = {}
+  for g, algo in enumerate(sweep.algos):
+    if untimed(sweep, target, g):
+      continue
+    out[algo] = _point_times(sweep, target, g, stacked).reshape(
+        rows, len(TOPOLOGIES))
+  return out
 
 
 def profile_times(sweep: TimedSweep, target: Target,
@@ -433,16 +446,11 @@ def profile_times(sweep: TimedSweep, target: Target,
   nets = [network.make_network(p, num_workers=sweep.num_workers,
                                topology=t)
           for p in profiles for t in TOPOLOGIES]
-  out = {}
-  for g, algo in enumerate(sweep.algos):
-    if untimed(sweep, target, g):
-      continue
-    seconds = _point_times(sweep, target, g, nets).reshape(
-        len(profiles), len(TOPOLOGIES))
-    out[algo] = {p: {t: float(seconds[i, j])
+  return {algo: {p: {t: float(seconds[i, j])
                      for j, t in enumerate(TOPOLOGIES) if t in topologies(algo)}
                  for i, p in enumerate(profiles)}
-  return out
+          for algo, seconds in _timed_points(sweep, target, nets,
+                                             len(profiles)).items()}
 
 
 def fastest(by_topology: dict[str, float]) -> tuple[float, str]:
@@ -475,15 +483,10 @@ def bandwidth_times(sweep: TimedSweep, target: Target, bandwidths
   whole grid."""
   bandwidths = np.atleast_1d(np.asarray(bandwidths, np.float64))
   nets = bandwidth_networks(bandwidths, sweep.num_workers)
-  out = {}
-  for g, algo in enumerate(sweep.algos):
-    if untimed(sweep, target, g):
-      continue
-    seconds = _point_times(sweep, target, g, nets).reshape(
-        len(bandwidths), len(TOPOLOGIES))
-    out[algo] = {t: seconds[:, j] for j, t in enumerate(TOPOLOGIES)
+  return {algo: {t: seconds[:, j] for j, t in enumerate(TOPOLOGIES)
                  if t in topologies(algo)}
-  return out
+          for algo, seconds in _timed_points(sweep, target, nets,
+                                             len(bandwidths)).items()}
 
 
 # ----------------------------------------------------------------------------

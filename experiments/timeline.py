@@ -170,8 +170,7 @@ def timeline(workdirs: Sequence[str], networks: Sequence[str],
     for item in loaded:
       rows.append(time_run(item, name, overrides))
       algorithm = hyper.get_algorithm(item['run'].config['algo'])
-      if (algorithm.compressor == 'identity' and algorithm.trigger == 'eager'
-          and not algorithm.error_feedback and not algorithm.downlink):
+      if network.can_ring(algorithm):
         rows.append(time_run(item, name, overrides, 'ring'))
   return rows
 

@@ -417,6 +417,14 @@ def replay(network: Network, flops_M, bits_TxM, bits_down_TxM, *,
   return Round(np.asarray(out.time_s, np.float64), np.asarray(out.slowest))
 
 
+def can_ring(algorithm) -> bool:
+  """Whether a preset's uploads can be summed in transit (a ring
+  all-reduce): full precision, eager, no error feedback, a full-precision
+  broadcast (gd, sgd)."""
+  return (algorithm.compressor == 'identity' and algorithm.trigger == 'eager'
+          and not algorithm.error_feedback and not algorithm.downlink)
+
+
 def check_topology(network: Network | str, algorithm) -> None:
   """Refuses a ring for a preset whose messages cannot be summed in
   transit (only full-precision eager uploads can: gd, sgd).
@@ -433,10 +441,7 @@ def check_topology(network: Network | str, algorithm) -> None:
       ring = int(network.topology) == TOPOLOGIES.index('ring')
     except jax.errors.ConcretizationTypeError:
       return
-  if not ring:
-    return
-  if (algorithm.compressor != 'identity' or algorithm.trigger != 'eager'
-      or algorithm.error_feedback or algorithm.downlink):
+  if ring and not can_ring(algorithm):
     raise ValueError(
         f"network_topology='ring' is not allowed for {algorithm.name!r}: a "
         'ring all-reduce sums full-precision messages in transit, so only '
