@@ -60,8 +60,11 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # Data.
   config.dataset = 'mnist'  # 'mnist', 'builtin:heart_scale', 'libsvm:/path'
   config.data_dir = ''  # MNIST folder; '' looks in $LAQ_JAX_DATA, the cache
-  config.split = 'contiguous'  # contiguous (paper), iid, label_sorted, dirichlet
-  config.dirichlet_alpha = 0.5
+  # contiguous (paper), iid, label_sorted, dirichlet (equal sizes), or
+  # dirichlet_unequal (Dirichlet sizes too; padded and masked)
+  config.split = 'contiguous'
+  config.dirichlet_alpha = 0.5  # label skew of dirichlet / dirichlet_unequal
+  config.dirichlet_size_alpha = 1.0  # size skew of dirichlet_unequal
   config.data_seed = 0  # shuffles the iid and dirichlet splits
   config.train_subset = 0  # 0: all training samples; N: the first N
   # Model and numerics.

@@ -79,10 +79,12 @@ def objective_key(config) -> dict:
          'dataset': c['dataset'], 'train_subset': c['train_subset'],
          'split': c['split'], 'num_workers': c['num_workers'],
          'l2': float(c['l2']), 'model': c['model']}
-  if c['split'] in ('iid', 'dirichlet'):
+  if c['split'] in ('iid', 'dirichlet', 'dirichlet_unequal'):
     key['data_seed'] = c['data_seed']
-  if c['split'] == 'dirichlet':
+  if c['split'] in ('dirichlet', 'dirichlet_unequal'):
     key['dirichlet_alpha'] = float(c['dirichlet_alpha'])
+  if c['split'] == 'dirichlet_unequal':
+    key['dirichlet_size_alpha'] = float(c['dirichlet_size_alpha'])
   if c['model'] == 'mlp':
     key['hidden'] = c['hidden']
   kind, rest = config_lib.parse_dataset(c['dataset'])
@@ -153,14 +155,22 @@ def build(config) -> Built:
       raise config_lib.bad('train_subset', subset, f'at most {len(y)} (the '
                            'training samples), or 0 for all of them')
     x, y = x[:subset], y[:subset]
-  if len(y) % workers:
-    raise config_lib.bad('train_subset', subset, f'a multiple of num_workers={workers} '
-               f'(the data have {len(y)} samples; try '
-               f'train_subset={len(y) // workers * workers})')
-  config_lib.check_batch_size(get('algo'), get('batch_size'), len(y) // workers)
-  x_MxNxD, y_MxN = data_lib.make_shards(
+  unequal = get('split') in data_lib.UNEQUAL_SPLITS
+  if unequal:
+    if len(y) < workers:
+      raise config_lib.bad('num_workers', workers, f'at most the {len(y)} '
+                           'training samples (every client holds one)')
+  else:
+    if len(y) % workers:
+      raise config_lib.bad('train_subset', subset, f'a multiple of num_workers={workers} '
+                 f'(the data have {len(y)} samples; try '
+                 f'train_subset={len(y) // workers * workers})')
+    config_lib.check_batch_size(get('algo'), get('batch_size'),
+                                len(y) // workers)
+  x_MxNxD, y_MxN, count_M = data_lib.split_clients(
       x, y, workers, get('split'), seed=get('data_seed'),
-      dirichlet_alpha=get('dirichlet_alpha'))
+      dirichlet_alpha=get('dirichlet_alpha'),
+      size_alpha=get('dirichlet_size_alpha'))
   algorithm = get_algorithm(get('algo'))
   num_classes = int(max(y.max(), y_test.max())) + 1
   problem = get_problem(get('model'), input_dim=x.shape[1],
@@ -180,14 +190,16 @@ def build(config) -> Built:
   np_dtype = np.dtype(dtype)
   run_chunk_fn = mesh = None
   if get('workers_on') == 'devices':
-    host_data = Data(x_MxNxD.astype(np_dtype), np.asarray(y_MxN))
+    host_data = Data(x_MxNxD.astype(np_dtype), np.asarray(y_MxN),
+                     count_M=count_M)
     mesh = sharding.make_mesh()
     data = sharding.shard_data(
         _layout(host_data, loaded.integer_scale, spec), mesh)
     run_chunk_fn = sharding.make_run_chunk(mesh)
   else:
     host_data = Data(jnp.asarray(x_MxNxD.astype(np_dtype)),
-                     jnp.asarray(y_MxN))
+                     jnp.asarray(y_MxN),
+                     count_M=None if count_M is None else jnp.asarray(count_M))
     data = _layout(host_data, loaded.integer_scale, spec)
   return Built(spec=spec, data=data, hyper=hyper,
                test_x=np.asarray(x_test, np_dtype),

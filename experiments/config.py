@@ -203,7 +203,19 @@ def validate_config(config, *, allow_extra: Iterable[str] = ()) -> None:
               f'${data_lib.DATA_ENV_VAR} and the cache')
 
   subset, workers = c['train_subset'], c['num_workers']
-  if subset and subset % workers:
+  if not (is_number(c['dirichlet_size_alpha'])
+          and c['dirichlet_size_alpha'] > 0):
+    raise bad('dirichlet_size_alpha', c['dirichlet_size_alpha'],
+              'a finite number > 0')
+  if c['split'] in data_lib.UNEQUAL_SPLITS:
+    # Clients of unequal sizes: no divisibility rule; a minibatch is
+    # min(batch_size, the client's samples).
+    if subset and subset < workers or (
+        dataset_kind.num_train is not None
+        and (subset or dataset_kind.num_train) < workers):
+      raise bad('num_workers', workers, 'at most the training samples '
+                f"(split={c['split']!r} gives every client at least one)")
+  elif subset and subset % workers:
     raise bad('train_subset', subset, f'0 or a multiple of num_workers='
               f'{workers}, so that every worker gets the same number of '
               f'samples (e.g. {max(subset // workers, 1) * workers})')
@@ -212,10 +224,12 @@ def validate_config(config, *, allow_extra: Iterable[str] = ()) -> None:
       raise bad('train_subset', subset, f'at most {dataset_kind.num_train} '
                 f'(the {kind} training set), or 0 for all of it')
     num_train = subset or dataset_kind.num_train
-    if num_train % workers:
-      raise bad('num_workers', workers, f'a divisor of the {num_train} '
-                'training samples, or set train_subset to a multiple of it')
-    check_batch_size(c['algo'], c['batch_size'], num_train // workers)
+    if c['split'] not in data_lib.UNEQUAL_SPLITS:
+      if num_train % workers:
+        raise bad('num_workers', workers, f'a divisor of the {num_train} '
+                  'training samples, or set train_subset to a multiple of '
+                  'it')
+      check_batch_size(c['algo'], c['batch_size'], num_train // workers)
   if c['workers_on'] == 'devices':
     import jax  # pylint: disable=g-import-not-at-top
     try:

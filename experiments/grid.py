@@ -173,11 +173,14 @@ def sweep_and_evaluate(config, workdir: str | os.PathLike, *,
   rows = metrics.summarize_sweep(result, fstar=fstar_G,
                                  target=config.target_residual,
                                  test_accuracy=accuracy_G)
-  shard = built.host_data.x_MxNxD.shape[1]
-  for row in rows:  # F_m of the point's kind of gradient (every worker's)
-    row['flops_per_worker_step'] = laq_jax.flops_per_worker_step(
+  shard = (built.host_data.x_MxNxD.shape[1]
+           if built.host_data.count_M is None
+           else built.host_data.sample_counts())
+  for row in rows:  # F_m of the point's kind of gradient (every worker's;
+    # the mean over clients of unequal sizes)
+    row['flops_per_worker_step'] = float(np.mean(laq_jax.flops_per_worker_step(
         dataclasses.replace(built.spec, stochastic=laq_jax.get_algorithm(
-            row['algo']).stochastic), shard)
+            row['algo']).stochastic), shard)))
   diverged = [r for r in rows if r['diverged']]
   reached = sum(r['target_iteration'] is not None for r in rows)
   info = {
@@ -190,7 +193,7 @@ def sweep_and_evaluate(config, workdir: str | os.PathLike, *,
       'model': config.model,
       'dataset': config.dataset,
       'train_subset': config.train_subset,
-      'num_train': int(np.prod(built.host_data.y_MxN.shape)),
+      'num_train': int(built.host_data.sample_counts().sum()),
       'num_params': built.num_params,
       'num_workers': config.num_workers,
       'precision': config.precision,

@@ -120,7 +120,15 @@ def load(workdir) -> dict[str, Any]:
   bits = np.load(path)
   workers = bits.shape[1]
   down = np.repeat(run.metrics['bits_down'][:, None] / workers, workers, 1)
-  return {'run': run, 'bits': bits, 'bits_down': down}
+  # Partial participation (no deadline): who took part does not depend on
+  # the network, so the replay times the same participants.
+  present = pathlib.Path(workdir) / 'participants.npy'
+  participants = np.load(present) if present.is_file() else None
+  if participants is not None:  # the broadcast went to the participants
+    down = np.asarray(run.metrics['bits_down'], np.float64)[:, None] * (
+        participants / np.maximum(participants.sum(1, keepdims=True), 1))
+  return {'run': run, 'bits': bits, 'bits_down': down,
+          'participants': participants}
 
 
 def time_run(loaded: dict, network_name: str, overrides: dict,
@@ -135,8 +143,14 @@ def time_run(loaded: dict, network_name: str, overrides: dict,
                              **{**overrides, 'topology': topology})
   network.check_topology(net, hyper.get_algorithm(config['algo']))
   flops, num_params = flops_per_worker_step(config)
-  times = network.replay(net, np.full(workers, flops), loaded['bits'],
+  flops_M = np.full(workers, flops)
+  saved = summary.get('flops_per_worker_step')
+  if isinstance(saved, list) and len(saved) == workers:
+    flops_M = np.asarray(saved, np.float64)  # the run's own (per client)
+    flops = float(np.mean(flops_M))
+  times = network.replay(net, flops_M, loaded['bits'],
                          loaded['bits_down'], seed=int(config['seed']),
+                         participants_TxM=loaded.get('participants'),
                          num_params=num_params).time_s
   cum = np.cumsum(times)
   target = summary.get('target_iteration')

@@ -379,8 +379,9 @@ def _summarize(config, built, ran: _Ran, fstar_info, workdir) -> dict:
       num_workers=config.num_workers, num_params=built.num_params,
       precision=config.precision, test_set=built.test_set,
       network=network_lib.describe(built.hyper.network, config.network),
-      flops_per_worker_step=[laq_jax.flops_per_worker_step(
-          built.spec, built.host_data.x_MxNxD.shape[1])] * config.num_workers)
+      flops_per_worker_step=np.broadcast_to(laq_jax.flops_per_worker_step(
+          built.spec, built.host_data.sample_counts()),
+          (config.num_workers,)).tolist())
   summary.update(
       diverged=diverged_at is not None, diverged_at=diverged_at,
       diverged_message=message,

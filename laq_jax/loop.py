@@ -103,14 +103,50 @@ def init_state(spec: RunSpec, hyper: Hyper, dtype=jnp.float32,
   return LoopState(jnp.int32(0), theta_P, rule_state)
 
 
-def flops_per_worker_step(spec: RunSpec, shard_size: int) -> float:
+def flops_per_worker_step(spec: RunSpec, shard_size):
   """F_m: one worker's gradient FLOPs per step (`Problem.
-  grad_flops_per_sample` times its minibatch, or its whole shard); 0 for a
-  problem that does not state its count (its rounds are then timed on
-  communication alone)."""
-  per_sample = spec.problem.grad_flops_per_sample or 0.0
+  grad_flops_per_sample` times its minibatch, min(batch_size, its samples),
+  or its whole shard); 0 for a problem that does not state its count (its
+  rounds are then timed on communication alone).
+
+  `shard_size` is the samples per worker (an int: a float comes back), or
+  each worker's own count (an array [M]: an array [M] comes back, for
+  clients of unequal sizes)."""
+  per_sample = float(spec.problem.grad_flops_per_sample or 0.0)
+  if np.ndim(shard_size):
+    counts = np.asarray(shard_size, np.float64)
+    samples = (np.minimum(spec.batch_size, counts) if spec.stochastic
+               else counts)
+    return per_sample * samples
   samples = spec.batch_size if spec.stochastic else shard_size
-  return float(per_sample) * samples
+  return per_sample * samples
+
+
+def client_batch_rows(key, count, shard_size: int, batch_size: int,
+                      authors_code=False) -> tuple[jax.Array, jax.Array]:
+  """A client's minibatch rows when clients have unequal sizes.
+
+  min(batch_size, count) of the client's own rows 0..count-1, without
+  replacement: its rows in a random order (the padding rows sort last) and
+  the first batch_size of them. With `authors_code`, one of its
+  floor(count / batch_size) contiguous blocks drawn uniformly (the whole
+  client when it holds fewer than batch_size).
+
+  Returns:
+    (rows [batch_size] int32, used): the first `used` = min(batch_size,
+    count) rows are the batch, the rest padding the loss masks out.
+  """
+  rows = jnp.arange(shard_size, dtype=jnp.int32)
+  u = jnp.where(rows < count, jax.random.uniform(key, (shard_size,)), 2.0)
+  idx = jnp.argsort(u)[:batch_size].astype(jnp.int32)
+  if batch_size > shard_size:  # every row, then repeats the loss masks out
+    idx = jnp.pad(idx, (0, batch_size - shard_size))
+  blocks = jnp.maximum(count // batch_size, 1)
+  block = jax.random.randint(key, (), 0, blocks)
+  idx = jnp.where(authors_code,
+                  block * batch_size + jnp.arange(batch_size, dtype=jnp.int32),
+                  idx)
+  return jnp.minimum(idx, shard_size - 1), jnp.minimum(count, batch_size)
 
 
 def make_step(spec: RunSpec, data: Data, hyper: Hyper, *,
@@ -135,15 +171,27 @@ def make_step(spec: RunSpec, data: Data, hyper: Hyper, *,
   if worker_ids_M is None:
     worker_ids_M = jnp.arange(num_local, dtype=jnp.int32)
 
-  objective_m = lambda th, x, y: worker_objective(problem, unravel, th, x,
-                                                  y, hyper.l2)
+  objective_m = lambda th, x, y, count=None: worker_objective(
+      problem, unravel, th, x, y, hyper.l2, count)
   value_and_grad = jax.vmap(jax.value_and_grad(objective_m),
                             in_axes=(None, 0, 0))
   full_value_and_grad, full_values = full_batch(problem, data, hyper.l2)
 
   num_blocks = max(shard_size // spec.batch_size, 1)
-  flops = flops_per_worker_step(spec, shard_size)
   num_params = problem.num_params()
+  unequal = data.count_M is not None
+  if unequal:  # clients of unequal sizes: per-client compute
+    count_M = jnp.asarray(data.count_M, jnp.int32)
+    samples_M = (jnp.minimum(count_M, spec.batch_size) if spec.stochastic
+                 else count_M)
+    per_sample = float(problem.grad_flops_per_sample or 0.0)
+    local_flops_M = per_sample * samples_M.astype(
+        hyper.network.up_bps.dtype)
+    all_flops_M = collectives.gather_workers(local_flops_M, axis_name)
+  else:
+    flops = flops_per_worker_step(spec, shard_size)
+    local_flops_M = jnp.full((num_local,), flops)
+    all_flops_M = jnp.full((spec.num_workers,), flops)
 
   def minibatch(step, worker, x_NxD, y_N):
     key = randomness.batch_key(hyper.seed, step, worker)
@@ -155,6 +203,12 @@ def make_step(spec: RunSpec, data: Data, hyper: Hyper, *,
                     block * spec.batch_size + jnp.arange(spec.batch_size),
                     idx)
     return x_NxD[idx], y_N[idx]
+
+  def client_minibatch(step, worker, x_NxD, y_N, count):
+    key = randomness.batch_key(hyper.seed, step, worker)
+    idx, used = client_batch_rows(key, count, shard_size, spec.batch_size,
+                                  hyper.authors_code)
+    return x_NxD[idx], y_N[idx], used
 
   every = spec.log_every
 
@@ -170,10 +224,16 @@ def make_step(spec: RunSpec, data: Data, hyper: Hyper, *,
       # broadcast). Each worker needs its own gradient: mark theta varying.
       theta_P = jax.lax.pcast(theta_P, axis_name, to='varying')
       at_P = jax.lax.pcast(at_P, axis_name, to='varying')
-    if spec.stochastic:
+    if spec.stochastic and unequal:
+      xb, yb, nb = jax.vmap(client_minibatch, in_axes=(None, 0, 0, 0, 0))(
+          state.step, worker_ids_M, data.x_MxNxD, data.y_MxN, count_M)
+      _, grads_MxP = jax.vmap(jax.value_and_grad(objective_m),
+                              in_axes=(None, 0, 0, 0))(at_P, xb, yb, nb)
+    elif spec.stochastic:
       xb, yb = jax.vmap(minibatch, in_axes=(None, 0, 0, 0))(
           state.step, worker_ids_M, data.x_MxNxD, data.y_MxN)
       _, grads_MxP = value_and_grad(at_P, xb, yb)
+    if spec.stochastic:
       if every == 1:
         losses_M = full_values(theta_P)
       else:  # the full objective at the logged iterations only
@@ -217,7 +277,7 @@ def make_step(spec: RunSpec, data: Data, hyper: Hyper, *,
       def admit(sent_M, bits_M):
         # compute + upload (a skip: its notice's latency) by the deadline
         del sent_M
-        end = (slowdown_M * flops / local_net.flops_per_s
+        end = (slowdown_M * local_flops_M / local_net.flops_per_s
                + local_net.up_latency_s + bits_M / local_net.up_bps)
         return (deadline <= 0) | (end <= deadline)
       extra['admit'] = admit
@@ -232,7 +292,7 @@ def make_step(spec: RunSpec, data: Data, hyper: Hyper, *,
     gather = lambda x: collectives.gather_workers(x, axis_name)
     cut = gather(getattr(stats, 'dropped_M', jnp.zeros((num_local,), bool)))
     round_ = network_lib.round_time(
-        hyper.network, jnp.full((spec.num_workers,), flops),
+        hyper.network, all_flops_M,
         gather(getattr(stats, 'bits_M', zeros)),
         gather(getattr(stats, 'bits_down_M', zeros)), gather(slowdown_M),
         participants_M=present_all & ~cut, num_params=num_params,

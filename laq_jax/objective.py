@@ -26,6 +26,11 @@ class Data(NamedTuple):
   `workers_value_and_grad` reads faster (`fast_layout` makes them):
   xt_MxDxN is x transposed; xq_MxNxD and xqt_MxDxN hold integer features as
   exact bfloat16 integers n with x = n * xq_scale (float32 runs).
+
+  count_M (int32), when set, is each client's own samples: clients of
+  unequal sizes are padded to N, rows count_M[m]..N-1 of client m are
+  padding, and f_m is the mean over its first count_M[m] rows only
+  (`laq_jax.data.split_clients`). None: every row is a sample.
   """
   x_MxNxD: jax.Array
   y_MxN: jax.Array
@@ -33,13 +38,28 @@ class Data(NamedTuple):
   xq_MxNxD: jax.Array | None = None
   xqt_MxDxN: jax.Array | None = None
   xq_scale: jax.Array | None = None
+  count_M: jax.Array | None = None
 
   # The fields with a leading worker axis (the scale is replicated).
-  PER_WORKER = ('x_MxNxD', 'y_MxN', 'xt_MxDxN', 'xq_MxNxD', 'xqt_MxDxN')
+  PER_WORKER = ('x_MxNxD', 'y_MxN', 'xt_MxDxN', 'xq_MxNxD', 'xqt_MxDxN',
+                'count_M')
 
   @property
   def has_fast_layout(self) -> bool:
     return self.xt_MxDxN is not None or self.xq_MxNxD is not None
+
+  def mask_MxN(self) -> jax.Array | None:
+    """Which rows are samples (None: all of them)."""
+    if self.count_M is None:
+      return None
+    n = self.x_MxNxD.shape[1]
+    return jnp.arange(n, dtype=jnp.int32) < jnp.asarray(self.count_M)[:, None]
+
+  def sample_counts(self) -> np.ndarray:
+    """Each worker's samples as NumPy int [M] (N each without count_M)."""
+    if self.count_M is None:
+      return np.full(self.x_MxNxD.shape[0], self.x_MxNxD.shape[1], np.int64)
+    return np.asarray(self.count_M).astype(np.int64)
 
 
 def fast_layout(data: Data, integer_scale: float | None = None) -> Data:
@@ -93,10 +113,28 @@ def _unravel(problem: Problem, dtype) -> Callable:
 
 
 def worker_objective(problem: Problem, unravel: Callable, theta_P, x_NxD, y_N,
-                     l2) -> jax.Array:
-  """f_m(theta) = mean loss on the shard + (lam / 2) ||theta||^2."""
-  return (problem.loss(unravel(theta_P), x_NxD, y_N)
-          + 0.5 * l2 * jnp.sum(jnp.square(theta_P)))
+                     l2, count=None) -> jax.Array:
+  """f_m(theta) = mean loss on the shard + (lam / 2) ||theta||^2.
+
+  With `count`, the mean is over the first `count` rows only (the rest are
+  padding)."""
+  if count is None:
+    loss = problem.loss(unravel(theta_P), x_NxD, y_N)
+  else:
+    losses_N = problem.sample_losses(unravel(theta_P), x_NxD, y_N)
+    valid_N = jnp.arange(x_NxD.shape[0]) < count
+    loss = (jnp.sum(jnp.where(valid_N, losses_N, 0))
+            / jnp.asarray(count, losses_N.dtype))
+  return loss + 0.5 * l2 * jnp.sum(jnp.square(theta_P))
+
+
+def _vmap_objective(objective_fn, theta_P, data: Data):
+  """objective_fn(theta, x, y[, count]) over every worker."""
+  if data.count_M is None:
+    return jax.vmap(objective_fn, in_axes=(None, 0, 0))(
+        theta_P, data.x_MxNxD, data.y_MxN)
+  return jax.vmap(objective_fn, in_axes=(None, 0, 0, 0))(
+      theta_P, data.x_MxNxD, data.y_MxN, data.count_M)
 
 
 def full_batch(problem: Problem, data: Data, l2) -> tuple[Callable,
@@ -111,22 +149,20 @@ def full_batch(problem: Problem, data: Data, l2) -> tuple[Callable,
   """
   dtype = data.x_MxNxD.dtype
   unravel = _unravel(problem, dtype)
-  objective = lambda th, x, y: worker_objective(problem, unravel, th, x, y,
-                                                l2)
+  objective = lambda th, x, y, count=None: worker_objective(
+      problem, unravel, th, x, y, l2, count)
   fast = problem.workers_value_and_grad is not None and data.has_fast_layout
   ravel = lambda tree: ravel_pytree(tree)[0]
 
   def value_and_grad(theta_P):
     if fast:
       return problem.workers_value_and_grad(theta_P, data, l2, unravel, ravel)
-    return jax.vmap(jax.value_and_grad(objective), in_axes=(None, 0, 0))(
-        theta_P, data.x_MxNxD, data.y_MxN)
+    return _vmap_objective(jax.value_and_grad(objective), theta_P, data)
 
   def values(theta_P):
     if fast and problem.workers_value is not None:
       return problem.workers_value(theta_P, data, l2, unravel)
-    return jax.vmap(objective, in_axes=(None, 0, 0))(theta_P, data.x_MxNxD,
-                                                     data.y_MxN)
+    return _vmap_objective(objective, theta_P, data)
 
   return value_and_grad, values
 
@@ -162,7 +198,8 @@ def _predict(problem, theta_P, x_NxD):
 def objective(problem: Problem, theta_P, data: Data, l2) -> jax.Array:
   """f(theta) = sum_m f_m(theta) on the full shards (the convex target)."""
   unravel = _unravel(problem, theta_P.dtype)
-  values = jax.vmap(lambda x, y: worker_objective(problem, unravel, theta_P, x,
-                                                  y, l2))(data.x_MxNxD,
-                                                          data.y_MxN)
+  values = _vmap_objective(
+      lambda th, x, y, count=None: worker_objective(problem, unravel, th, x,
+                                                    y, l2, count),
+      theta_P, data)
   return jnp.sum(values)

@@ -129,7 +129,9 @@ def solve(problem: Problem, data: Data, l2: float, *, tol: float = 1e-10,
   # On one device: shards laid over a mesh (workers_on='devices') come back
   # to the host first, since the solver is a plain single-device program.
   data = Data(jnp.asarray(np.asarray(data.x_MxNxD), jnp.float64),
-              jnp.asarray(np.asarray(data.y_MxN)))
+              jnp.asarray(np.asarray(data.y_MxN)),
+              count_M=(None if data.count_M is None
+                       else jnp.asarray(np.asarray(data.count_M))))
   if theta0_P is None:
     theta0_P, _ = flat_params(problem, 0, jnp.float64)
   theta0_P = jnp.asarray(theta0_P, jnp.float64)

@@ -56,11 +56,14 @@ class Problem:
   grad_flops_per_sample: float | None = None
   loss_flops_per_sample: float | None = None
 
+  def sample_losses(self, params, x_NxD, y_N) -> jax.Array:
+    """Softmax cross-entropy of each sample [N] (no regularizer)."""
+    logits = self.apply(params, x_NxD)
+    return optax.softmax_cross_entropy_with_integer_labels(logits, y_N)
+
   def loss(self, params, x_NxD, y_N) -> jax.Array:
     """Mean softmax cross-entropy over the batch (no regularizer)."""
-    logits = self.apply(params, x_NxD)
-    return jnp.mean(
-        optax.softmax_cross_entropy_with_integer_labels(logits, y_N))
+    return jnp.mean(self.sample_losses(params, x_NxD, y_N))
 
   def num_params(self) -> int:
     """P, the total number of parameters."""
@@ -155,8 +158,11 @@ def _logreg_logits(theta_params, data):
   return logits.reshape(num_workers, n, c) + b
 
 
-def _logreg_terms(logits_MxNxC, y_MxN):
-  """(mean cross-entropy per worker [M], softmax - one-hot [M, N, C])."""
+def _logreg_terms(logits_MxNxC, y_MxN, count_M=None):
+  """(mean cross-entropy per worker [M], d(mean)/d(logits) [M, N, C]).
+
+  With count_M, the mean is over each worker's first count_M[m] rows and
+  the padding rows' terms are zero."""
   # A one-hot product, not a gather: XLA:CPU's gathers are slow.
   onehot = jax.nn.one_hot(y_MxN, logits_MxNxC.shape[-1],
                           dtype=logits_MxNxC.dtype)
@@ -167,22 +173,30 @@ def _logreg_terms(logits_MxNxC, y_MxN):
   loss_MxN = jnp.log(total[..., 0]) - jnp.sum(shifted * onehot, axis=-1)
   # Sums over a worker's samples in a fixed order: the same bits whether
   # the workers are vmapped on one device or split over several.
-  return (collectives.fixed_sum(loss_MxN) / loss_MxN.shape[-1],
-          exp / total - onehot)
+  r_MxNxC = exp / total - onehot
+  if count_M is None:
+    n = loss_MxN.shape[-1]
+    return collectives.fixed_sum(loss_MxN) / n, r_MxNxC / n
+  valid_MxN = (jnp.arange(loss_MxN.shape[-1], dtype=jnp.int32)
+               < count_M[:, None])
+  count_M = count_M.astype(loss_MxN.dtype)
+  weight_MxN = jnp.where(valid_MxN, 1 / count_M[:, None], 0)
+  return (collectives.fixed_sum(jnp.where(valid_MxN, loss_MxN, 0)) / count_M,
+          r_MxNxC * weight_MxN[..., None].astype(r_MxNxC.dtype))
 
 
 def _logreg_value(theta_P, data, l2, unravel):
   losses_M, _ = _logreg_terms(_logreg_logits(unravel(theta_P), data),
-                              data.y_MxN)
+                              data.y_MxN, data.count_M)
   return losses_M + 0.5 * l2 * jnp.sum(jnp.square(theta_P))
 
 
 def _logreg_value_and_grad(theta_P, data, l2, unravel, ravel):
   """Every worker's f_m and its gradient (see the comment above)."""
   params = unravel(theta_P)
-  losses_M, r_MxNxC = _logreg_terms(_logreg_logits(params, data), data.y_MxN)
-  n, c = r_MxNxC.shape[1:]
-  r_MxNxC = r_MxNxC / n  # d(mean)/d(logits)
+  losses_M, r_MxNxC = _logreg_terms(_logreg_logits(params, data), data.y_MxN,
+                                    data.count_M)
+  c = r_MxNxC.shape[-1]
   if data.xqt_MxDxN is not None:
     parts = jax.lax.dot_general(
         data.xqt_MxDxN, _split3(r_MxNxC), (((2,), (1,)), ((0,), (0,))),

@@ -68,7 +68,7 @@ def compare(ref, got, steps, tol=TOL):
   # The round's simulated time: from the bits and the stragglers' keys
   # (seed, step, global worker), so the same bits in every layout.
   for field in ('bits_M', 'bits_down_M', 'time_s', 'slowest', 'slowdown_M',
-                'participants_M'):
+                'participants_M', 'dropped_M'):
     if not np.array_equal(getattr(ref, field), getattr(got, field)):
       problems.append(f'{field} differ')
   for field in ('loss', 'grad_norm_sq', 'innovation_M', 'threshold_M',
@@ -95,17 +95,26 @@ def compare(ref, got, steps, tol=TOL):
 
 
 def case(name, algo, model, num_workers, steps, hidden=16, grid=None,
-         chunk_size=None, overrides=None, algos=None, layout=False):
+         chunk_size=None, overrides=None, algos=None, layout=False,
+         unequal=False):
   """Runs one case on both paths and returns its JSON record.
 
   `algos` makes a grid over algorithms (with BASE[algo]'s settings), the
   random compressors among them drawing from (seed, step, worker).
   `layout`: the data carry `lj.fast_layout`'s transposed copy (the fast
   full-batch logistic-regression gradient), split over the mesh too.
+  `unequal`: clients of unequal sizes (1 to PER_WORKER samples, some below
+  BATCH), padded with zero rows and masked by count_M.
   """
   start = time.time()
   x, y = common.mnist_shards(num_workers, PER_WORKER)
-  data = lj.Data(jnp.asarray(x), jnp.asarray(y))
+  count_M = None
+  if unequal:
+    count_M = 1 + (np.arange(num_workers) * 23) % PER_WORKER
+    pad = np.arange(PER_WORKER)[None, :] >= count_M[:, None]
+    x, y = np.where(pad[..., None], 0, x), np.where(pad, 0, y)
+    count_M = jnp.asarray(count_M, jnp.int32)
+  data = lj.Data(jnp.asarray(x), jnp.asarray(y), count_M=count_M)
   if layout:
     data = lj.fast_layout(data)
   partial = bool(overrides) and ('participation' in overrides
@@ -197,6 +206,10 @@ CASES = {
         # Partial participation: every device draws every client's flag.
         ('slaq-logreg-M10-4-per-round-drop', 'slaq', 'logreg', 10, 30, 16,
          None, None, dict(clients_per_round=4, absent='drop')),
+        # Clients of unequal sizes: masked minibatches and per-client F_m.
+        ('slaq-mlp16-M10-unequal-deadline', 'slaq', 'mlp', 10, 20, 16,
+         None, None, dict(participation=0.7, deadline_s=0.4), None, False,
+         True),
     ],
     2: [
         ('slaq-logreg-M10', 'slaq', 'logreg', 10, 30),
@@ -219,6 +232,8 @@ CASES = {
          [dict(seed=0), dict(seed=2, bits=4)]),
         ('laq-logreg-M10-half-participate', 'laq', 'logreg', 10, 30, 16,
          None, None, dict(participation=0.5)),
+        ('laq-logreg-M10-unequal-fast-layout', 'laq', 'logreg', 10, 30, 16,
+         None, None, None, None, True, True),
     ],
 }
 

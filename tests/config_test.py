@@ -229,7 +229,8 @@ class ValidationTest(parameterized.TestCase):
       _case('model', dict(model='resnet'), 'model', "'resnet'",
             "one of 'logreg', 'mlp'"),
       _case('split', dict(split='shuffled'), 'split', "'shuffled'",
-            "one of 'contiguous', 'iid', 'label_sorted', 'dirichlet'"),
+            "one of 'contiguous', 'iid', 'label_sorted', 'dirichlet', "
+            "'dirichlet_unequal'"),
       _case('precision', dict(precision='float16'), 'precision',
             "'float16'", "one of 'float32', 'float64'"),
       _case('workers_on', dict(workers_on='tpu'), 'workers_on', "'tpu'",
@@ -318,6 +319,11 @@ class ValidationTest(parameterized.TestCase):
       _case('workers_do_not_divide_mnist',
             dict(num_workers=7, train_subset=0), 'num_workers', '7',
             'a divisor of the 60000 training samples'),
+      _case('unequal_more_clients_than_samples',
+            dict(split='dirichlet_unequal', num_workers=700),
+            'num_workers', '700', 'at most the training samples'),
+      _case('dirichlet_size_alpha', dict(dirichlet_size_alpha=-1.0),
+            'dirichlet_size_alpha', '-1.0', 'a finite number > 0'),
       _case('batch_larger_than_shard', dict(algo='slaq', batch_size=61),
             'batch_size', '61', "at most the shard size 60 .*'slaq'"),
       # Schedules and the logged objective.

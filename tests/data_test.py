@@ -351,7 +351,7 @@ class MakeShardsTest(_TestCase):
   def _source_rows(self, x_shards):
     return x_shards[..., 0].astype(int)
 
-  @parameterized.parameters(*data.SPLITS)
+  @parameterized.parameters(*data.EQUAL_SPLITS)
   def test_shapes_and_every_sample_once(self, split):
     x_shards, y_shards = data.make_shards(self.x, self.y, 6, split)
     self.assertEqual(x_shards.shape, (6, 100, 3))

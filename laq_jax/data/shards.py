@@ -2,16 +2,39 @@
 
 `make_shards` splits the way the LAQ paper does (Sun et al., NeurIPS 2019:
 worker m holds the m-th contiguous block of the training set), plus
-shuffled, label-sorted and Dirichlet label-skewed alternatives.
+shuffled, label-sorted and Dirichlet label-skewed alternatives, all of
+equal size. `split_clients` adds the federated split with unequal client
+sizes ('dirichlet_unequal'), padded to the largest client with a count of
+each client's own samples.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from typing import NamedTuple
+
 from laq_jax.data.base import DataError
 
-SPLITS = ('contiguous', 'iid', 'label_sorted', 'dirichlet')
+# Equal-size splits (M divides n) and the unequal-size one (padded).
+EQUAL_SPLITS = ('contiguous', 'iid', 'label_sorted', 'dirichlet')
+UNEQUAL_SPLITS = ('dirichlet_unequal',)
+SPLITS = EQUAL_SPLITS + UNEQUAL_SPLITS
+
+
+class Shards(NamedTuple):
+  """Every client's samples, padded to the largest client.
+
+  Attributes:
+    x_MxNxD: features; client m's rows 0..count_M[m]-1 are its own, the
+      rest zeros.
+    y_MxN: labels; padding rows hold 0.
+    count_M: each client's own samples (int32); None when every client
+      holds N (the equal splits: nothing is padded).
+  """
+  x_MxNxD: np.ndarray
+  y_MxN: np.ndarray
+  count_M: np.ndarray | None = None
 
 
 def _divisors(n: int, limit: int) -> list[int]:
@@ -19,16 +42,18 @@ def _divisors(n: int, limit: int) -> list[int]:
 
 
 def _dirichlet_class_counts(
-    class_sizes_C: np.ndarray, num_workers: int, shard_size: int,
+    class_sizes_C: np.ndarray, num_workers: int, shard_size,
     alpha: float, rng: np.random.Generator) -> np.ndarray:
-  """Returns counts_MxC: how many samples of each class each worker gets."""
+  """Returns counts_MxC: how many samples of each class each worker gets
+  (`shard_size` an int, or each worker's size [M])."""
   remaining_C = class_sizes_C.copy()
   counts_MxC = np.zeros((num_workers, len(class_sizes_C)), np.int64)
   concentration_C = alpha * len(class_sizes_C) * (
       class_sizes_C / class_sizes_C.sum())
+  sizes_M = np.broadcast_to(np.asarray(shard_size, np.int64), (num_workers,))
   for m in range(num_workers):
     mixture_C = rng.dirichlet(concentration_C)
-    need = shard_size
+    need = int(sizes_M[m])
     # Each pass fills the shard or exhausts a class, so it ends in <= C + 1.
     while need > 0:
       weights_C = np.where(remaining_C > 0, mixture_C, 0.0)
@@ -40,6 +65,28 @@ def _dirichlet_class_counts(
       remaining_C -= take_C
       need -= int(take_C.sum())
   return counts_MxC
+
+
+def _check_alpha(name: str, value) -> None:
+  if not value > 0:  # Also rejects NaN.
+    raise DataError(
+        f'{name}={value!r} must be > 0 (small values, e.g. 0.1, give '
+        f'strongly skewed clients; large ones, e.g. 100, nearly even ones).')
+
+
+def _dirichlet_rows(y: np.ndarray, num_workers: int, sizes, alpha: float,
+                    rng: np.random.Generator) -> list[np.ndarray]:
+  """Each worker's row indices (sorted) for label mixtures ~ Dirichlet."""
+  labels, y_index = np.unique(y, return_inverse=True)
+  class_sizes_C = np.bincount(y_index, minlength=len(labels))
+  counts_MxC = _dirichlet_class_counts(class_sizes_C, num_workers, sizes,
+                                       alpha, rng)
+  pools = [rng.permutation(np.flatnonzero(y_index == c))
+           for c in range(len(labels))]
+  starts_MxC = np.cumsum(counts_MxC, axis=0) - counts_MxC
+  return [np.sort(np.concatenate([
+      pools[c][starts_MxC[m, c]:starts_MxC[m, c] + counts_MxC[m, c]]
+      for c in range(len(labels))])) for m in range(num_workers)]
 
 
 def make_shards(
@@ -70,7 +117,7 @@ def make_shards(
     x: samples, [n, ...].
     y: integer labels, [n].
     num_workers: M, which must divide n.
-    split: one of SPLITS.
+    split: one of EQUAL_SPLITS.
     seed: seeds 'iid' and 'dirichlet'.
     dirichlet_alpha: concentration for 'dirichlet'; must be > 0.
 
@@ -78,9 +125,13 @@ def make_shards(
     x_MxN... and y_MxN with N = n // M.
 
   Raises:
-    DataError: an unknown split, M < 1, M not dividing n, mismatched
-      lengths, or dirichlet_alpha <= 0.
+    DataError: an unknown (or unequal) split, M < 1, M not dividing n,
+      mismatched lengths, or dirichlet_alpha <= 0.
   """
+  if split in UNEQUAL_SPLITS:
+    raise DataError(
+        f'split={split!r} gives clients of unequal sizes: use '
+        'split_clients, which pads them and returns their counts.')
   if split not in SPLITS:
     raise DataError(f'split={split!r} is unknown; choose one of {SPLITS}.')
   if isinstance(num_workers, bool) or not isinstance(
@@ -108,23 +159,71 @@ def make_shards(
   elif split == 'label_sorted':
     order = np.argsort(y, kind='stable')
   else:
-    if not dirichlet_alpha > 0:  # Also rejects NaN.
-      raise DataError(
-          f'dirichlet_alpha={dirichlet_alpha!r} must be > 0 (small values, '
-          f'e.g. 0.1, give strongly label-skewed shards; large ones, e.g. '
-          f'100, nearly iid shards).')
-    labels, y_index = np.unique(y, return_inverse=True)
-    class_sizes_C = np.bincount(y_index, minlength=len(labels))
-    counts_MxC = _dirichlet_class_counts(
-        class_sizes_C, num_workers, shard_size, float(dirichlet_alpha), rng)
-    pools = [rng.permutation(np.flatnonzero(y_index == c))
-             for c in range(len(labels))]
-    starts_MxC = np.cumsum(counts_MxC, axis=0) - counts_MxC
-    order = np.concatenate([
-        np.sort(np.concatenate([
-            pools[c][starts_MxC[m, c]:starts_MxC[m, c] + counts_MxC[m, c]]
-            for c in range(len(labels))]))
-        for m in range(num_workers)])
+    _check_alpha('dirichlet_alpha', dirichlet_alpha)
+    order = np.concatenate(_dirichlet_rows(y, num_workers, shard_size,
+                                           float(dirichlet_alpha), rng))
   x_shards = x[order].reshape(num_workers, shard_size, *x.shape[1:])
   y_shards = y[order].reshape(num_workers, shard_size)
   return x_shards, y_shards
+
+
+def client_sizes(n: int, num_workers: int, size_alpha: float,
+                 rng: np.random.Generator) -> np.ndarray:
+  """Unequal client sizes [M] summing to n, each >= 1: 1 + a multinomial
+  draw of the other n - M samples over shares ~ Dirichlet(size_alpha * 1_M)
+  (quantity skew as in Li et al., 2022, "Federated Learning on Non-IID Data
+  Silos"; the +1 keeps every client non-empty)."""
+  shares_M = rng.dirichlet(np.full(num_workers, float(size_alpha)))
+  return 1 + rng.multinomial(n - num_workers, shares_M)
+
+
+def split_clients(
+    x: np.ndarray, y: np.ndarray, num_workers: int,
+    split: str = 'contiguous', *, seed: int = 0,
+    dirichlet_alpha: float = 0.5, size_alpha: float = 1.0) -> Shards:
+  """Splits (x, y) among `num_workers` clients, equal or unequal.
+
+  The equal splits are `make_shards`'s (count_M None). 'dirichlet_unequal'
+  draws the client sizes with `client_sizes` (Dirichlet(size_alpha) shares,
+  every client at least one sample, no divisibility rule), then each
+  client's labels as 'dirichlet' does (a mixture ~ Dirichlet(alpha * C * q),
+  multinomial draws clipped to the supply); every sample is used exactly
+  once. Clients are padded with zero rows (label 0) to the largest size,
+  and count_M says how many rows are each client's own: the loop's f_m is
+  the mean over those rows only, and a minibatch draws min(batch_size,
+  count) of them without replacement.
+
+  Raises:
+    DataError: as `make_shards`; for 'dirichlet_unequal', M > n or an
+      alpha <= 0.
+  """
+  if split not in UNEQUAL_SPLITS:
+    return Shards(*make_shards(x, y, num_workers, split, seed=seed,
+                               dirichlet_alpha=dirichlet_alpha))
+  if isinstance(num_workers, bool) or not isinstance(
+      num_workers, (int, np.integer)) or num_workers < 1:
+    raise DataError(
+        f'num_workers={num_workers!r} must be an integer >= 1.')
+  x, y = np.asarray(x), np.asarray(y)
+  n = len(x)
+  if len(y) != n or y.ndim != 1:
+    raise DataError(
+        f'x has {n} rows but y has shape {y.shape}; expected y of shape '
+        f'[{n}].')
+  if num_workers > n:
+    raise DataError(
+        f'num_workers={num_workers} is more than the {n} samples: every '
+        f'client of split={split!r} holds at least one.')
+  _check_alpha('dirichlet_alpha', dirichlet_alpha)
+  _check_alpha('dirichlet_size_alpha', size_alpha)
+  rng = np.random.default_rng(seed)
+  sizes_M = client_sizes(n, num_workers, size_alpha, rng)
+  rows = _dirichlet_rows(y, num_workers, sizes_M, float(dirichlet_alpha),
+                         rng)
+  width = int(sizes_M.max())
+  x_MxNxD = np.zeros((num_workers, width) + x.shape[1:], x.dtype)
+  y_MxN = np.zeros((num_workers, width), y.dtype)
+  for m, r in enumerate(rows):
+    x_MxNxD[m, :len(r)] = x[r]
+    y_MxN[m, :len(r)] = y[r]
+  return Shards(x_MxNxD, y_MxN, sizes_M.astype(np.int32))
