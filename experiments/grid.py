@@ -17,6 +17,7 @@ import time
 from typing import Any
 
 from absl import logging
+import jax
 import numpy as np
 
 import laq_jax
@@ -143,10 +144,25 @@ def sweep_and_evaluate(config, workdir: str | os.PathLike, *,
                                    unit='point-it')
   note = _progress_note(fstar_G[0] if len(fstars) == 1 else None)
   steps_done = [0]
+  # Test accuracy of every point after every chunk (eval_every iterations):
+  # NaN for chunks a resumed sweep ran before it stopped.
+  num_evals = -(-config.num_iters // config.eval_every)
+  accuracy_curve = np.full((len(points), num_evals), np.nan)
+  accuracy_steps = np.minimum(
+      np.arange(1, num_evals + 1) * config.eval_every, config.num_iters)
 
   def on_chunk(p):
     steps_done[0] += p.trace.loss.shape[1] * len(p.point_indices)
     progress.update(steps_done[0], note(p))
+    keep = len(p.point_indices)
+    theta = p.state.theta_P
+    if isinstance(theta, jax.Array) and not theta.is_fully_addressable:
+      return  # (multi-process: the final accuracy only)
+    column = int(np.searchsorted(accuracy_steps, p.steps_done))
+    if column < num_evals and accuracy_steps[column] == p.steps_done:
+      accuracy_curve[p.point_indices, column] = sweep_lib.accuracies(
+          built.problem, np.asarray(theta)[:keep], built.test_x,
+          built.test_y)
 
   compiles_before = _compile_count(built)
   run_start = time.perf_counter()
@@ -216,7 +232,9 @@ def sweep_and_evaluate(config, workdir: str | os.PathLike, *,
     return rows
   events_lib.write_sweep(workdir / events_lib.TENSORBOARD_DIR, points,
                          varying, result, fstar_G, accuracy_G, config_dict)
-  _write_files(workdir, result, rows, info)
+  _write_files(workdir, result, rows, info,
+               {'test_accuracy': accuracy_curve,
+                'test_accuracy_steps': accuracy_steps})
   if diverged:
     logging.warning(
         '%d of %d grid points diverged (loss NaN/inf), marked in results.csv '
@@ -234,10 +252,12 @@ def sweep_and_evaluate(config, workdir: str | os.PathLike, *,
   return rows
 
 
-def _write_files(workdir: pathlib.Path, result, rows, info) -> None:
+def _write_files(workdir: pathlib.Path, result, rows, info,
+                 extra_curves=None) -> None:
   """results.csv, curves.npz, the figures, and sweep.json last."""
   outputs.atomic_write(workdir / 'results.csv', outputs.results_csv(rows))
-  outputs.write_npz(workdir / 'curves.npz', metrics.curve_arrays(result))
+  outputs.write_npz(workdir / 'curves.npz', {**metrics.curve_arrays(result),
+                                             **(extra_curves or {})})
   try:
     outputs.save_figure(plotting.heatmap_figure(rows),
                         workdir / HEATMAP_FIGURE)

@@ -32,7 +32,10 @@ The workdir receives:
   curves.npz                   [G, T] loss, grad_norm_sq, cum_uploads,
                                cum_bits, [G] final_loss, paper_reference,
                                [G, T, M] uploads (when small), and one [G]
-                               array per grid key;
+                               array per grid key; test_accuracy [G, E]
+                               after every eval_every iterations (at
+                               test_accuracy_steps [E]; NaN for chunks run
+                               before a resume);
   sweep.json                   grid size, batches, f*, timings, compiles;
   heatmap_bits_to_target.png   bits to the target residual over bits x xi
                                (the final residual when some point misses

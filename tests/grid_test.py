@@ -122,6 +122,11 @@ class PointEqualsSingleRunTest(parameterized.TestCase):
       if tag == 'eval/test_accuracy':  # a sweep evaluates theta^T alone
         self.assertEqual(got[tag], {config.num_iters: want[tag][
             config.num_iters]})
+        # curves.npz: after every chunk, as the single run evaluates
+        steps = curves['test_accuracy_steps'].tolist()
+        self.assertEqual(steps, sorted(k for k in want[tag] if k > 0))
+        np.testing.assert_allclose(curves['test_accuracy'][g],
+                                   [want[tag][k] for k in steps], rtol=1e-6)
         continue
       self.assertEqual(sorted(got[tag]), sorted(want[tag]), tag)
       np.testing.assert_allclose([got[tag][k] for k in sorted(got[tag])],
@@ -224,6 +229,7 @@ class ResultsFilesTest(absltest.TestCase):
                          sum(uploads_T[:hit]) * per_upload)
       accuracy = float(row['final_test_accuracy'])
       self.assertTrue(0.5 < accuracy < 1.0, accuracy)
+      self.assertEqual(curves['test_accuracy'][g, -1], accuracy)
     self.assertTrue(0 < reached < len(table), reached)
     info = json.loads((workdir / 'sweep.json').read_text())
     self.assertEqual(info['points_reaching_target'], reached)
