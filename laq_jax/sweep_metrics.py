@@ -122,7 +122,9 @@ def curve_arrays(result, *, max_upload_elements: int = 10**8
     when G*T*M <= max_upload_elements; time_s [G,T] (float64, each round's
     simulated seconds on the point's network) and slowest [G,T], and with
     them slowdown [G,T,M] (the stragglers' factors) under the same element
-    limit; and one [G] array per GRID_KEYS key (algo as strings; None
+    limit; participants and dropped [G,T,M] bool (who took part, who the
+    deadline cut) under the same limit, when some client was absent; and one
+    [G] array per GRID_KEYS key (algo as strings; None
     values, such as a network field left at its profile's, as NaN), named
     grid_KEY where KEY is also a curve's name (grid_bits: each point's b).
   """
@@ -148,6 +150,11 @@ def curve_arrays(result, *, max_upload_elements: int = 10**8
     out['slowest'] = np.asarray(record.slowest, np.int32)
     if small:
       out['slowdown'] = np.asarray(record.slowdown_M, np.float64)
+  for name, field in (('participants', 'participants_M'),
+                      ('dropped', 'dropped_M')):
+    value = getattr(record, field, None)
+    if small and value is not None and not record.participants_M.all():
+      out[name] = np.asarray(value, bool)
   # A grid key named like a curve (bits: b) is kept as grid_KEY.
   out.update({(f'grid_{k}' if k in out else k): v for k, v in
               columns([dict(p) for p in result.points]).items()})

@@ -1,0 +1,430 @@
+r"""The federated experiment and its report (configs/federated.py).
+
+    python -m experiments.federated --workdir runs/federated \
+        --copy_to docs/federated                       # the report
+    python -m experiments.federated --workdir runs/federated_quick --quick
+
+Per problem (logistic regression, the 200-ReLU network), three sweeps,
+each one compiled program:
+  main       the seven presets at 10% participation, absent clients
+             dropped, on the mobile network, no deadline;
+  deadline   the same with `deadline_s` at the 90th percentile of SGD's
+             participants' arrival times (compute + upload) in `main`, so
+             that the deadline cuts SGD's slowest tenth;
+  laziness   sgd and slaq over participation q in {1, 0.5, 0.1} and absent
+             in {stale, drop}: what partial participation does to LAQ's
+             skipping.
+WORKDIR/PROBLEM/SWEEP holds each sweep's files (experiments.sweep), and
+WORKDIR/REPORT.md the tables: test accuracy, and iterations, simulated
+seconds and uplink bits to the target accuracy (the first evaluation at
+or above it, every `eval_every` iterations); uploads per participation;
+the clients the deadline cut; upload rates against the rounds a client was
+away. Sweeps already finished with the same config are kept.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import sys
+
+from absl import app
+from absl import flags
+from absl import logging
+import numpy as np
+
+from experiments import progress as progress_lib
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string('workdir', None, 'Folder for the sweeps and REPORT.md.')
+flags.DEFINE_bool('quick', False, '6,000 images, 300 iterations: minutes.')
+flags.DEFINE_bool('tiny', False, '600 images, M = 20, 20 iterations: a '
+                  'smoke test of the pipeline (seconds).')
+flags.DEFINE_list('problems', ['logreg', 'mlp'], 'Which problems to run.')
+flags.DEFINE_bool('report_only', False, 'Run nothing; rewrite REPORT.md.')
+flags.DEFINE_string('copy_to', None, 'Also copy REPORT.md and its figures '
+                    'here (e.g. docs/federated).')
+flags.mark_flags_as_required(['workdir'])
+
+REPORT = 'REPORT.md'
+SWEEPS = ('main', 'deadline', 'laziness')
+DEADLINE_PERCENTILE = 90
+LAZINESS_GRID = {'algo': ('sgd', 'slaq'), 'participation': (1.0, 0.5, 0.1),
+                 'absent': ('stale', 'drop')}
+TITLES = {'logreg': 'Logistic regression (convex)',
+          'mlp': 'The 200-ReLU network (nonconvex)'}
+
+
+class FederatedError(RuntimeError):
+  """A sweep of the experiment is missing or cannot be read."""
+
+
+def sweep_config(problem: str, sweep: str, budget: str,
+                 deadline_s: float = 0.0):
+  """The config of one sweep of the experiment."""
+  import ml_collections  # pylint: disable=g-import-not-at-top
+  from configs import federated  # pylint: disable=g-import-not-at-top
+  arg = problem + ('' if budget == 'full' else f',{budget}')
+  if sweep == 'deadline':
+    arg += f',deadline_s={deadline_s!r}'
+  config = federated.get_config(arg)
+  if sweep == 'laziness':
+    config.sweep = ml_collections.ConfigDict(dict(LAZINESS_GRID))
+  return config
+
+
+def load_sweep(folder: pathlib.Path) -> dict:
+  """A finished sweep's results.csv rows, curves.npz and sweep.json."""
+  from experiments import outputs  # pylint: disable=g-import-not-at-top
+  if not (folder / 'sweep.json').is_file():
+    raise FederatedError(f'{folder} has no finished sweep (sweep.json); run '
+                         'python -m experiments.federated again')
+  with np.load(folder / 'curves.npz', allow_pickle=False) as c:
+    curves = {k: c[k] for k in c.files}
+  for need in ('participants', 'uploads', 'bits', 'time_s',
+               'test_accuracy'):
+    if need not in curves:
+      raise FederatedError(f'{folder}/curves.npz lacks {need!r} (a sweep of '
+                           'older code, or too large to keep it): run it '
+                           'again')
+  return {'rows': outputs.read_results(folder / 'results.csv'),
+          'curves': curves,
+          'info': json.loads((folder / 'sweep.json').read_text()),
+          'config': json.loads((folder / 'config.json').read_text())}
+
+
+def arrivals(loaded: dict, point: int) -> np.ndarray:
+  """[T, M] each participant's compute + upload time (NaN for the absent),
+  on the point's network (its profile: the experiment overrides no field)."""
+  from laq_jax import network  # pylint: disable=g-import-not-at-top
+  c, row = loaded['curves'], loaded['rows'][point]
+  net = network.PROFILES[row['network']]
+  flops = float(row['flops_per_worker_step'])
+  time = (c['slowdown'][point] * flops / net['flops_per_s']
+          + net['up_latency_s'] + c['bits'][point] / net['up_bps'])
+  return np.where(c['participants'][point], time, np.nan)
+
+
+def deadline_from(loaded: dict) -> float:
+  """The DEADLINE_PERCENTILE-th percentile of SGD's arrivals in `main`."""
+  sgd = next(i for i, r in enumerate(loaded['rows']) if r['algo'] == 'sgd')
+  return float(np.nanpercentile(arrivals(loaded, sgd), DEADLINE_PERCENTILE))
+
+
+def _done(config, out: pathlib.Path) -> bool:
+  from experiments import config as config_lib  # pylint: disable=g-import-not-at-top
+  from experiments import paper_results  # pylint: disable=g-import-not-at-top
+  wanted = paper_results.as_json(config_lib.to_dict(config))
+  try:
+    return (paper_results.same_config(
+        json.loads((out / 'config.json').read_text()), wanted)
+            and (out / 'sweep.json').is_file())
+  except (OSError, ValueError):
+    return False
+
+
+def run_problem(problem: str, workdir: pathlib.Path, budget: str
+                ) -> list[str]:
+  """Runs the problem's sweeps not yet done; returns those that failed."""
+  from experiments import grid  # pylint: disable=g-import-not-at-top
+  failed = []
+  deadline = 0.0
+  for sweep in SWEEPS:
+    out = workdir / problem / sweep
+    if sweep == 'deadline':
+      try:
+        deadline = deadline_from(load_sweep(workdir / problem / 'main'))
+      except FederatedError as e:
+        logging.error('%s/deadline not run: %s', problem, e)
+        failed.append(f'{problem}/deadline')
+        continue
+    config = sweep_config(problem, sweep, budget, deadline)
+    if _done(config, out):
+      logging.info('%s/%s: results already there, not run again', problem,
+                   sweep)
+      continue
+    logging.info('%s/%s%s', problem, sweep,
+                 f' (deadline_s={deadline:.4g})' if deadline else '')
+    try:
+      grid.sweep_and_evaluate(config, out, overwrite=True)
+    except Exception:  # pylint: disable=broad-except
+      logging.exception('%s/%s failed', problem, sweep)
+      failed.append(f'{problem}/{sweep}')
+  return failed
+
+
+# ----------------------------------------------------------------------------
+# The numbers of the report.
+
+def point_summary(loaded: dict, g: int, target: float) -> dict:
+  """One point's figures at the target accuracy and at the end."""
+  c, row = loaded['curves'], loaded['rows'][g]
+  acc, steps = c['test_accuracy'][g], c['test_accuracy_steps']
+  hit = np.flatnonzero(acc >= target)
+  k = int(steps[hit[0]]) if len(hit) else None
+  time = np.cumsum(c['time_s'][g])
+  present = c['participants'][g]
+  sent = c['uploads'][g]
+  dropped = c['dropped'][g] if 'dropped' in c else np.zeros_like(present)
+  return {
+      'algo': row['algo'], 'point': g,
+      'final_accuracy': float(acc[-1]),
+      'best_accuracy': float(np.nanmax(acc)),
+      'target_iteration': k,
+      'target_time_s': None if k is None else float(time[k - 1]),
+      'target_bits': None if k is None else int(c['cum_bits'][g, k - 1]),
+      'target_uploads': (None if k is None
+                         else int(c['cum_uploads'][g, k - 1])),
+      'total_time_s': float(time[-1]),
+      'total_bits': int(c['cum_bits'][g, -1]),
+      'participations': int(present.sum()),
+      'uploads': int(sent.sum()),
+      'upload_rate': float(sent.sum() / max(present.sum(), 1)),
+      'dropped': int(dropped.sum()),
+      'diverged': row.get('diverged') == 'True',
+  }
+
+
+def rates_by_absence(loaded: dict, g: int) -> list[tuple[str, int, float]]:
+  """Upload rate of the participations after 1, 2-5, 6-20, > 20 rounds
+  away (and at a client's first participation)."""
+  c = loaded['curves']
+  present, sent = c['participants'][g], c['uploads'][g]
+  t_count, m_count = present.shape
+  last = np.full(m_count, -1)
+  gaps, ups = [], []
+  for k in range(t_count):
+    who = np.flatnonzero(present[k])
+    gaps.append(np.where(last[who] < 0, 0, k - last[who]))
+    ups.append(sent[k, who])
+    last[who] = k
+  gaps, ups = np.concatenate(gaps), np.concatenate(ups)
+  out = []
+  for label, lo, hi in (('first', 0, 0), ('1', 1, 1), ('2-5', 2, 5),
+                        ('6-20', 6, 20), ('> 20', 21, 10**9)):
+    mask = (gaps >= lo) & (gaps <= hi)
+    out.append((label, int(mask.sum()),
+                float(ups[mask].mean()) if mask.any() else float('nan')))
+  return out
+
+
+def _fmt(value, kind=''):
+  if value is None:
+    return 'not reached'
+  if kind == 'pct':
+    return f'{100 * value:.2f}%'
+  if kind == 's':
+    return f'{value:,.1f} s' if value >= 10 else f'{value:.3g} s'
+  if kind == 'bits':
+    return f'{value:.3g}'
+  if isinstance(value, float):
+    return f'{value:.3g}'
+  return f'{value:,}'
+
+
+def _table(headers, rows) -> list[str]:
+  lines = ['| ' + ' | '.join(headers) + ' |',
+           '|' + '|'.join('---' if i == 0 else '---:'
+                          for i in range(len(headers))) + '|']
+  lines += ['| ' + ' | '.join(str(x) for x in r) + ' |' for r in rows]
+  return lines
+
+
+def _main_table(summaries, with_dropped: bool) -> list[str]:
+  best_time = min((s['target_time_s'] for s in summaries
+                   if s['target_time_s'] is not None), default=None)
+  rows = []
+  for s in summaries:
+    time = _fmt(s['target_time_s'], 's')
+    if best_time is not None and s['target_time_s'] == best_time:
+      time = f'**{time}**'
+    rows.append([s['algo'], _fmt(s['final_accuracy'], 'pct'),
+                 _fmt(s['target_iteration']), time,
+                 _fmt(s['target_bits'], 'bits'),
+                 _fmt(s['total_time_s'], 's'), _fmt(s['total_bits'], 'bits'),
+                 f'{s["upload_rate"]:.2f}']
+                + ([f'{s["dropped"]:,}'] if with_dropped else []))
+  headers = ['preset', 'final test acc.', 'iterations to target',
+             'time to target', 'uplink bits to target', 'total time',
+             'total uplink bits', 'uploads per participation']
+  return _table(headers + (['cut by deadline'] if with_dropped else []),
+                rows)
+
+
+def figure(results: dict, path: pathlib.Path, problem: str, target: float
+           ) -> None:
+  """Test accuracy against simulated time and against uplink bits."""
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  from experiments import outputs  # pylint: disable=g-import-not-at-top
+  fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
+  for sweep, style in (('main', '-'), ('deadline', ':')):
+    loaded = results.get(sweep)
+    if loaded is None:
+      continue
+    c = loaded['curves']
+    steps = c['test_accuracy_steps']
+    for g, row in enumerate(loaded['rows']):
+      time = np.cumsum(c['time_s'][g])[steps - 1]
+      bits = c['cum_bits'][g][steps - 1]
+      label = row['algo'] + (' (deadline)' if sweep == 'deadline' else '')
+      color = f'C{g % 10}'
+      axes[0].plot(time, c['test_accuracy'][g], style, color=color,
+                   label=label)
+      axes[1].plot(np.maximum(bits, 1), c['test_accuracy'][g], style,
+                   color=color, label=label)
+  for ax, xlabel in zip(axes, ('simulated time (s), mobile network',
+                               'uplink bits')):
+    ax.axhline(target, color='gray', lw=0.8)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel('test accuracy')
+    ax.set_xscale('log')
+    ax.set_ylim(max(0.0, target - 0.25), 1.0)
+    ax.grid(alpha=0.3)
+  axes[1].legend(fontsize=7, ncol=2)
+  config = results['main']['config']
+  fig.suptitle(f'{TITLES[problem]}: M = {config["num_workers"]}, '
+               f'{100 * config["participation"]:g}% participation')
+  outputs.save_figure(fig, path)
+  plt.close(fig)
+
+
+def report(workdir: pathlib.Path, problems, budget: str, command: str
+           ) -> str:
+  """Writes WORKDIR/REPORT.md from the sweeps; returns its text."""
+  from configs import federated  # pylint: disable=g-import-not-at-top
+  base = sweep_config(problems[0], 'main', budget)
+  lines = [f'# Federated scale: {base.num_workers} clients, '
+           f'{100 * base.participation:g}% participation, phones on LTE', '',
+           f'Regenerate: `{command}`'
+           + (f' (**{budget} budget**: not the report\'s numbers)'
+              if budget != 'full' else '') + '.', '']
+  lines += [
+      '## Setting', '',
+      f'- **Clients:** M = {base.num_workers}, '
+      f'{(base.train_subset or 60000) // base.num_workers} MNIST images '
+      f'each, labels Dirichlet({base.dirichlet_alpha}) (equal sizes, '
+      f'`split={base.split}`).',
+      f'- **Rounds:** each client takes part with probability '
+      f'q = {base.participation}; absent clients are dropped from the '
+      'aggregate (`absent=drop`, the server steps with (M/|S_k|) Σ over '
+      'the participants). An absent client computes and sends nothing; '
+      'its trigger clock counts on.',
+      '- **Network:** `mobile` (6.3 Mbit/s up, 21.3 Mbit/s down, 55 ms '
+      'each way, 22.5 GFLOP/s, lognormal(σ = 0.5) compute stragglers; '
+      'docs/algorithm.md, "Time on a modeled network").',
+      f'- **Objective:** λ = 0.1/M = {base.l2:g} per client, α = 0.2/M = '
+      f'{base.step_size:g} on the sum (the paper\'s 0.01 and 0.02 at '
+      'M = 10).',
+      f'- **Gradients:** minibatches of {base.batch_size} per client; the '
+      'lazy presets at the authors\' SLAQ settings (b = '
+      f'{base.bits}, c_e = {base.err_weight}, c_0 = '
+      f'{base.threshold_offset}, D = {base.memory}, t̄ = '
+      f'{base.max_staleness}); QSGD s = {base.levels:,}; top-k '
+      f'{100 * base.top_k:g}% of p.',
+      f'- **Budget:** {base.num_iters:,} iterations; test accuracy (10,000 '
+      f'MNIST test images) every {base.eval_every} iterations; targets '
+      + ', '.join(f'{TITLES[p].split(" (")[0].lower()} '
+                  f'{100 * federated.TARGET_ACCURACY[p]:g}%'
+                  for p in problems) + '.',
+      f'- **Deadline:** the {DEADLINE_PERCENTILE}th percentile of SGD\'s '
+      'participants\' compute + upload times in the run without one (so '
+      'it cuts the slowest tenth of SGD\'s uploads); a cut client counts '
+      'as absent.', '',
+      '"Time to target" is the simulated time through the first evaluation '
+      'at or above the target; "uploads per participation" the uploads '
+      'over the client-rounds that took part.', '']
+  for problem in problems:
+    target = federated.TARGET_ACCURACY[problem]
+    results = {}
+    for sweep in SWEEPS:
+      try:
+        results[sweep] = load_sweep(workdir / problem / sweep)
+      except FederatedError as e:
+        lines += [f'*{problem}/{sweep} missing: {e}*', '']
+    lines += [f'## {TITLES[problem]}, target {100 * target:g}% test '
+              'accuracy', '']
+    if 'main' in results:
+      main = results['main']
+      lines += ['### All presets, no deadline', '']
+      lines += _main_table([point_summary(main, g, target)
+                            for g in range(len(main['rows']))], False)
+      lines += ['']
+    if 'deadline' in results:
+      d = results['deadline']
+      deadline = float(d['rows'][0]['deadline_s'])
+      lines += [f'### With a deadline of {deadline:.4g} s', '']
+      lines += _main_table([point_summary(d, g, target)
+                            for g in range(len(d['rows']))], True)
+      lines += ['']
+    if results.get('main') is not None:
+      fig = f'{problem}_accuracy.png'
+      figure(results, workdir / fig, problem, target)
+      lines += [f'![{problem}: accuracy against time and bits]({fig})', '']
+    if 'laziness' in results:
+      lz = results['laziness']
+      lines += ['### Laziness and participation (sgd, slaq)', '']
+      rows = []
+      for g, row in enumerate(lz['rows']):
+        s = point_summary(lz, g, target)
+        rows.append([row['algo'], row['participation'], row['absent'],
+                     _fmt(s['final_accuracy'], 'pct'),
+                     _fmt(s['target_iteration']),
+                     _fmt(s['target_time_s'], 's'),
+                     _fmt(s['target_bits'], 'bits'),
+                     f'{s["upload_rate"]:.3f}'])
+      lines += _table(['preset', 'q', 'absent', 'final test acc.',
+                       'iterations to target', 'time to target',
+                       'uplink bits to target', 'uploads per participation'],
+                      rows)
+      lines += ['', 'SLAQ\'s upload rate by how many rounds the client had '
+                'been away (participations, rate):', '']
+      rows = []
+      for g, row in enumerate(lz['rows']):
+        if row['algo'] != 'slaq':
+          continue
+        rows.append([f'q = {row["participation"]}, {row["absent"]}']
+                    + [f'{n:,}: {r:.3f}' if n else '-'
+                       for _, n, r in rates_by_absence(lz, g)])
+      lines += _table(['slaq', 'first', 'away 1', 'away 2-5', 'away 6-20',
+                       'away > 20'], rows)
+      lines += ['']
+  text = '\n'.join(lines) + '\n'
+  from experiments import outputs  # pylint: disable=g-import-not-at-top
+  outputs.atomic_write(workdir / REPORT, text)
+  return text
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f'unexpected arguments: {" ".join(argv[1:])}')
+  progress_lib.quiet_start()
+  import jax  # pylint: disable=g-import-not-at-top
+  jax.config.update('jax_enable_x64', True)  # float32 sweeps stay float32
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use('Agg')
+  unknown = [p for p in FLAGS.problems if p not in TITLES]
+  if unknown or not FLAGS.problems:
+    raise app.UsageError(f'--problems={",".join(FLAGS.problems)}: each must '
+                         f'be one of {", ".join(TITLES)}')
+  workdir = pathlib.Path(FLAGS.workdir)
+  budget = 'tiny' if FLAGS.tiny else 'quick' if FLAGS.quick else 'full'
+  failed = []
+  if not FLAGS.report_only:
+    for problem in FLAGS.problems:
+      failed += run_problem(problem, workdir, budget)
+  command = (f'python -m experiments.federated --workdir {workdir}'
+             + (f' --{budget}' if budget != 'full' else '')
+             + (f' --problems={",".join(FLAGS.problems)}'
+                if list(FLAGS.problems) != ['logreg', 'mlp'] else ''))
+  report(workdir, list(FLAGS.problems), budget, command)
+  logging.info('report: %s', workdir / REPORT)
+  if FLAGS.copy_to:
+    from experiments import report as paper_report  # pylint: disable=g-import-not-at-top
+    paper_report.copy_report(workdir, pathlib.Path(FLAGS.copy_to))
+  if failed:
+    sys.exit(f'error: {", ".join(failed)} failed; the report lists them as '
+             'missing')
+
+
+if __name__ == '__main__':
+  app.run(main)
