@@ -1,0 +1,109 @@
+"""The federated experiment (configs/federated.py, experiments/federated.py):
+its settings, the deadline it derives, its report's numbers against the
+sweeps' own files."""
+
+import pathlib
+
+from absl.testing import absltest
+import numpy as np
+import pytest
+
+from experiments import config as config_lib
+from experiments import federated
+from tests import common
+
+_ENV = common.IsolatedEnv('laq_federated_test_')
+
+
+def setUpModule():
+  _ENV.enter()
+
+
+def tearDownModule():
+  _ENV.exit()
+
+
+class ConfigTest(absltest.TestCase):
+
+  def test_the_settings_of_federated_md(self):
+    from configs import federated as cfg  # pylint: disable=g-import-not-at-top
+    for arg in (None, 'mlp', 'quick', 'mlp,quick', 'tiny', 'stale'):
+      with self.subTest(arg=arg):
+        config = cfg.get_config(arg)
+        points = config_lib.points_from_config(config)
+        self.assertEqual([p['algo'] for p in points], list(cfg.PRESETS))
+        m = config.num_workers
+        for p in points:  # lam = 0.1 / M, alpha = 0.2 / M, q = 0.1, mobile
+          self.assertAlmostEqual(p['l2'], 0.1 / m)
+          self.assertAlmostEqual(p['step_size'], 0.2 / m)
+          self.assertEqual(p['participation'], 0.1)
+          self.assertEqual(p['network'], 'mobile')
+          self.assertEqual(p['absent'], 'stale' if arg == 'stale' else 'drop')
+    config = cfg.get_config()
+    self.assertEqual((config.num_workers, config.split,
+                      config.dirichlet_alpha, config.num_iters),
+                     (100, 'dirichlet', 0.5, 1500))
+    # lam and alpha given on the command line win
+    self.assertEqual(cfg.get_config('step_size=0.5').step_size, 0.5)
+    laziness = federated.sweep_config('logreg', 'laziness', 'full')
+    points = config_lib.points_from_config(laziness)
+    self.assertLen(points, 12)
+    self.assertEqual({(p['algo'], p['participation'], p['absent'])
+                      for p in points},
+                     {(a, q, s) for a in ('sgd', 'slaq')
+                      for q in (1.0, 0.5, 0.1) for s in ('stale', 'drop')})
+    deadline = federated.sweep_config('mlp', 'deadline', 'quick', 0.25)
+    self.assertEqual(deadline.deadline_s, 0.25)
+
+
+@pytest.mark.slow
+class PipelineTest(absltest.TestCase):
+
+  def test_tiny_pipeline_and_its_numbers(self):
+    workdir = pathlib.Path(_ENV.name, 'fed')
+    for sweep in federated.SWEEPS:
+      self.assertFalse((workdir / 'logreg' / sweep).exists())
+    failed = federated.run_problem('logreg', workdir, 'tiny')
+    self.assertEqual(failed, [])
+    main = federated.load_sweep(workdir / 'logreg' / 'main')
+    c = main['curves']
+    # the deadline: SGD's 90th-percentile arrival, recomputed here from the
+    # mobile profile's numbers
+    sgd = [r['algo'] for r in main['rows']].index('sgd')
+    present = c['participants'][sgd]
+    flops = 4 * 784 * 10 * 10  # logreg, minibatch of 10 (tiny)
+    arrive = (c['slowdown'][sgd] * flops / 22.5e9 + 0.055
+              + c['bits'][sgd] / 6.3e6)[present]
+    deadline = float(np.percentile(arrive, 90))
+    self.assertAlmostEqual(federated.deadline_from(main), deadline,
+                           places=12)
+    cut = federated.load_sweep(workdir / 'logreg' / 'deadline')
+    self.assertEqual(float(cut['rows'][0]['deadline_s']), deadline)
+    dropped = cut['curves']['dropped'][sgd]
+    self.assertGreater(dropped.sum(), 0)
+    # a cut client never counts as uploading
+    self.assertFalse((dropped & cut['curves']['uploads'][sgd]).any())
+    # The summary of a point against its curves, by hand.
+    s = federated.point_summary(main, sgd, 0.3)
+    acc = c['test_accuracy'][sgd]
+    steps = c['test_accuracy_steps']
+    hit = steps[np.argmax(acc >= 0.3)]
+    self.assertEqual(s['target_iteration'], int(hit))
+    self.assertAlmostEqual(s['target_time_s'],
+                           float(c['time_s'][sgd][:hit].sum()), places=9)
+    self.assertEqual(s['target_bits'], int(c['bits'][sgd][:hit].sum()))
+    self.assertEqual(s['upload_rate'], 1.0)  # sgd uploads when present
+    self.assertEqual(s['participations'], int(present.sum()))
+    # The report: rerun of run_problem does nothing new; report writes.
+    self.assertEqual(federated.run_problem('logreg', workdir, 'tiny'), [])
+    text = federated.report(workdir, ['logreg'], 'tiny', 'cmd')
+    self.assertIn(f'With a deadline of {deadline:.4g} s', text)
+    self.assertIn('| slaq | 0.1 | drop |', text)
+    self.assertTrue((workdir / 'logreg_accuracy.png').is_file())
+    rates = federated.rates_by_absence(main, sgd)
+    self.assertEqual(sum(n for _, n, _ in rates), int(present.sum()))
+    self.assertEqual({r for _, n, r in rates if n}, {1.0})
+
+
+if __name__ == '__main__':
+  absltest.main()
