@@ -27,8 +27,8 @@ The setting (docs/algorithm.md, "Partial participation"; federated.md):
                levels, top-k 1%;
   budget       1,500 iterations (the paper's SLAQ budget), test accuracy
                after every 50 (`eval_every`), the loss every 10;
-  target       a test accuracy (experiments.federated: 85% for logistic
-               regression, 90% for the network).
+  target       a test accuracy, 90% on both problems (TARGET_ACCURACY;
+               logistic regression ends near 91.5% at this budget).
 
 Variants: `logreg` (default) / `mlp` (the 200-ReLU network, float32),
 `deadline=SECONDS` via `deadline_s`, `stale` (absent='stale'), `quick`
@@ -47,7 +47,7 @@ NUM_CLIENTS = 100
 PRESETS = ('sgd', 'slaq', 'slag', 'qsgd', 'topk_ef', 'ef21_sgd', 'ef_signsgd')
 LAZY_SETTINGS = dict(bits=3, err_weight=1.5, threshold_offset=0.2)
 BATCH = 50
-TARGET_ACCURACY = {'logreg': 0.85, 'mlp': 0.90}
+TARGET_ACCURACY = {'logreg': 0.90, 'mlp': 0.90}
 
 
 def settings(num_clients: int = NUM_CLIENTS) -> dict:

@@ -3,14 +3,15 @@ f_m as the mean over a client's own samples, masked minibatches, per-client
 compute time, and M = 1,000 clients in one program; each against a direct
 computation on the unpadded clients."""
 
+import json
+import os
+
 from absl.testing import absltest
 from absl.testing import parameterized
 import jax
 import jax.numpy as jnp
 import numpy as np
-
-import json
-import os
+import pytest
 
 import laq_jax as lj
 from laq_jax import data as data_lib
@@ -239,6 +240,7 @@ class MinibatchTest(parameterized.TestCase):
     np.testing.assert_allclose(trace.time_s, expected, rtol=1e-12)
 
 
+@pytest.mark.slow
 class ThousandClientsTest(absltest.TestCase):
 
   def test_m1000_unequal_partial_participation_drop(self):
@@ -267,6 +269,7 @@ class ThousandClientsTest(absltest.TestCase):
     self.assertLess(loss[-1], loss[0])
 
 
+@pytest.mark.slow
 class LauncherTest(absltest.TestCase):
 
   def test_a_run_on_unequal_clients(self):
