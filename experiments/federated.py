@@ -262,6 +262,67 @@ def _main_table(summaries, with_dropped: bool) -> list[str]:
                 rows)
 
 
+def _ratio(a, b) -> str:
+  return f'{a / b:.2f}x' if a is not None and b else 'n/a'
+
+
+def observations(results: dict, target: float) -> list[str]:
+  """What the main and deadline sweeps say, computed from their numbers."""
+  out = []
+  main = results.get('main')
+  if main is None:
+    return out
+  summaries = {r['algo']: point_summary(main, g, target)
+               for g, r in enumerate(main['rows'])}
+  reached = {a: s for a, s in summaries.items()
+             if s['target_time_s'] is not None}
+  out += ['**Computed from the tables above:**', '']
+  if reached:
+    fastest = min(reached, key=lambda a: reached[a]['target_time_s'])
+    fewest = min(reached, key=lambda a: reached[a]['target_bits'])
+    out.append(f'- Fastest to {100 * target:g}%: **{fastest}** '
+               f'({_fmt(reached[fastest]["target_time_s"], "s")}); fewest '
+               f'uplink bits to it: **{fewest}** '
+               f'({reached[fewest]["target_bits"]:.3g} bits).')
+  missed = [a for a in summaries if a not in reached]
+  if missed:
+    out.append(f'- Not at {100 * target:g}% within the budget: '
+               + ', '.join(missed) + '.')
+  sgd = summaries.get('sgd')
+  for lazy in ('slag', 'slaq'):
+    s = summaries.get(lazy)
+    if s is None or sgd is None:
+      continue
+    out.append(
+        f'- {lazy}: {s["upload_rate"]:.2f} uploads per participation; '
+        f'total uplink bits {_ratio(s["total_bits"], sgd["total_bits"])} '
+        f'of sgd\'s, total simulated time '
+        f'{_ratio(s["total_time_s"], sgd["total_time_s"])} of sgd\'s.')
+  cut = results.get('deadline')
+  if cut is not None:
+    deadline = float(cut['rows'][0]['deadline_s'])
+    for g, row in enumerate(cut['rows']):
+      with_d = point_summary(cut, g, target)
+      without = summaries.get(row['algo'])
+      if without is None or not with_d['dropped']:
+        continue
+      out.append(
+          f'- The {deadline:.4g} s deadline cut {with_d["dropped"]:,} of '
+          f'{row["algo"]}\'s {with_d["participations"] + with_d["dropped"]:,} '
+          f'participations; its total time '
+          f'{_ratio(with_d["total_time_s"], without["total_time_s"])} of '
+          'the run without the deadline, time to target '
+          + (_ratio(with_d['target_time_s'], without['target_time_s'])
+             if with_d['target_time_s'] is not None else 'not reached')
+          + ', final accuracy '
+          f'{_fmt(with_d["final_accuracy"], "pct")} (without: '
+          f'{_fmt(without["final_accuracy"], "pct")}).')
+    if not any(point_summary(cut, g, target)['dropped']
+               for g in range(len(cut['rows']))):
+      out.append(f'- The {deadline:.4g} s deadline cut no one.')
+  return out + ['']
+
+
 def figure(results: dict, path: pathlib.Path, problem: str, target: float
            ) -> None:
   """Test accuracy against simulated time and against uplink bits."""
@@ -377,6 +438,7 @@ def report(workdir: pathlib.Path, problems, budget: str, command: str,
       fig = f'{problem}_accuracy.png'
       figure(results, workdir / fig, problem, target)
       lines += [f'![{problem}: accuracy against time and bits]({fig})', '']
+    lines += observations(results, target)
     if 'laziness' in results:
       lz = results['laziness']
       lines += ['### Laziness and participation (sgd, slaq)', '']

@@ -147,6 +147,28 @@ class AbsentClientsTest(parameterized.TestCase):
                                -0.1 * grads[present].sum(0), atol=1e-12)
 
 
+  def test_drop_is_unbiased_over_the_subsets(self):
+    # Under S-of-M sampling every subset is equally likely, so the drop
+    # aggregate is unbiased exactly when its mean over all C(M, S) subsets
+    # is the full sum. One gd step from theta^0 for 300 seeds (one
+    # program): every one of the 15 subsets of 2 of 6 clients turns up, and
+    # the mean step over the distinct subsets is -alpha * sum_m g_m.
+    spec = lj.RunSpec(lj.get_problem('logreg', D, C), M, participation=True)
+    hyper = lj.stack_hypers([
+        lj.make_hyper('gd', dtype=jnp.float64, clients_per_round=2,
+                      absent='drop', step_size=0.1, seed=seed)
+        for seed in range(300)])
+    state, trace = lj.run(spec, data(), hyper, 1)
+    theta = np.asarray(state.theta_P)
+    by_subset = {}
+    for g, present in enumerate(np.asarray(trace.participants_M)[:, 0]):
+      by_subset.setdefault(tuple(np.flatnonzero(present)), theta[g])
+    self.assertLen(by_subset, 15)
+    mean = np.mean(list(by_subset.values()), axis=0)
+    np.testing.assert_allclose(mean, -0.1 * grads_at_zero().sum(0),
+                               atol=1e-12)
+
+
 class DeadlineTest(absltest.TestCase):
 
   def test_a_late_client_is_cut_and_the_round_ends_at_the_deadline(self):
