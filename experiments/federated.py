@@ -263,7 +263,7 @@ def _main_table(summaries, with_dropped: bool) -> list[str]:
 
 
 def _ratio(a, b) -> str:
-  return f'{a / b:.2f}x' if a is not None and b else 'n/a'
+  return f'{a / b:.3f}x' if a is not None and b else 'n/a'
 
 
 def observations(results: dict, target: float) -> list[str]:
@@ -308,7 +308,7 @@ def observations(results: dict, target: float) -> list[str]:
         continue
       out.append(
           f'- The {deadline:.4g} s deadline cut {with_d["dropped"]:,} of '
-          f'{row["algo"]}\'s {with_d["participations"] + with_d["dropped"]:,} '
+          f'{row["algo"]}\'s {with_d["participations"]:,} '
           f'participations; its total time '
           f'{_ratio(with_d["total_time_s"], without["total_time_s"])} of '
           'the run without the deadline, time to target '
