@@ -155,7 +155,8 @@ def run_problem(problem: str, workdir: pathlib.Path, budget: str,
                    sweep)
       continue
     logging.info('%s/%s%s', problem, sweep,
-                 f' (deadline_s={deadline:.4g})' if deadline else '')
+                 f' (deadline_s={deadline:.4g})' if sweep == 'deadline'
+                 else '')
     try:
       grid.sweep_and_evaluate(config, out, overwrite=True)
     except Exception:  # pylint: disable=broad-except
@@ -414,7 +415,9 @@ def report(workdir: pathlib.Path, problems, budget: str, command: str,
     results = {}
     for sweep in SWEEPS:
       if not (workdir / problem / sweep).exists():
-        continue  # (not run: --sweeps)
+        lines += [f'*{problem}/{sweep} was not run (`--problems={problem} '
+                  f'--sweeps={sweep}` runs it).*', '']
+        continue
       try:
         results[sweep] = load_sweep(workdir / problem / sweep)
       except FederatedError as e:

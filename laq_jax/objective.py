@@ -48,13 +48,6 @@ class Data(NamedTuple):
   def has_fast_layout(self) -> bool:
     return self.xt_MxDxN is not None or self.xq_MxNxD is not None
 
-  def mask_MxN(self) -> jax.Array | None:
-    """Which rows are samples (None: all of them)."""
-    if self.count_M is None:
-      return None
-    n = self.x_MxNxD.shape[1]
-    return jnp.arange(n, dtype=jnp.int32) < jnp.asarray(self.count_M)[:, None]
-
   def sample_counts(self) -> np.ndarray:
     """Each worker's samples as NumPy int [M] (N each without count_M)."""
     if self.count_M is None:
