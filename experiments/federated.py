@@ -412,18 +412,21 @@ def report(workdir: pathlib.Path, problems, budget: str, command: str,
       'over the client-rounds that took part.', '']
   for problem in problems:
     target = federated.TARGET_ACCURACY[problem]
-    results = {}
+    results, notes = {}, []
     for sweep in SWEEPS:
       if not (workdir / problem / sweep).exists():
-        lines += [f'*{problem}/{sweep} was not run (`--problems={problem} '
+        notes += [f'*{problem}/{sweep} was not run (`--problems={problem} '
                   f'--sweeps={sweep}` runs it).*', '']
         continue
       try:
         results[sweep] = load_sweep(workdir / problem / sweep)
       except FederatedError as e:
-        lines += [f'*{problem}/{sweep} missing: {e}*', '']
+        notes += [f'*{problem}/{sweep} missing: {e}*', '']
     lines += [f'## {TITLES[problem]}, target {100 * target:g}% test '
-              'accuracy', '']
+              'accuracy', ''] + notes
+    if 'main' in results:
+      iters = results['main']['config']['num_iters']
+      lines += [f'{iters:,} iterations.', '']
     if 'main' in results:
       main = results['main']
       lines += ['### All presets, no deadline', '']
