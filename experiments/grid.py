@@ -150,6 +150,14 @@ def sweep_and_evaluate(config, workdir: str | os.PathLike, *,
   accuracy_curve = np.full((len(points), num_evals), np.nan)
   accuracy_steps = np.minimum(
       np.arange(1, num_evals + 1) * config.eval_every, config.num_iters)
+  # Kept beside the checkpoints after every chunk, so a resumed sweep has
+  # the evaluations of the chunks it does not run again.
+  accuracy_file = (workdir / outputs.CHECKPOINT_DIR / 'test_accuracy.npy'
+                   if ckpt is not None else None)
+  if resumed_from is not None and accuracy_file.is_file():
+    saved = np.load(accuracy_file)
+    if saved.shape == accuracy_curve.shape:
+      accuracy_curve[:] = saved
 
   def on_chunk(p):
     steps_done[0] += p.trace.loss.shape[1] * len(p.point_indices)
@@ -163,6 +171,11 @@ def sweep_and_evaluate(config, workdir: str | os.PathLike, *,
       accuracy_curve[p.point_indices, column] = sweep_lib.accuracies(
           built.problem, np.asarray(theta)[:keep], built.test_x,
           built.test_y)
+      if accuracy_file is not None and writer:
+        accuracy_file.parent.mkdir(parents=True, exist_ok=True)
+        with open(accuracy_file.with_suffix('.tmp'), 'wb') as f:
+          np.save(f, accuracy_curve)
+        os.replace(accuracy_file.with_suffix('.tmp'), accuracy_file)
 
   compiles_before = _compile_count(built)
   run_start = time.perf_counter()
