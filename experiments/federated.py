@@ -277,6 +277,31 @@ def _main_table(summaries, with_dropped: bool) -> list[str]:
                 rows)
 
 
+def laziness_observations(lz: dict, target: float) -> list[str]:
+  """SLAQ's upload rate against q and the rounds away, in words."""
+  out = []
+  for absent in ('stale', 'drop'):
+    by_q = {}
+    for g, row in enumerate(lz['rows']):
+      if row['algo'] == 'slaq' and row['absent'] == absent:
+        by_q[float(row['participation'])] = (
+            point_summary(lz, g, target), rates_by_absence(lz, g))
+    if not by_q:
+      continue
+    qs = sorted(by_q, reverse=True)
+    rates = ', '.join(f'{by_q[q][0]["upload_rate"]:.3f} at q = {q:g}'
+                      for q in qs)
+    low = by_q[qs[-1]][1]
+    seen = [(label, r) for label, n, r in low[1:] if n]
+    trend = (f'; at q = {qs[-1]:g} it goes from {seen[0][1]:.3f} after '
+             f'{seen[0][0]} round(s) away to {seen[-1][1]:.3f} after '
+             f'{seen[-1][0]}' if len(seen) > 1 else '')
+    out.append(f'- SLAQ with absent = {absent}: {rates} uploads per '
+               f'participation{trend}.')
+  return (['**Computed from the tables above:**', ''] + out + ['']
+          if out else [])
+
+
 def _ratio(a, b) -> str:
   return f'{a / b:.3f}x' if a is not None and b else 'n/a'
 
@@ -506,7 +531,7 @@ def report(workdir: pathlib.Path, problems, budget: str, command: str,
                        for _, n, r in rates_by_absence(lz, g)])
       lines += _table(['slaq', 'first', 'away 1', 'away 2-5', 'away 6-20',
                        'away > 20'], rows)
-      lines += ['']
+      lines += [''] + laziness_observations(lz, target)
   text = '\n'.join(lines) + '\n'
   from experiments import outputs  # pylint: disable=g-import-not-at-top
   outputs.atomic_write(workdir / REPORT, text)
