@@ -144,8 +144,8 @@ def sweep_and_evaluate(config, workdir: str | os.PathLike, *,
                                    unit='point-it')
   note = _progress_note(fstar_G[0] if len(fstars) == 1 else None)
   steps_done = [0]
-  # Test accuracy of every point after every chunk (eval_every iterations):
-  # NaN for chunks a resumed sweep ran before it stopped.
+  # Test accuracy of every point after every chunk (eval_every iterations;
+  # NaN in multi-process sweeps, which evaluate the final parameters only).
   num_evals = -(-config.num_iters // config.eval_every)
   accuracy_curve = np.full((len(points), num_evals), np.nan)
   accuracy_steps = np.minimum(

@@ -34,8 +34,8 @@ The workdir receives:
                                [G, T, M] uploads (when small), and one [G]
                                array per grid key; test_accuracy [G, E]
                                after every eval_every iterations (at
-                               test_accuracy_steps [E]; NaN for chunks run
-                               before a resume);
+                               test_accuracy_steps [E]; kept over a resume;
+                               NaN in multi-process sweeps);
   sweep.json                   grid size, batches, f*, timings, compiles;
   heatmap_bits_to_target.png   bits to the target residual over bits x xi
                                (the final residual when some point misses
