@@ -67,6 +67,20 @@ def _dirichlet_class_counts(
   return counts_MxC
 
 
+def _checked(x, y, num_workers) -> tuple[np.ndarray, np.ndarray]:
+  """(x, y) as arrays, after checking M >= 1 and one label per row."""
+  if isinstance(num_workers, bool) or not isinstance(
+      num_workers, (int, np.integer)) or num_workers < 1:
+    raise DataError(
+        f'num_workers={num_workers!r} must be an integer >= 1.')
+  x, y = np.asarray(x), np.asarray(y)
+  if len(y) != len(x) or y.ndim != 1:
+    raise DataError(
+        f'x has {len(x)} rows but y has shape {y.shape}; expected y of '
+        f'shape [{len(x)}].')
+  return x, y
+
+
 def _check_alpha(name: str, value) -> None:
   if not value > 0:  # Also rejects NaN.
     raise DataError(
@@ -134,16 +148,8 @@ def make_shards(
         'split_clients, which pads them and returns their counts.')
   if split not in SPLITS:
     raise DataError(f'split={split!r} is unknown; choose one of {SPLITS}.')
-  if isinstance(num_workers, bool) or not isinstance(
-      num_workers, (int, np.integer)) or num_workers < 1:
-    raise DataError(
-        f'num_workers={num_workers!r} must be an integer >= 1.')
-  x, y = np.asarray(x), np.asarray(y)
+  x, y = _checked(x, y, num_workers)
   n = len(x)
-  if len(y) != n or y.ndim != 1:
-    raise DataError(
-        f'x has {n} rows but y has shape {y.shape}; expected y of shape '
-        f'[{n}].')
   if n % num_workers:
     raise DataError(
         f'{n} samples do not split evenly among num_workers={num_workers}. '
@@ -200,16 +206,8 @@ def split_clients(
   if split not in UNEQUAL_SPLITS:
     return Shards(*make_shards(x, y, num_workers, split, seed=seed,
                                dirichlet_alpha=dirichlet_alpha))
-  if isinstance(num_workers, bool) or not isinstance(
-      num_workers, (int, np.integer)) or num_workers < 1:
-    raise DataError(
-        f'num_workers={num_workers!r} must be an integer >= 1.')
-  x, y = np.asarray(x), np.asarray(y)
+  x, y = _checked(x, y, num_workers)
   n = len(x)
-  if len(y) != n or y.ndim != 1:
-    raise DataError(
-        f'x has {n} rows but y has shape {y.shape}; expected y of shape '
-        f'[{n}].')
   if num_workers > n:
     raise DataError(
         f'num_workers={num_workers} is more than the {n} samples: every '
