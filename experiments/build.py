@@ -20,6 +20,7 @@ import numpy as np
 
 from experiments import config as config_lib
 from laq_jax import data as data_lib
+from laq_jax import layouts
 from laq_jax import sharding
 from laq_jax.hyper import Algorithm, Hyper, get_algorithm, make_hyper
 from laq_jax.loop import Data, RunSpec, fast_layout
@@ -107,19 +108,20 @@ def load_dataset(config, dtype=np.float32) -> data_lib.Loaded:
 
 
 def _layout(data: Data, integer_scale: float | None, spec: RunSpec) -> Data:
-  """`data` with the layouts of the problem's fast full-batch gradient
-  (`laq_jax.fast_layout`; MNIST's pixels as exact integers in float32).
+  """`data` with the layouts of the problem's fast full-batch gradient, the
+  one this machine runs fastest (`laq_jax.layouts.choose`: the transposed
+  features on a CPU, a timed probe on an accelerator).
 
-  Minibatch runs use them only for the full loss: in float64 they would be
+  Minibatch runs use them only for the full loss, which reads x alone
+  unless the layout is the bfloat16 integers: a transposed copy would be
   memory for nothing.
   """
   if spec.problem.workers_value_and_grad is None:
     return data
-  scale = integer_scale
-  float32 = data.x_MxNxD.dtype == np.float32
-  if spec.stochastic and not (scale and float32):
+  choice = layouts.choose(data, integer_scale)
+  if spec.stochastic and choice != 'bf16_split':
     return data
-  return fast_layout(data, scale)
+  return fast_layout(data, integer_scale if choice == 'bf16_split' else None)
 
 
 def build(config) -> Built:

@@ -38,10 +38,11 @@ MNIST_TRAIN_SIZE = data_lib.kinds.MNIST_TRAIN_SIZE
 # config.algo_settings = {algo: {key: value}}, values that replace the
 # config's for that algorithm's points (e.g. minibatch presets at their own
 # step size), still data of the same programs; optionally
-# config.sweep_grid_axis: 'map' (default; each point computes exactly as its
-# run alone) or 'vmap' (points batched into wider products; faster on an
-# accelerator, equal to the run alone to rounding only), see
-# `laq_jax.RunSpec.grid_axis`.
+# config.sweep_grid_axis: 'auto' (default: 'vmap' on an accelerator and for
+# full-batch logistic regression on a CPU, where it is faster; 'map'
+# elsewhere), 'map' (each point computes exactly as its run alone) or 'vmap'
+# (points batched into wider products, equal to the run alone to rounding
+# only), see `laq_jax.RunSpec.grid_axis`.
 SWEEP_FIELDS = ('sweep', 'sweep_batch_size')
 OPTIONAL_SWEEP_FIELDS = ('algo_settings', 'sweep_grid_axis')
 
@@ -263,9 +264,9 @@ def partial_participation(values) -> bool:
 
 
 def grid_axis(config) -> str:
-  """config.sweep_grid_axis, 'map' when the config has none."""
+  """config.sweep_grid_axis, 'auto' when the config has none."""
   return (get(config, 'sweep_grid_axis')
-          if 'sweep_grid_axis' in keys(config) else 'map')
+          if 'sweep_grid_axis' in keys(config) else 'auto')
 
 
 def points_from_config(config) -> list[dict[str, Any]]:

@@ -127,7 +127,8 @@ def main(argv):
     raise app.UsageError(f'unexpected arguments: {" ".join(argv[1:])}')
   progress_lib.quiet_start()
   import jax  # pylint: disable=g-import-not-at-top
-  jax.config.update('jax_enable_x64', True)  # float32 sweeps stay float32
+  from experiments import startup  # pylint: disable=g-import-not-at-top
+  startup.setup_jax()  # float64 on, the persistent compilation cache
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use('Agg')
   from experiments import family_report  # pylint: disable=g-import-not-at-top

@@ -215,6 +215,14 @@ def sweep_and_evaluate(config, workdir: str | os.PathLike, *,
   info = {
       'num_points': len(points),
       'varying': varying,
+      # how each kind of point ran: 'map' or 'vmap' ('auto' resolved)
+      'grid_axes': {
+          ('minibatch' if stochastic else 'full_batch'):
+              laq_jax.spec.resolve_grid_axis(dataclasses.replace(
+                  built.spec, stochastic=stochastic,
+                  grid_axis=config_lib.grid_axis(config)))
+          for stochastic in sorted({laq_jax.get_algorithm(
+              p['algo']).stochastic for p in points})},
       'batch_size': min(batch_size, len(points)),
       'num_batches': num_batches,
       'num_iters': config.num_iters,

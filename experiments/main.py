@@ -60,7 +60,8 @@ def main(argv):
   import jax  # pylint: disable=g-import-not-at-top
   # Precision is set once, here: float64 configs need x64; float32 configs
   # stay float32 (every array carries its dtype).
-  jax.config.update('jax_enable_x64', True)
+  from experiments import startup  # pylint: disable=g-import-not-at-top
+  startup.setup_jax()  # float64 on, the persistent compilation cache
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use('Agg')
   from experiments import config, outputs, train  # pylint: disable=g-import-not-at-top

@@ -158,13 +158,26 @@ def crosscheck(experiment: paper.Experiment, result: dict[str, Any],
     if sent.shape != grid_sent.shape:
       continue
     differ = np.flatnonzero((sent != grid_sent).any(axis=1))
-    out.append({
+    check = {
         'name': name, 'words': words, 'uploads': int(sent.sum()),
         'first_other_upload': int(differ[0]) if differ.size else None,
         'max_relative_loss_difference': float(
             np.max(np.abs(loss - grid_loss) / np.abs(grid_loss))),
-        'final_loss': run.summary['final_loss']})
+        'final_loss': run.summary['final_loss']}
+    if out and out[0]['name'] == 'single':  # the same run, another shape
+      alone = outputs.load_run(workdir / CROSSCHECK / 'single').sent_TxM
+      vs = np.flatnonzero((sent != alone).any(axis=1))
+      check['first_other_upload_vs_single'] = (int(vs[0]) if vs.size
+                                               else None)
+    out.append(check)
   return out or None
+
+
+def grid_axis_of(result: dict[str, Any]) -> str:
+  """How the points of an experiment's grid program ran: 'map' or 'vmap'
+  (sweep.json's `grid_axes`; 'map' for runs from before it was recorded)."""
+  axes = set(result['sweep'].get('grid_axes', {}).values())
+  return 'vmap' if 'vmap' in axes else 'map'
 
 
 def authors_config(experiment: paper.Experiment):

@@ -272,7 +272,8 @@ def main(argv):
   # Precision is set once, here: the float64 experiments need x64, the
   # float32 ones stay float32 (every array carries its dtype), so every
   # experiment runs in this one process.
-  jax.config.update('jax_enable_x64', True)
+  from experiments import startup  # pylint: disable=g-import-not-at-top
+  startup.setup_jax()  # float64 on, the persistent compilation cache
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use('Agg')
   workdir = pathlib.Path(FLAGS.workdir)

@@ -90,7 +90,8 @@ def main(argv):
   except ValueError as e:
     sys.exit(f'error: {e}')
   import jax  # pylint: disable=g-import-not-at-top
-  jax.config.update('jax_enable_x64', True)  # float32 configs stay float32
+  from experiments import startup  # pylint: disable=g-import-not-at-top
+  startup.setup_jax()  # float64 on, the persistent compilation cache
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use('Agg')
   from experiments import config, grid, outputs  # pylint: disable=g-import-not-at-top

@@ -32,6 +32,7 @@ from laq_jax.objective import (Data, _unravel, accuracy,  # noqa: F401
                                objective, predict, worker_objective)
 
 
+from laq_jax import spec as spec_lib
 from laq_jax.spec import (GRID_AXES, MINIBATCH_LOSS_EVERY,  # noqa: F401
                           RunSpec)
 
@@ -151,7 +152,8 @@ def client_batch_rows(key, count, shard_size: int, batch_size: int,
 
 def make_step(spec: RunSpec, data: Data, hyper: Hyper, *,
               worker_ids_M: jax.Array | None = None,
-              axis_name: str | None = None) -> Callable:
+              axis_name: str | None = None,
+              vmapped: bool = False) -> Callable:
   """The scan body: LoopState -> (LoopState, Trace row).
 
   Args:
@@ -161,6 +163,10 @@ def make_step(spec: RunSpec, data: Data, hyper: Hyper, *,
     worker_ids_M: global indices of the local workers (seeds their minibatch
       draws, so any device layout draws the same batches).
     axis_name: the mesh axis the workers are split over, under shard_map.
+    vmapped: the body runs vmapped over a grid's points (`hyper` batched):
+      a choice between two computations that read the data is then a
+      select, never a `lax.cond` on a per-point predicate, whose batching
+      would copy the data once per point.
   """
   dtype = data.x_MxNxD.dtype
   hyper = hyper_lib.cast(hyper, dtype)
@@ -195,7 +201,8 @@ def make_step(spec: RunSpec, data: Data, hyper: Hyper, *,
 
   def minibatch(step, worker, x_NxD, y_N):
     key = randomness.batch_key(hyper.seed, step, worker)
-    idx = jax.random.choice(key, shard_size, (spec.batch_size,), replace=False)
+    idx = randomness.choice_without_replacement(key, shard_size,
+                                                spec.batch_size)
     # The authors' scripts: one of the shard's fixed contiguous blocks of
     # batch_size (tf.data's batch, then shuffle().take(1)), drawn uniformly.
     block = jax.random.randint(key, (), 0, num_blocks)
@@ -249,11 +256,14 @@ def make_step(spec: RunSpec, data: Data, hyper: Hyper, *,
       losses_M, grads_MxP = full_value_and_grad(at_P)
       if spec.downlink:  # the loss at the server's theta, not the broadcast
         # (a conditional: a run with a full-precision broadcast, where the
-        # two agree, skips the extra forward pass)
-        losses_M = jax.lax.cond(
-            hyper.downlink_bits > 0,
-            lambda: full_values(theta_P),
-            lambda: losses_M)
+        # two agree, skips the extra forward pass; vmapped over a grid,
+        # a select of the two, which reads the data once for every point)
+        quantized = hyper.downlink_bits > 0
+        if vmapped:
+          losses_M = jnp.where(quantized, full_values(theta_P), losses_M)
+        else:
+          losses_M = jax.lax.cond(quantized, lambda: full_values(theta_P),
+                                  lambda: losses_M)
       # Added left to right (not a reduce, whose order XLA picks per
       # fusion), so a program with other parts compiled in sums alike.
       loss = collectives.sum_workers(losses_M, axis_name)
@@ -319,8 +329,21 @@ def scan_chunk(spec: RunSpec, state: LoopState, data: Data, hyper: Hyper,
     return jax.lax.scan(body, state, None, length=num_steps)
 
   if jnp.ndim(hyper.step_size) == 1:  # a grid; the data are shared
-    if spec.grid_axis == 'vmap':
-      return jax.vmap(chunk)(state, hyper)
+    if spec_lib.resolve_grid_axis(spec) == 'vmap':
+      # One scan whose body steps every point, vmapped. The points share
+      # the step count, which stays one scalar: the conditionals on it (the
+      # logged iterations of a minibatch run) stay conditionals, and the
+      # products of the data with every point's parameters are one product
+      # (logistic regression: X [M N, D] @ [D, G C]).
+      def grid_body(states, _):
+        step = states.step[0]
+        def point(one_state, one_hyper):
+          body = make_step(spec, data, one_hyper, worker_ids_M=worker_ids_M,
+                           axis_name=axis_name, vmapped=True)
+          return body(one_state._replace(step=step), None)
+        return jax.vmap(point)(states, hyper)
+      state, trace = jax.lax.scan(grid_body, state, None, length=num_steps)
+      return state, jax.tree.map(lambda a: jnp.swapaxes(a, 0, 1), trace)
     return jax.lax.map(lambda point: chunk(*point), (state, hyper))
   return chunk(state, hyper)
 

@@ -15,7 +15,7 @@ from laq_jax.hyper import Hyper
 from laq_jax.problems import Problem
 
 
-GRID_AXES = ('map', 'vmap')
+GRID_AXES = ('auto', 'map', 'vmap')
 # The logged objective's default interval in minibatch runs (RunSpec's
 # loss_every=0): the full objective costs a pass over every worker's whole
 # shard, many times the minibatch gradient.
@@ -44,13 +44,15 @@ class RunSpec:
       then the workers' gradients are taken at the broadcast parameters and
       the loss, at the server's, costs one more forward pass.
     rule: the communication rule the loop runs (`rules.Rule`).
-    grid_axis: how a grid Hyper runs: 'map' (default) runs the points one
-      after another inside the one program, each with the single run's
+    grid_axis: how a grid Hyper runs: 'map' runs the points one after
+      another inside the one program, each with the single run's
       arithmetic, so a point equals its run alone bit for bit and computes
-      only the parts its own data choose; 'vmap' batches the points (wider
-      matrix products, the faster choice on an accelerator), where a point
-      agrees with its run alone to rounding only (the products' summation
-      order changes with their width).
+      only the parts its own data choose; 'vmap' batches the points (one
+      pass over the data for all of them, wider matrix products), where a
+      point agrees with its run alone to rounding only (the products'
+      summation order changes with their width); 'auto' (the default) is
+      'vmap' where it is the faster (`resolve_grid_axis`), else 'map'. Ask
+      for 'map' where bit-exact agreement with single runs matters.
     loss_every: E, the trace's `loss` holds the full objective f(theta^k) at
       the iterations k with k % E == 0 and NaN at the others
       (`metrics.logged`); 0
@@ -75,7 +77,7 @@ class RunSpec:
   error_feedback: bool = True
   downlink: bool = True
   rule: rules.Rule = rules.LAQ
-  grid_axis: str = 'map'
+  grid_axis: str = 'auto'
   loss_every: int = 0
   triggers: tuple[str, ...] | None = None
   participation: bool = False
@@ -171,3 +173,22 @@ class RunSpec:
                          'set it True')
 
 
+
+
+def resolve_grid_axis(spec: RunSpec) -> str:
+  """'map' or 'vmap': the grid axis `spec.grid_axis` asks for, 'auto'
+  resolved.
+
+  'auto' is 'vmap' on an accelerator, and on a CPU where the benchmark
+  measured it faster (docs/benchmarks.md, "Grids"): full-batch runs of a
+  problem with a written-out gradient (logistic regression), whose
+  vmapped points share one pass over the data. Elsewhere on a CPU
+  (minibatch runs, the network) it is 'map'.
+  """
+  if spec.grid_axis != 'auto':
+    return spec.grid_axis
+  if jax.default_backend() != 'cpu':
+    return 'vmap'
+  shared = (not spec.stochastic
+            and spec.problem.workers_value_and_grad is not None)
+  return 'vmap' if shared else 'map'

@@ -487,7 +487,7 @@ class SweepConfigTest(absltest.TestCase):
 
   def test_grid_axis(self):
     config = self.sweep({'bits': [2, 3]})
-    self.assertEqual(config_lib.grid_axis(config), 'map')  # the default
+    self.assertEqual(config_lib.grid_axis(config), 'auto')  # the default
     config.sweep_grid_axis = 'vmap'
     self.assertEqual(config_lib.grid_axis(config), 'vmap')
     self.assertLen(config_lib.points_from_config(config), 2)
@@ -497,8 +497,8 @@ class SweepConfigTest(absltest.TestCase):
     config.sweep_grid_axis = 'pmap'
     with self.assertRaisesRegex(
         config_lib.ConfigError,
-        "config.sweep_grid_axis='pmap' is not allowed: it must be 'map' or "
-        "'vmap'"):
+        "config.sweep_grid_axis='pmap' is not allowed: it must be 'auto' or "
+        "'map' or 'vmap'"):
       config_lib.points_from_config(config)
 
   def test_errors(self):

@@ -18,6 +18,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
   sys.path.insert(0, ROOT)
 
+# The launchers' persistent compilation cache stays off in the suite (the
+# launchers run in subprocesses, which inherit this); tests/startup_test.py
+# turns it on in a folder of its own.
+os.environ.setdefault('LAQ_JAX_COMPILE_CACHE', 'off')
+
 import jax  # pylint: disable=g-import-not-at-top
 
 jax.config.update('jax_enable_x64', True)

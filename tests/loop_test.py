@@ -7,8 +7,12 @@ to rounding; and on real MNIST laq skips
 most uploads while converging like gd.
 """
 
+import dataclasses
+from unittest import mock
+
 from absl.testing import absltest
 from absl.testing import parameterized
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -55,7 +59,7 @@ class LoopTest(parameterized.TestCase):
   def test_grid_equals_separate_runs(self):
     x, y = common.mnist_shards(M, N)
     data = lj.Data(jnp.asarray(x), jnp.asarray(y))
-    spec = lj.RunSpec(lj.get_problem('logreg'), M)
+    spec = lj.RunSpec(lj.get_problem('logreg'), M, grid_axis='map')
     points = [lj.make_hyper(a, dtype=jnp.float64, bits=b, xi=xi)
               for a, b, xi in [('laq', 2, 0.4), ('laq', 4, 1.6), ('gd', 4, 0.8),
                                ('lag', 3, 0.8)]]
@@ -74,12 +78,12 @@ class LoopTest(parameterized.TestCase):
     # gradients are exact ties at theta^0 (4 images of a digit out of 40).
     x, y = common.mnist_shards(M, N)
     data = lj.Data(jnp.asarray(x), jnp.asarray(y))
-    spec = lj.RunSpec(lj.get_problem('logreg'), M)
+    spec = lj.RunSpec(lj.get_problem('logreg'), M, grid_axis='map')
     laq = lj.make_hyper('laq', dtype=jnp.float64)
     grid = lj.stack_hypers([lj.make_hyper(a, dtype=jnp.float64)
                             for a in ('gd', 'qgd', 'lag')] + [laq])
     _, grid_trace = lj.run(spec, data, grid, 600)
-    own = lj.RunSpec(lj.get_problem('logreg'), M,
+    own = lj.RunSpec(lj.get_problem('logreg'), M, grid_axis='map',
                      **sweep.parts_of([{'algo': 'laq'}]))
     self.assertNotEqual(own.compressors, spec.compressors)
     _, alone = lj.run(own, data, laq, 600)
@@ -107,13 +111,58 @@ class LoopTest(parameterized.TestCase):
     x, y = common.mnist_shards(M, N)
     data = lj.Data(jnp.asarray(x), jnp.asarray(y))
     points = [lj.make_hyper(a, dtype=jnp.float64) for a in ('gd', 'laq')]
-    _, mapped = lj.run(lj.RunSpec(lj.get_problem('logreg'), M), data,
+    _, mapped = lj.run(lj.RunSpec(lj.get_problem('logreg'), M,
+                                  grid_axis='map'), data,
                        lj.stack_hypers(points), 40)
     _, vmapped = lj.run(lj.RunSpec(lj.get_problem('logreg'), M,
                                    grid_axis='vmap'), data,
                         lj.stack_hypers(points), 40)
     np.testing.assert_array_equal(vmapped.sent_M, mapped.sent_M)
     np.testing.assert_allclose(vmapped.loss, mapped.loss, rtol=1e-12)
+
+  def test_vmapped_grid_shares_the_data(self):
+    # Vmapped, the points read one copy of the features: no [G, M, N, D]
+    # array in the program (a conditional on a per-point value that reads
+    # the data, the quantized broadcast's loss or the logged iterations of
+    # a minibatch run, used to batch the features once per point), and a
+    # minibatch grid's logged iterations are those of its points mapped.
+    x, y = common.mnist_shards(M, N)
+    data = lj.fast_layout(lj.Data(jnp.asarray(x), jnp.asarray(y)))
+    d = x.shape[-1]
+    for algo, stochastic in (('laq', False), ('two_laq', False),
+                             ('slaq', True)):
+      points = [lj.make_hyper(algo, dtype=jnp.float64, seed=s, bits=b)
+                for s, b in ((1, 3), (2, 4), (3, 8))]
+      grid = lj.stack_hypers(points)
+      spec = lj.RunSpec(lj.get_problem('logreg'), M, stochastic=stochastic,
+                        batch_size=5, grid_axis='vmap', loss_every=3)
+      state = lj.init_state(spec, grid, jnp.float64)
+      text = str(jax.make_jaxpr(
+          lambda s, dd, h: lj.loop.scan_chunk(spec, s, dd, h, 4))(
+              state, data, grid))
+      for shape in ((3, M, N, d), (3, M * N, d), (3, M, d, N)):
+        self.assertNotIn('f64[' + ','.join(map(str, shape)) + ']', text,
+                         (algo, shape))
+      _, vmapped = lj.run(spec, data, grid, 7)
+      _, mapped = lj.run(dataclasses.replace(spec, grid_axis='map'), data,
+                         grid, 7)
+      np.testing.assert_array_equal(vmapped.sent_M, mapped.sent_M)
+      np.testing.assert_array_equal(np.isnan(vmapped.loss),
+                                    np.isnan(mapped.loss))
+      np.testing.assert_allclose(vmapped.loss, mapped.loss, rtol=1e-12)
+      self.assertEqual(vmapped.loss.shape, (3, 7))
+
+  def test_auto_grid_axis(self):
+    logreg, mlp = lj.get_problem('logreg'), lj.get_problem('mlp')
+    resolve = lambda **kw: lj.spec.resolve_grid_axis(
+        lj.RunSpec(kw.pop('problem', logreg), M, **kw))
+    self.assertEqual(resolve(), 'vmap')  # full-batch logreg on a CPU
+    self.assertEqual(resolve(stochastic=True), 'map')
+    self.assertEqual(resolve(problem=mlp), 'map')
+    self.assertEqual(resolve(grid_axis='map'), 'map')
+    self.assertEqual(resolve(problem=mlp, grid_axis='vmap'), 'vmap')
+    with mock.patch.object(jax, 'default_backend', lambda: 'gpu'):
+      self.assertEqual(resolve(problem=mlp, stochastic=True), 'vmap')
 
   def test_unknown_grid_axis_is_named(self):
     with self.assertRaisesRegex(ValueError, "grid_axis='pmap'.*map, vmap"):

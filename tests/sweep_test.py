@@ -172,7 +172,8 @@ class ProgramsTest(absltest.TestCase):
   @pytest.mark.slow  # (fast-tier budget: the full suite runs it)
   def test_mixed_sweep_equals_its_runs(self):
     data = small_data()
-    spec = lj.RunSpec(lj.get_problem('logreg'), 4, batch_size=10)
+    spec = lj.RunSpec(lj.get_problem('logreg'), 4, batch_size=10,
+                      grid_axis='map')
     points = sweep.expand_grid({'algo': ['slaq', 'laq', 'ef_signsgd',
                                          'two_laq']}, base_point(step_size=0.03))
     result = sweep.run_sweep(spec, data, points, 12, batch_size=3)

@@ -1,0 +1,39 @@
+"""What every launcher sets up in JAX before it builds anything.
+
+- float64 on (`jax_enable_x64`): float64 configs need it, float32 ones stay
+  float32 (every array carries its dtype);
+- JAX's persistent compilation cache in `~/.cache/laq_jax/xla` (or
+  `$LAQ_JAX_COMPILE_CACHE`), so a second launch of the same program, a
+  resumed run or the next experiment of a report with the same shapes,
+  loads the compiled program instead of compiling it again.
+  `LAQ_JAX_COMPILE_CACHE=off` turns it off.
+"""
+
+from __future__ import annotations
+
+import os
+
+ENV = 'LAQ_JAX_COMPILE_CACHE'
+OFF = ('0', 'off', 'false', 'no', 'none')
+
+
+def compile_cache_dir() -> str | None:
+  """The persistent cache's folder, None when the user turned it off."""
+  value = os.environ.get(ENV, '').strip()
+  if value.lower() in OFF:
+    return None
+  if value:
+    return value
+  from laq_jax.data import default_cache_dir  # pylint: disable=g-import-not-at-top
+  return str(default_cache_dir() / 'xla')
+
+
+def setup_jax() -> None:
+  """float64 on and the persistent compilation cache (see the module)."""
+  import jax  # pylint: disable=g-import-not-at-top
+  jax.config.update('jax_enable_x64', True)
+  path = compile_cache_dir()
+  if path is not None:
+    jax.config.update('jax_compilation_cache_dir', path)
+    # Only programs worth it: compiles of a second or more.
+    jax.config.update('jax_persistent_cache_min_compile_time_secs', 1.0)
