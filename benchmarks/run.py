@@ -77,7 +77,7 @@ def main(argv=None) -> int:
                       help='MNIST directory (default: LAQ_JAX_DATA, ...)')
   parser.add_argument('--repeats', type=int, default=None,
                       help='timed repeats per measurement (min is kept)')
-  parser.add_argument('--only', default=None, choices=('loss_every',),
+  parser.add_argument('--only', default=None, choices=('loss_every', 'sweep'),
                       help='run this section alone (with the machine '
                       'description)')
   args = parser.parse_args(argv)
@@ -211,13 +211,45 @@ def main(argv=None) -> int:
 
 
 def _only(args) -> int:
-  """One section alone: `--only loss_every`."""
+  """One section alone: `--only loss_every` or `--only sweep`."""
   start = time.perf_counter()
   repeats = args.repeats or (3 if args.quick else 5)
   result = {'command': ' '.join([os.path.basename(sys.executable)]
                                 + sys.argv),
             'quick': args.quick, 'machine': machine.describe_machine()}
   x, y = workloads.load_shards(args.data_dir, None)
+  if args.only == 'sweep':
+    jax.config.update('jax_enable_x64', True)
+    if args.quick:
+      x, y = x[:, :600], y[:, :600]
+    sizes = (1, 4, 16) if args.quick else (1, 4, 16, 64)
+    for key, axis in (('sweep', 'map'), ('sweep_vmap', 'vmap')):
+      result[key] = grids.bench_sweep('logreg', x, y, sizes, num_steps=3,
+                                      repeats=2 if args.quick else 3,
+                                      grid_axis=axis)
+    mapped = {r['G']: r for r in result['sweep']['rows']}
+    result['vmap_over_map_per_point'] = {
+        r['G']: mapped[r['G']]['sweep_s'] / r['sweep_s']
+        for r in result['sweep_vmap']['rows']}
+    result['machine']['load_average_end'] = os.getloadavg()
+    result['seconds'] = time.perf_counter() - start
+    print(f"machine: {result['machine']['cpu_model']}, load avg start "
+          f"{result['machine']['load_average_start'][0]:.2f} end "
+          f"{result['machine']['load_average_end'][0]:.2f}")
+    print('  G   mapped ms/pt/it  vmapped ms/pt/it  separate ms/pt/it  '
+          'vmapped vs mapped  vmapped vs separate')
+    for r in result['sweep_vmap']['rows']:
+      g = r['G']
+      steps = result['sweep_vmap']['num_steps']
+      print(f"  {g:<3} {1e3 * mapped[g]['sweep_per_point_iter_s']:16.2f} "
+            f"{1e3 * r['sweep_per_point_iter_s']:17.2f} "
+            f"{1e3 * r['separate_s'] / g / steps:18.2f} "
+            f"{result['vmap_over_map_per_point'][g]:17.2f}x "
+            f"{r['sweep_speedup']:19.2f}x")
+    if args.out:
+      with open(args.out, 'w') as f:
+        json.dump(result, f, indent=1, default=_json_default)
+    return 0
   result['loss_every'] = workloads.bench_loss_every(
       x, y, num_steps=10 if args.quick else 20, repeats=repeats)
   result['machine']['load_average_end'] = os.getloadavg()

@@ -20,6 +20,7 @@ import laq_jax
 from experiments import roofline
 from laq_jax import collectives
 from laq_jax import data as data_lib
+from laq_jax import layouts
 from laq_jax import sweep as sweep_lib
 from laq_jax import loop as loop_lib
 from laq_jax import rules
@@ -40,12 +41,13 @@ def load_shards(data_dir, per_worker: int | None, dtype=np.float32):
 
 
 def to_data(x, y, dtype, layout: bool = False) -> laq_jax.Data:
-  """Data in `dtype`; `layout`: with `laq_jax.fast_layout`'s layouts (MNIST's
-  pixels as exact bfloat16 integers in float32), as the launchers run
-  logistic regression."""
+  """Data in `dtype`; `layout`: with the fast gradient's layout this machine
+  runs fastest (`laq_jax.layouts.auto_layout`: the features transposed on a
+  CPU; MNIST's pixels as bfloat16 integers where a probe finds that faster),
+  as the launchers run logistic regression."""
   data = laq_jax.Data(jnp.asarray(x, dtype), jnp.asarray(y, jnp.int32))
   if layout:
-    data = laq_jax.fast_layout(data, integer_scale=1 / 255)
+    data = layouts.auto_layout(data, integer_scale=1 / 255)
   return data
 
 

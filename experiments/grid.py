@@ -26,6 +26,7 @@ from experiments import config as config_lib
 from experiments import events as events_lib
 from experiments import fstar as fstar_lib
 from experiments import outputs
+from experiments import predict as predict_lib
 from experiments import progress as progress_lib
 from laq_jax import distributed
 from laq_jax import metrics
@@ -119,6 +120,12 @@ def sweep_and_evaluate(config, workdir: str | os.PathLike, *,
       or 'a single point', config.dataset, config.model, built.num_params,
       config.num_workers, config.precision, config.num_iters, num_batches,
       min(batch_size, len(points)), config.workers_on)
+  if writer:  # the cost before it starts (experiments.predict)
+    try:
+      progress_lib.info('%s', predict_lib.predict(
+          built, points, config.num_iters, config_lib.grid_axis(config))[1])
+    except Exception as e:  # pylint: disable=broad-except
+      logging.warning('no prediction: %s', e)
   if ('seed' in varying and config.model == 'logreg'
       and not built.spec.stochastic and writer):
     logging.warning('seed varies, but logistic regression starts at zero and '
@@ -215,6 +222,10 @@ def sweep_and_evaluate(config, workdir: str | os.PathLike, *,
   info = {
       'num_points': len(points),
       'varying': varying,
+      # the features' layout the fast gradient read (laq_jax.layouts)
+      'layout': ('bf16_split' if built.data.xq_MxNxD is not None else
+                 'transposed' if built.data.xt_MxDxN is not None else
+                 'plain'),
       # how each kind of point ran: 'map' or 'vmap' ('auto' resolved)
       'grid_axes': {
           ('minibatch' if stochastic else 'full_batch'):

@@ -53,7 +53,7 @@ def floor_seconds(result: dict[str, Any], rates: dict[str, Any]) -> float:
       feature_bytes=roofline.feature_bytes(
           config['model'], precision, data_lib.REGISTRY.get(
               config_lib.parse_dataset(config['dataset'])[0]
-          ).integer_scale is not None),
+          ).integer_scale is not None, sweep.get('layout')),
       passes=(1 if ('vmap' in sweep['grid_axes'].values()
                     if 'grid_axes' in sweep else
                     config_lib.grid_axis(config) == 'vmap')

@@ -168,12 +168,16 @@ def floor_seconds(c: Cost, rates: dict[str, Any], precision: str) -> float:
              c.bytes / rates['read_bytes_per_s'])
 
 
-def feature_bytes(model, precision: str, integer_features: bool) -> int:
-  """Bytes per feature as a run stores what its gradient reads: integer
-  features (MNIST's pixels) as bfloat16 integers for a float32 model with a
-  fast full-batch gradient (`laq_jax.fast_layout`: logistic regression),
-  else the run's float type."""
+def feature_bytes(model, precision: str, integer_features: bool,
+                  layout: str | None = None) -> int:
+  """Bytes per feature as a run stores what its gradient reads: 2 when
+  integer features (MNIST's pixels) are kept as bfloat16 integers for a
+  float32 model with a fast full-batch gradient (the 'bf16_split' layout,
+  `laq_jax.layouts`), else the run's float type. `layout`: the one the run
+  used (sweep.json's); None for runs from before it was recorded, which
+  used bf16_split wherever it applied."""
   if precision == 'float64':
     return 8
   fast = _problem(model, 784, 10, 200).workers_value_and_grad is not None
-  return 2 if fast and integer_features else 4
+  split = layout == 'bf16_split' if layout is not None else True
+  return 2 if fast and integer_features and split else 4

@@ -329,7 +329,8 @@ def scan_chunk(spec: RunSpec, state: LoopState, data: Data, hyper: Hyper,
     return jax.lax.scan(body, state, None, length=num_steps)
 
   if jnp.ndim(hyper.step_size) == 1:  # a grid; the data are shared
-    if spec_lib.resolve_grid_axis(spec) == 'vmap':
+    if (spec_lib.resolve_grid_axis(spec) == 'vmap'
+        and jnp.shape(hyper.step_size)[0] > 1):  # (one point: its own run)
       # One scan whose body steps every point, vmapped. The points share
       # the step count, which stays one scalar: the conditionals on it (the
       # logged iterations of a minibatch run) stay conditionals, and the

@@ -192,7 +192,90 @@ def _logreg_value(theta_P, data, l2, unravel):
 
 
 def _logreg_value_and_grad(theta_P, data, l2, unravel, ravel):
-  """Every worker's f_m and its gradient (see the comment above)."""
+  """Every worker's f_m and its gradient (see the comment above).
+
+  Vmapped over a grid of parameters with the data shared (a vmapped sweep),
+  it runs as `_logreg_grid_value_and_grad`: one pass over the data for all
+  G points (a `custom_vmap` rule)."""
+  one = functools.partial(_logreg_one_value_and_grad, unravel=unravel,
+                          ravel=ravel)
+  fn = jax.custom_batching.custom_vmap(one)
+
+  @fn.def_vmap
+  def _rule(axis_size, in_batched, theta, data, l2):
+    theta_b, data_b, l2_b = in_batched
+    if theta_b and not any(jax.tree.leaves(data_b)):
+      l2_G = l2 if l2_b else jnp.broadcast_to(l2, (axis_size,))
+      return (_logreg_grid_value_and_grad(theta, data, l2_G, unravel, ravel),
+              (True, True))
+    axes = (0 if theta_b else None,
+            jax.tree.map(lambda b: 0 if b else None, data_b),
+            0 if l2_b else None)
+    return (jax.vmap(one, in_axes=axes, axis_size=axis_size)(theta, data, l2),
+            (True, True))
+
+  return fn(theta_P, data, l2)
+
+
+def _logreg_grid_value_and_grad(theta_GxP, data, l2_G, unravel, ravel):
+  """`_logreg_value_and_grad` of G parameter vectors on shared data, with
+  one pass over X for all of them: the logits of every point and worker are
+  one product X [M N, D] @ [D, G C] against the stacked weights, and each
+  worker's X_m^T R_m one product for all points ([D, N] @ [N, G C]), kept
+  in an [M, N, G, C] layout throughout. Equal to the G separate calls to
+  rounding (the products are wider, so they add in another order)."""
+  params = jax.vmap(unravel)(theta_GxP)
+  w_GxDxC, b_GxC = params['w'], params['b']
+  g, d, c = w_GxDxC.shape
+  m, n, _ = data.x_MxNxD.shape
+  gc = g * c
+  w_DxGC = jnp.transpose(w_GxDxC, (1, 0, 2)).reshape(d, gc)
+  if data.xq_MxNxD is not None:
+    parts = jax.lax.dot_general(data.xq_MxNxD.reshape(m * n, -1),
+                                _split3(w_DxGC), (((1,), (0,)), ((), ())),
+                                preferred_element_type=jnp.float32)
+    logits = _sum3(parts, gc) * data.xq_scale
+  else:
+    logits = data.x_MxNxD.reshape(m * n, d) @ w_DxGC
+  logits = logits.reshape(m, n, g, c) + b_GxC
+  onehot = jax.nn.one_hot(data.y_MxN, c, dtype=logits.dtype)[:, :, None, :]
+  top = jnp.max(logits, axis=-1, keepdims=True)
+  shifted = logits - jax.lax.stop_gradient(top)
+  exp = jnp.exp(shifted)
+  total = collectives.fixed_sum(exp)[..., None]
+  loss_MxGxN = jnp.swapaxes(
+      jnp.log(total[..., 0]) - jnp.sum(shifted * onehot, axis=-1), 1, 2)
+  r = exp / total - onehot  # [M, N, G, C]
+  if data.count_M is None:
+    losses_MxG = collectives.fixed_sum(loss_MxGxN) / n
+    r = r / n
+  else:
+    valid_MxN = jnp.arange(n, dtype=jnp.int32) < data.count_M[:, None]
+    count_M = data.count_M.astype(loss_MxGxN.dtype)
+    losses_MxG = (collectives.fixed_sum(
+        jnp.where(valid_MxN[:, None, :], loss_MxGxN, 0)) / count_M[:, None])
+    weight_MxN = jnp.where(valid_MxN, 1 / count_M[:, None], 0)
+    r = r * weight_MxN[:, :, None, None].astype(r.dtype)
+  r_MxNxGC = r.reshape(m, n, gc)
+  if data.xqt_MxDxN is not None:
+    parts = jax.lax.dot_general(
+        data.xqt_MxDxN, _split3(r_MxNxGC), (((2,), (1,)), ((0,), (0,))),
+        preferred_element_type=jnp.float32)
+    dw = _sum3(parts, gc) * data.xq_scale
+  elif data.xt_MxDxN is not None:
+    dw = jnp.einsum('mdn,mnk->mdk', data.xt_MxDxN, r_MxNxGC)
+  else:
+    dw = jnp.einsum('mnd,mnk->mdk', data.x_MxNxD, r_MxNxGC)
+  dw_GxMxDxC = jnp.transpose(dw.reshape(m, d, g, c), (2, 0, 1, 3))
+  bias_GxMxC = collectives.fixed_sum(jnp.transpose(r, (2, 0, 3, 1)))
+  grads = jax.vmap(jax.vmap(ravel))({'b': bias_GxMxC, 'w': dw_GxMxDxC})
+  sq_G = jnp.sum(jnp.square(theta_GxP), axis=-1)
+  return (losses_MxG.T + (0.5 * l2_G * sq_G)[:, None],
+          grads + l2_G[:, None, None] * theta_GxP[:, None, :])
+
+
+def _logreg_one_value_and_grad(theta_P, data, l2, unravel, ravel):
+  """`_logreg_value_and_grad` of one parameter vector."""
   params = unravel(theta_P)
   losses_M, r_MxNxC = _logreg_terms(_logreg_logits(params, data), data.y_MxN,
                                     data.count_M)

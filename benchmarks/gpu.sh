@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# The whole GPU run in one script, for a machine without network access that
+# has JAX with CUDA preinstalled (e.g. JAX 0.11, CUDA 13, Python 3.12, with
+# flax, optax, orbax, absl-py, matplotlib, scikit-learn and rich).
+#
+#   benchmarks/gpu.sh OUTDIR [--tiny] [--wheels DIR] [--data DIR] [--work DIR]
+#   benchmarks/gpu.sh --download-wheels DIR    # on a machine with a registry
+#
+# It uses the machine's own JAX (never installs one), installs the few
+# pure-Python packages such a machine lacks (ml_collections, tensorboardX)
+# from the wheel folder --wheels names into a private folder, and runs, each
+# timed, into OUTDIR (7 files):
+#   env.txt          python, jax and device description
+#   estimate.md      the FLOP-count estimate of this run (gpu_estimate.py)
+#   bench.json       benchmarks/run.py (its table is in gpu.log)
+#   cost.json        benchmarks/cost.py: layouts, cost against N, G, P
+#   paper_REPORT.md  experiments.reproduce at full budget, the network at
+#                    its 8,000 full-batch iterations
+#   family_REPORT.md experiments.family at full budget (network: 8,000)
+#   gpu.log          everything printed, with each step's wall time
+# Figures and the runs' files stay in --work (default: a temporary folder).
+# --tiny runs the same steps at the smallest budgets (minutes on a CPU; the
+# test suite runs it). MNIST: --data, or LAQ_JAX_DATA, or the user cache.
+# A failed step is logged and the next one runs; the exit status is 1 if
+# any failed.
+set -uo pipefail
+
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+PYTHON="${PYTHON:-python3}"
+PACKAGES=(ml_collections tensorboardX)
+PINS=(ml_collections==1.1.0 tensorboardX==2.6.5)  # as requirements.txt
+
+usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
+
+if [ "${1:-}" = "--download-wheels" ]; then
+  [ -n "${2:-}" ] || usage
+  mkdir -p "$2"
+  exec "$PYTHON" -m pip download --no-deps --only-binary=:all: \
+    --python-version 3.12 --implementation cp --platform any \
+    --platform manylinux2014_x86_64 -d "$2" "${PINS[@]}"
+fi
+
+OUT="" TINY=0 WHEELS="" DATA="${LAQ_JAX_DATA:-}" WORK=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --tiny) TINY=1 ;;
+    --wheels) WHEELS="${2:?--wheels needs a folder}"; shift ;;
+    --data) DATA="${2:?--data needs a folder}"; shift ;;
+    --work) WORK="${2:?--work needs a folder}"; shift ;;
+    -h|--help) usage 0 ;;
+    -*) echo "error: unknown option $1 (allowed: --tiny, --wheels DIR, --data DIR, --work DIR, --download-wheels DIR)" >&2; exit 2 ;;
+    *) [ -z "$OUT" ] || { echo "error: one OUTDIR only (got $OUT and $1)" >&2; exit 2; }
+       OUT="$1" ;;
+  esac
+  shift
+done
+[ -n "$OUT" ] || usage
+mkdir -p "$OUT" || exit 1
+OUT="$(cd "$OUT" && pwd)"
+WORK="${WORK:-$(mktemp -d)}"
+mkdir -p "$WORK"
+LOG="$OUT/gpu.log"
+: > "$LOG"
+say() { echo "[gpu.sh $(date -u +%H:%M:%S)] $*" | tee -a "$LOG" >&2; }
+
+# The packages this JAX machine lacks, from the wheel folder.
+missing=()
+for p in "${PACKAGES[@]}"; do
+  "$PYTHON" -c "import $p" 2>/dev/null || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ -z "$WHEELS" ]; then
+    say "error: missing ${missing[*]} and no --wheels DIR; make one on a machine with a registry: benchmarks/gpu.sh --download-wheels DIR"
+    exit 1
+  fi
+  "$PYTHON" -m pip install -q --no-index --no-deps --no-compile \
+    --no-cache-dir --target "$WORK/site" "$WHEELS"/*.whl >>"$LOG" 2>&1 \
+    || { say "error: installing the wheels in $WHEELS failed (see $LOG)"; exit 1; }
+  export PYTHONPATH="$WORK/site${PYTHONPATH:+:$PYTHONPATH}"
+  for p in "${missing[@]}"; do
+    "$PYTHON" -c "import $p" 2>>"$LOG" \
+      || { say "error: $p still missing after installing $WHEELS"; exit 1; }
+  done
+  say "installed from $WHEELS: ${missing[*]}"
+fi
+export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+[ -n "$DATA" ] && export LAQ_JAX_DATA="$DATA"
+export PYTHONUNBUFFERED=1
+cd "$ROOT" || exit 1
+
+"$PYTHON" - >"$OUT/env.txt" 2>>"$LOG" <<'EOF'
+import platform, jax, jaxlib
+print('python', platform.python_version(), platform.platform())
+print('jax', jax.__version__, 'jaxlib', jaxlib.__version__,
+      'backend', jax.default_backend())
+for d in jax.devices():
+  print('device', d.platform, getattr(d, 'device_kind', ''))
+from laq_jax import data
+print('mnist', data.find_mnist_dir())
+EOF
+if [ $? -ne 0 ]; then
+  say "error: JAX or MNIST not usable (see $LOG); MNIST: --data DIR or LAQ_JAX_DATA"
+  exit 1
+fi
+cat "$OUT/env.txt" | tee -a "$LOG" >&2
+
+failed=()
+step() {  # step NAME COMMAND...
+  local name="$1" start=$SECONDS; shift
+  say "start $name: $*"
+  if "$@" >>"$LOG" 2>&1; then
+    say "done $name in $((SECONDS - start)) s"
+  else
+    say "FAILED $name (exit $?) after $((SECONDS - start)) s"
+    failed+=("$name")
+  fi
+}
+
+step estimate "$PYTHON" benchmarks/gpu_estimate.py --out "$OUT/estimate.md"
+if [ $TINY = 1 ]; then
+  step bench "$PYTHON" benchmarks/cost.py --quick --only layouts --out "$OUT/bench.json"
+  step cost "$PYTHON" benchmarks/cost.py --quick --only cost --out "$OUT/cost.json"
+  step paper "$PYTHON" -m experiments.reproduce --workdir "$WORK/paper" --quick \
+    --only logreg --nocrosscheck --noauthors_code
+  step family "$PYTHON" -m experiments.family --workdir "$WORK/family" --tiny
+else
+  step bench "$PYTHON" benchmarks/run.py --out "$OUT/bench.json"
+  step cost "$PYTHON" benchmarks/cost.py --out "$OUT/cost.json"
+  step paper "$PYTHON" -m experiments.reproduce --workdir "$WORK/paper" \
+    --mlp_iters 8000
+  step family "$PYTHON" -m experiments.family --workdir "$WORK/family" \
+    --network_iters 8000
+fi
+cp "$WORK/paper/REPORT.md" "$OUT/paper_REPORT.md" 2>>"$LOG" || failed+=(paper_report)
+cp "$WORK/family/REPORT.md" "$OUT/family_REPORT.md" 2>>"$LOG" || failed+=(family_report)
+say "total ${SECONDS} s; results in $OUT; runs and figures in $WORK"
+if [ ${#failed[@]} -gt 0 ]; then
+  say "failed steps: ${failed[*]}"
+  exit 1
+fi

@@ -1,0 +1,92 @@
+"""benchmarks/gpu.sh end to end on this CPU with --tiny, and its estimate."""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+
+from absl.testing import absltest
+import pytest
+
+from tests import common
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.slow
+
+
+class GpuScriptTest(absltest.TestCase):
+
+  def test_tiny_run_writes_its_files(self):
+    out, work = tempfile.mkdtemp(), tempfile.mkdtemp()
+    env = dict(os.environ, PYTHON=sys.executable, LAQ_JAX_DATA=str(
+        common.mnist_dir()))
+    proc = subprocess.run(
+        ['bash', str(ROOT / 'benchmarks' / 'gpu.sh'), out, '--tiny',
+         '--work', work], env=env, capture_output=True, text=True,
+        timeout=1500, check=False)
+    self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
+    files = sorted(p.name for p in pathlib.Path(out).iterdir())
+    self.assertEqual(files, ['bench.json', 'cost.json', 'env.txt',
+                             'estimate.md', 'family_REPORT.md', 'gpu.log',
+                             'paper_REPORT.md'])
+    self.assertLessEqual(len(files), 8)
+    log = (pathlib.Path(out) / 'gpu.log').read_text()
+    for step in ('estimate', 'bench', 'cost', 'paper', 'family'):
+      self.assertIn(f'done {step} in', log)
+    bench = json.loads((pathlib.Path(out) / 'bench.json').read_text())
+    self.assertEqual({r['chosen'] for r in bench['layouts']}, {'transposed'})
+    cost = json.loads((pathlib.Path(out) / 'cost.json').read_text())
+    self.assertEqual({(r['problem'], r['G']) for r in cost['cost']},
+                     {(p, g) for p in ('logreg', 'mlp') for g in (1, 4, 16)})
+    self.assertTrue(all(r['wall_over_floor'] > 0.5 for r in cost['cost']))
+    paper = (pathlib.Path(out) / 'paper_REPORT.md').read_text()
+    self.assertIn('## Logistic regression, full batch (convex)', paper)
+    self.assertIn('Total:', (pathlib.Path(out) / 'estimate.md').read_text())
+    self.assertIn('backend cpu', (pathlib.Path(out) / 'env.txt').read_text())
+
+  def test_missing_package_without_wheels_is_one_clear_error(self):
+    out = tempfile.mkdtemp()
+    # a python whose ml_collections import fails: a shadowing module
+    shadow = tempfile.mkdtemp()
+    pathlib.Path(shadow, 'ml_collections.py').write_text(
+        'raise ImportError("not here")\n')
+    env = dict(os.environ, PYTHON=sys.executable, PYTHONPATH=shadow)
+    proc = subprocess.run(['bash', str(ROOT / 'benchmarks' / 'gpu.sh'), out,
+                           '--tiny'], env=env, capture_output=True,
+                          text=True, timeout=300, check=False)
+    self.assertEqual(proc.returncode, 1)
+    self.assertIn('missing ml_collections and no --wheels DIR', proc.stderr)
+    self.assertIn('--download-wheels', proc.stderr)
+    proc = subprocess.run(['bash', str(ROOT / 'benchmarks' / 'gpu.sh'), out,
+                           '--fast'], env=env, capture_output=True,
+                          text=True, timeout=60, check=False)
+    self.assertEqual(proc.returncode, 2)
+    self.assertIn('unknown option --fast', proc.stderr)
+
+
+class EstimateTest(absltest.TestCase):
+
+  def test_estimate_counts_every_program_from_its_flops(self):
+    sys.path.insert(0, str(ROOT))
+    from benchmarks import gpu_estimate  # pylint: disable=g-import-not-at-top
+    rows = {r['program']: r for r in gpu_estimate.estimate()}
+    mlp = rows['paper mlp']
+    self.assertEqual((mlp['points'], mlp['iterations']), (4, 8000))
+    # 4 points x 8,000 iterations x (4 N D H + 6 N H C) on all 60,000 images
+    n, d, h, c = 60000, 784, 200, 10
+    self.assertAlmostEqual(mlp['tflop'],
+                           4 * 8000 * (4 * n * d * h + 6 * n * h * c) / 1e12)
+    per_iter = (4 * (4 * n * d * h + 6 * n * h * c)
+                / (gpu_estimate.MATMUL_EFFICIENCY * 67e12)
+                + gpu_estimate.KERNELS_PER_ITERATION
+                * gpu_estimate.SECONDS_PER_KERNEL)
+    self.assertAlmostEqual(mlp['seconds'], 8000 * per_iter)
+    self.assertIn('family mlp full', rows)
+    self.assertIn('paper cross-check (devices)', rows)
+    total = sum(r['seconds'] for r in rows.values()) + gpu_estimate.OVERHEAD_S
+    self.assertLess(total, 8 * 60)  # the target the estimate is held to
+
+
+if __name__ == '__main__':
+  absltest.main()
