@@ -77,7 +77,7 @@ def main(argv=None) -> int:
                       help='MNIST directory (default: LAQ_JAX_DATA, ...)')
   parser.add_argument('--repeats', type=int, default=None,
                       help='timed repeats per measurement (min is kept)')
-  parser.add_argument('--only', default=None, choices=('loss_every', 'sweep'),
+  parser.add_argument('--only', default=None, choices=('loss_every', 'sweep', 'floor'),
                       help='run this section alone (with the machine '
                       'description)')
   args = parser.parse_args(argv)
@@ -211,13 +211,38 @@ def main(argv=None) -> int:
 
 
 def _only(args) -> int:
-  """One section alone: `--only loss_every` or `--only sweep`."""
+  """One section alone: `--only loss_every`, `sweep` or `floor`."""
   start = time.perf_counter()
   repeats = args.repeats or (3 if args.quick else 5)
   result = {'command': ' '.join([os.path.basename(sys.executable)]
                                 + sys.argv),
             'quick': args.quick, 'machine': machine.describe_machine()}
   x, y = workloads.load_shards(args.data_dir, None)
+  if args.only == 'floor':  # logistic regression against its floor
+    jax.config.update('jax_enable_x64', True)
+    result['logreg_floor'] = {}
+    for dtype in (jnp.float32, jnp.float64):
+      xs, ys = (x, y) if dtype == jnp.float32 else workloads.load_shards(
+          args.data_dir, None, np.float64)
+      if args.quick:
+        xs, ys = xs[:, :600], ys[:, :600]
+      r = workloads.bench_logreg_floor(xs, ys, dtype, num_steps=10,
+                                       repeats=repeats)
+      result['logreg_floor'][r['dtype']] = r
+      print(f"{r['dtype']}: laq {1e3 * r['per_iter_s']['laq']:.2f} ms/it, "
+            f"floor {1e3 * r['floor_s']:.2f} ms ({r['floor_bound']}-bound, "
+            f"{r['feature_layout']} features), fraction of floor "
+            f"{r['floor_fraction']:.3f} (before: autodiff "
+            f"{1e3 * r['per_iter_s']['laq_autodiff']:.2f} ms, "
+            f"{r['floor_fraction_before']:.3f}); paper grid mapped "
+            f"{r['floor_fraction_paper_grid']:.3f}, vmapped "
+            f"{r['floor_fraction_paper_grid_vmap']:.3f} of its floor",
+            flush=True)
+    result['machine']['load_average_end'] = os.getloadavg()
+    if args.out:
+      with open(args.out, 'w') as f:
+        json.dump(result, f, indent=1, default=_json_default)
+    return 0
   if args.only == 'sweep':
     jax.config.update('jax_enable_x64', True)
     if args.quick:

@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import laq_jax
+from laq_jax import sweep as sweep_lib
 from benchmarks.timing import aot_run_chunk, paired_ratio, time_interleaved
 from benchmarks.workloads import NUM_WORKERS, to_data
 from tests import reference
@@ -40,7 +41,8 @@ def bench_jax_vs_numpy(x, y, dtype, jax_steps: int, numpy_steps: int,
   """
   problem = laq_jax.get_problem('logreg')
   data = to_data(x, y, dtype, layout=True)  # as the launchers run it
-  spec = laq_jax.RunSpec(problem, NUM_WORKERS)
+  spec = laq_jax.RunSpec(problem, NUM_WORKERS,  # laq's parts, as launched
+                         **sweep_lib.parts_of([{'algo': 'laq'}]))
   hyper = laq_jax.make_hyper('laq', dtype=dtype)
   state = laq_jax.init_state(spec, hyper, dtype)
   compiled, compile_s = aot_run_chunk(spec, state, data, hyper, jax_steps)

@@ -122,7 +122,9 @@ def bench_laq_vs_gd(problem_name: str, x, y, num_steps: int, repeats: int,
   """
   problem = laq_jax.get_problem(problem_name)
   data = to_data(x, y, dtype, layout=problem_name == 'logreg')
-  spec = laq_jax.RunSpec(problem, NUM_WORKERS)
+  # the parts laq and gd need, as the launchers compile them
+  spec = laq_jax.RunSpec(problem, NUM_WORKERS, **sweep_lib.parts_of(
+      [{'algo': 'laq'}, {'algo': 'gd'}]))
   hypers = {a: laq_jax.make_hyper(a, dtype=dtype) for a in ('laq', 'gd')}
   state = laq_jax.init_state(spec, hypers['laq'], dtype)
   compiled, compile_s = aot_run_chunk(spec, state, data, hypers['laq'],
@@ -209,7 +211,8 @@ def bench_logreg_floor(x, y, dtype, num_steps: int, repeats: int) -> dict:
   """
   problem = laq_jax.get_problem('logreg')
   fast, plain = to_data(x, y, dtype, layout=True), to_data(x, y, dtype)
-  spec = laq_jax.RunSpec(problem, NUM_WORKERS)
+  spec = laq_jax.RunSpec(problem, NUM_WORKERS,  # laq's parts, as launched
+                         **sweep_lib.parts_of([{'algo': 'laq'}]))
   hyper = laq_jax.make_hyper('laq', dtype=dtype)
   state = laq_jax.init_state(spec, hyper, dtype)
   programs, compile_s = {}, {}

@@ -204,8 +204,10 @@ def sweep_and_evaluate(config, workdir: str | os.PathLike, *,
   run_seconds = time.perf_counter() - run_start
   compiles_after = _compile_count(built)
 
-  accuracy_G = sweep_lib.accuracies(built.problem, result.theta_GxP,
-                                    built.test_x, built.test_y)
+  # The last chunk's evaluation is the final one: no work after it.
+  accuracy_G = (accuracy_curve[:, -1] if np.all(np.isfinite(
+      accuracy_curve[:, -1])) else sweep_lib.accuracies(
+          built.problem, result.theta_GxP, built.test_x, built.test_y))
   rows = metrics.summarize_sweep(result, fstar=fstar_G,
                                  target=config.target_residual,
                                  test_accuracy=accuracy_G)

@@ -313,7 +313,7 @@ def report(selected: Sequence[paper.Experiment], workdir: pathlib.Path,
             table(['experiment', 'claim', 'verdict'], summary, 'lll')]
   if missing:
     lines += ['', f'**Missing experiments**: {", ".join(missing)}.']
-  lines += [''] + timing_section(selected, results) + sections
+  lines += [''] + timing_section(selected, results, workdir) + sections
   text = '\n'.join(lines)
   outputs.atomic_write(workdir / REPORT, text)
   return text

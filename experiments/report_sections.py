@@ -4,6 +4,7 @@ cross-check (`experiments.report` assembles them)."""
 
 from __future__ import annotations
 
+import json
 import pathlib
 from typing import Any, Sequence
 
@@ -63,9 +64,11 @@ def floor_seconds(result: dict[str, Any], rates: dict[str, Any]) -> float:
 
 
 def timing_section(selected: Sequence[paper.Experiment],
-                   results: dict[str, Any]) -> list[str]:
+                   results: dict[str, Any],
+                   workdir: pathlib.Path | None = None) -> list[str]:
   """Where and how long each experiment ran, against what the machine's
-  measured limits allow."""
+  measured limits allow, and (with `workdir`) the cross-check and
+  authors_code runs alone (one point each)."""
   # Measured limits by machine: an experiment that ran before the report
   # measured them borrows those of another run on the same machine.
   measured = {}
@@ -96,6 +99,37 @@ def timing_section(selected: Sequence[paper.Experiment],
                  info['started_utc'], fmt(load[0] if load else None, '.1f')])
     if _hardware_line(info) not in machines:
       machines.append(_hardware_line(info))
+  for e in selected if workdir is not None else ():
+    result = results[e.name]
+    if result is None:
+      continue
+    runs = []
+    if e.name == results_lib.CROSSCHECK_EXPERIMENT:
+      runs += [(f'{e.name} cross-check: {words.split(" (")[0]}',
+                workdir / results_lib.CROSSCHECK / name)
+               for name, (words, _) in results_lib.CROSSCHECK_RUNS.items()]
+    if e.name in results_lib.AUTHORS_EXPERIMENTS:
+      runs.append((f'{e.name}: {e.lazy} with authors_code',
+                   workdir / results_lib.AUTHORS / e.name))
+    info = result['info']
+    rates = info.get('roofline') or measured.get(_hardware_line(info))
+    one = dict(result, sweep=dict(result['sweep'], num_points=1,
+                                  grid_axes={}))
+    floor = floor_seconds(one, rates) if rates else None
+    for label, folder in runs:
+      try:
+        summary = json.loads((folder / 'summary.json').read_text())
+      except (OSError, ValueError):
+        continue
+      wall = summary.get('wall_time_s')
+      if wall is None:
+        continue
+      total['wall'] += wall
+      total['program'] += summary.get('run_time_s') or 0.0
+      total['floor'] += floor or 0.0
+      rows.append([label, fmt(wall, '.0f'),
+                   fmt(summary.get('run_time_s'), '.0f'), fmt(floor, '.0f'),
+                   fmt(wall / floor if floor else None, '.2f'), '', ''])
   if total['floor']:
     rows.append(['**total**', fmt(total['wall'], '.0f'),
                  fmt(total['program'], '.0f'), fmt(total['floor'], '.0f'),

@@ -6,8 +6,10 @@
 arrays, so a new hyperparameter value, a new seed or a later chunk of the same
 length reuses the compiled program. Give `hyper` a leading grid axis G (see
 `hyper.stack_hypers`) and the same call runs a whole sweep as one program: the
-scan runs for each point in turn (`RunSpec.grid_axis='map'`) or vmapped over
-G ('vmap'); the data are shared, not copied.
+scan runs for each point in turn (`RunSpec.grid_axis='map'`), or one scan
+steps every point vmapped ('vmap'; 'auto' picks, `spec.resolve_grid_axis`);
+the data are shared, not copied (a vmapped grid reads them once per
+iteration for all points).
 """
 
 from __future__ import annotations
@@ -30,8 +32,6 @@ from laq_jax.hyper import Hyper
 from laq_jax.objective import (Data, _unravel, accuracy,  # noqa: F401
                                fast_layout, flat_params, full_batch,
                                objective, predict, worker_objective)
-
-
 from laq_jax import spec as spec_lib
 from laq_jax.spec import (GRID_AXES, MINIBATCH_LOSS_EVERY,  # noqa: F401
                           RunSpec)

@@ -292,6 +292,17 @@ class QuickReportTest(absltest.TestCase):
       wall = result['info']['wall_time_s']
       self.assertRegex(self.report, rf'\| {experiment.name} \| {wall:.0f} \| '
                        rf'[0-9]+ \| {floor:.0f} \| {wall / floor:.2f} \|')
+    # The runs alone are rows too, and the total is the whole command's.
+    walls = [paper_results.load_results(e, _workdir)['info']['wall_time_s']
+             for e in paper.experiments(quick=True)]
+    for folder in ('crosscheck/single', 'crosscheck/devices',
+                   'authors_code/logreg_stochastic',
+                   'authors_code/mlp_stochastic'):
+      walls.append(json.loads((_workdir / folder / 'summary.json')
+                              .read_text())['wall_time_s'])
+    self.assertIn('| logreg cross-check: run alone |', self.report)
+    self.assertIn('| mlp_stochastic: slaq with authors_code |', self.report)
+    self.assertIn(f'Total: {sum(walls):.0f} s.', self.report)
     for experiment in paper.experiments(quick=True):
       for algo in experiment.algos:
         self.assertIn(

@@ -1,0 +1,50 @@
+"""experiments.startup: float64 and JAX's persistent compilation cache."""
+import pathlib
+import tempfile
+
+from absl.testing import absltest
+
+from tests import common
+
+PROBE = """
+import os, jax, jax.numpy as jnp
+from experiments import startup
+startup.setup_jax()
+print('x64', jax.config.jax_enable_x64)
+print('dir', jax.config.jax_compilation_cache_dir)
+jax.config.update('jax_persistent_cache_min_compile_time_secs', 0.0)
+print(float(jax.jit(lambda a: jnp.sin(a) @ a.T)(jnp.ones((64, 64))).sum()))
+"""
+
+
+def run(**env):
+  proc = common.run_script(PROBE, **env)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  return proc.stdout
+
+
+class CompileCacheTest(absltest.TestCase):
+
+  def test_launchers_cache_compiled_programs_where_told(self):
+    cache = tempfile.mkdtemp()
+    out = run(LAQ_JAX_COMPILE_CACHE=cache)
+    self.assertIn('x64 True', out)
+    self.assertIn(f'dir {cache}', out)
+    self.assertNotEmpty(list(pathlib.Path(cache).iterdir()))  # written
+
+  def test_off_means_no_cache(self):
+    home = tempfile.mkdtemp()
+    out = run(LAQ_JAX_COMPILE_CACHE='off',
+                            XDG_CACHE_HOME=home)
+    self.assertIn('dir None', out)
+    self.assertFalse((pathlib.Path(home) / 'laq_jax' / 'xla').exists())
+
+  def test_default_is_the_user_cache(self):
+    home = tempfile.mkdtemp()
+    out = run(LAQ_JAX_COMPILE_CACHE='',
+                            XDG_CACHE_HOME=home)
+    self.assertIn(f"dir {pathlib.Path(home) / 'laq_jax' / 'xla'}", out)
+
+
+if __name__ == '__main__':
+  absltest.main()
