@@ -173,8 +173,6 @@ class RunSpec:
                          'set it True')
 
 
-
-
 def resolve_grid_axis(spec: RunSpec) -> str:
   """'map' or 'vmap': the grid axis `spec.grid_axis` asks for, 'auto'
   resolved.
