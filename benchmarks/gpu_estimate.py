@@ -27,7 +27,6 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from configs import paper  # pylint: disable=g-import-not-at-top
 from experiments import config as config_lib
-from experiments import family
 from experiments import roofline
 from laq_jax import hyper as hyper_lib
 
@@ -46,6 +45,8 @@ OVERHEAD_S = 120             # start-up, compiling, loading, f*, accuracy
 
 def programs():
   """(label, config, points) of every sweep or run gpu.sh launches."""
+  # (imported here: the launcher defines absl flags)
+  from experiments import family  # pylint: disable=g-import-not-at-top
   out = []
   for e in paper.experiments(quick=False, mlp_iters=NETWORK_FULL_ITERS):
     config = paper.sweep_config(e)

@@ -68,9 +68,16 @@ class GpuScriptTest(absltest.TestCase):
 class EstimateTest(absltest.TestCase):
 
   def test_estimate_counts_every_program_from_its_flops(self):
+    # In a fresh process: gpu_estimate imports the launchers' modules, whose
+    # absl flags must not meet other tests' (a flag defined twice).
+    proc = common.run_script(
+        'import json; from benchmarks import gpu_estimate as g; '
+        'print(json.dumps(g.estimate()))')
+    self.assertEqual(proc.returncode, 0, proc.stderr[-2000:])
     sys.path.insert(0, str(ROOT))
     from benchmarks import gpu_estimate  # pylint: disable=g-import-not-at-top
-    rows = {r['program']: r for r in gpu_estimate.estimate()}
+    rows = {r['program']: r for r in json.loads(
+        proc.stdout.strip().splitlines()[-1])}
     mlp = rows['paper mlp']
     self.assertEqual((mlp['points'], mlp['iterations']), (4, 8000))
     # 4 points x 8,000 iterations x (4 N D H + 6 N H C) on all 60,000 images
