@@ -143,19 +143,35 @@ def _sum3(parts, k: int):
   return jnp.sum(parts.reshape(*shape, 3, k), axis=-2)
 
 
+def _x_times(data, w_DxK):
+  """X [M N, D] @ w [D, K] over every worker's rows, one matrix product
+  (the bf16 integers times w's three parts in float32 runs)."""
+  num_workers, n, _ = data.x_MxNxD.shape
+  if data.xq_MxNxD is not None:  # exact bf16 integers, float32 run
+    xq = data.xq_MxNxD.reshape(num_workers * n, -1)
+    parts = jax.lax.dot_general(xq, _split3(w_DxK), (((1,), (0,)), ((), ())),
+                                preferred_element_type=jnp.float32)
+    return _sum3(parts, w_DxK.shape[-1]) * data.xq_scale
+  return data.x_MxNxD.reshape(num_workers * n, -1) @ w_DxK
+
+
+def _xt_times(data, r_MxNxK):
+  """Every worker's X_m^T R_m [M, D, K], from the layout the data carry."""
+  if data.xqt_MxDxN is not None:
+    parts = jax.lax.dot_general(
+        data.xqt_MxDxN, _split3(r_MxNxK), (((2,), (1,)), ((0,), (0,))),
+        preferred_element_type=jnp.float32)
+    return _sum3(parts, r_MxNxK.shape[-1]) * data.xq_scale
+  if data.xt_MxDxN is not None:
+    return jnp.einsum('mdn,mnc->mdc', data.xt_MxDxN, r_MxNxK)
+  return jnp.einsum('mnd,mnc->mdc', data.x_MxNxD, r_MxNxK)
+
+
 def _logreg_logits(theta_params, data):
   """[M, N, C] logits of every worker's rows, one matrix product."""
   w, b = theta_params['w'], theta_params['b']
   num_workers, n, _ = data.x_MxNxD.shape
-  c = w.shape[-1]
-  if data.xq_MxNxD is not None:  # exact bf16 integers, float32 run
-    xq = data.xq_MxNxD.reshape(num_workers * n, -1)
-    parts = jax.lax.dot_general(xq, _split3(w), (((1,), (0,)), ((), ())),
-                                preferred_element_type=jnp.float32)
-    logits = _sum3(parts, c) * data.xq_scale
-  else:
-    logits = data.x_MxNxD.reshape(num_workers * n, -1) @ w
-  return logits.reshape(num_workers, n, c) + b
+  return _x_times(data, w).reshape(num_workers, n, w.shape[-1]) + b
 
 
 def _logreg_terms(logits_MxNxC, y_MxN, count_M=None):
@@ -230,14 +246,7 @@ def _logreg_grid_value_and_grad(theta_GxP, data, l2_G, unravel, ravel):
   m, n, _ = data.x_MxNxD.shape
   gc = g * c
   w_DxGC = jnp.transpose(w_GxDxC, (1, 0, 2)).reshape(d, gc)
-  if data.xq_MxNxD is not None:
-    parts = jax.lax.dot_general(data.xq_MxNxD.reshape(m * n, -1),
-                                _split3(w_DxGC), (((1,), (0,)), ((), ())),
-                                preferred_element_type=jnp.float32)
-    logits = _sum3(parts, gc) * data.xq_scale
-  else:
-    logits = data.x_MxNxD.reshape(m * n, d) @ w_DxGC
-  logits = logits.reshape(m, n, g, c) + b_GxC
+  logits = _x_times(data, w_DxGC).reshape(m, n, g, c) + b_GxC
   onehot = jax.nn.one_hot(data.y_MxN, c, dtype=logits.dtype)[:, :, None, :]
   top = jnp.max(logits, axis=-1, keepdims=True)
   shifted = logits - jax.lax.stop_gradient(top)
@@ -256,16 +265,7 @@ def _logreg_grid_value_and_grad(theta_GxP, data, l2_G, unravel, ravel):
         jnp.where(valid_MxN[:, None, :], loss_MxGxN, 0)) / count_M[:, None])
     weight_MxN = jnp.where(valid_MxN, 1 / count_M[:, None], 0)
     r = r * weight_MxN[:, :, None, None].astype(r.dtype)
-  r_MxNxGC = r.reshape(m, n, gc)
-  if data.xqt_MxDxN is not None:
-    parts = jax.lax.dot_general(
-        data.xqt_MxDxN, _split3(r_MxNxGC), (((2,), (1,)), ((0,), (0,))),
-        preferred_element_type=jnp.float32)
-    dw = _sum3(parts, gc) * data.xq_scale
-  elif data.xt_MxDxN is not None:
-    dw = jnp.einsum('mdn,mnk->mdk', data.xt_MxDxN, r_MxNxGC)
-  else:
-    dw = jnp.einsum('mnd,mnk->mdk', data.x_MxNxD, r_MxNxGC)
+  dw = _xt_times(data, r.reshape(m, n, gc))
   dw_GxMxDxC = jnp.transpose(dw.reshape(m, d, g, c), (2, 0, 1, 3))
   bias_GxMxC = collectives.fixed_sum(jnp.transpose(r, (2, 0, 3, 1)))
   grads = jax.vmap(jax.vmap(ravel))({'b': bias_GxMxC, 'w': dw_GxMxDxC})
@@ -279,16 +279,7 @@ def _logreg_one_value_and_grad(theta_P, data, l2, unravel, ravel):
   params = unravel(theta_P)
   losses_M, r_MxNxC = _logreg_terms(_logreg_logits(params, data), data.y_MxN,
                                     data.count_M)
-  c = r_MxNxC.shape[-1]
-  if data.xqt_MxDxN is not None:
-    parts = jax.lax.dot_general(
-        data.xqt_MxDxN, _split3(r_MxNxC), (((2,), (1,)), ((0,), (0,))),
-        preferred_element_type=jnp.float32)
-    dw_MxDxC = _sum3(parts, c) * data.xq_scale
-  elif data.xt_MxDxN is not None:
-    dw_MxDxC = jnp.einsum('mdn,mnc->mdc', data.xt_MxDxN, r_MxNxC)
-  else:
-    dw_MxDxC = jnp.einsum('mnd,mnc->mdc', data.x_MxNxD, r_MxNxC)
+  dw_MxDxC = _xt_times(data, r_MxNxC)
   bias_MxC = collectives.fixed_sum(jnp.swapaxes(r_MxNxC, 1, 2))
   grads_MxP = jax.vmap(ravel)({'b': bias_MxC, 'w': dw_MxDxC})
   return (losses_M + 0.5 * l2 * jnp.sum(jnp.square(theta_P)),
