@@ -9,8 +9,11 @@ argument (`--config=configs/mnist_logreg.py:algo=lag,bits=3,quick`).
 
 from __future__ import annotations
 
+import ast
+
 import ml_collections
 
+from experiments import cli
 from laq_jax import hyper as hyper_lib
 
 # Shrunken settings for `:quick` (a few minutes on a 2-core CPU) and `:tiny`
@@ -85,6 +88,28 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   return apply_arg(config, arg)
 
 
+def add_sweep_fields(config: ml_collections.ConfigDict, grid: dict, *,
+                     batch_size: int = 0, algo_settings: dict | None = None
+                     ) -> ml_collections.ConfigDict:
+  """Makes `config` a sweep config: its grid and every sweep field, the
+  optional ones at their defaults, so that each can be set on the command
+  line (`--config.sweep_grid_axis=vmap`,
+  `--config.algo_settings="{'slaq': {'step_size': 0.01}}"`).
+
+  Fields (experiments.config.SWEEP_FIELDS + OPTIONAL_SWEEP_FIELDS):
+    sweep: {key: [values]}, the grid (keys from laq_jax.sweep.GRID_KEYS).
+    sweep_batch_size: grid points per compiled call (0: all at once).
+    sweep_grid_axis: 'auto', 'map' or 'vmap' (laq_jax.RunSpec.grid_axis).
+    algo_settings: {algo: {key: value}}, values that replace the config's
+      for that algorithm's points ({}: none).
+  """
+  config.sweep = ml_collections.ConfigDict(grid)
+  config.sweep_batch_size = batch_size
+  config.sweep_grid_axis = 'auto'
+  config.algo_settings = ml_collections.ConfigDict(algo_settings or {})
+  return config
+
+
 def _parse_value(name: str, text: str, current, kind: type | None = None):
   """`text` as the type of the field's current value (or `kind`, the
   declared type of a field that holds None)."""
@@ -92,6 +117,16 @@ def _parse_value(name: str, text: str, current, kind: type | None = None):
     if text.lower() in ('', 'none'):
       return None
     current = kind()
+  if isinstance(current, (tuple, ml_collections.ConfigDict)):
+    try:  # a literal: 'sweep={"bits": (2, 4)}' (no commas in the :ARG form)
+      value = ast.literal_eval(text)
+    except (SyntaxError, ValueError):
+      value = None
+    kind = tuple if isinstance(current, tuple) else dict
+    if not isinstance(value, kind):
+      raise ValueError(f'config argument {name}={text!r}: expected a '
+                       f'{kind.__name__} literal')
+    return value if kind is tuple else ml_collections.ConfigDict(value)
   if isinstance(current, bool):
     if text.lower() in ('1', 'true', 'yes'):
       return True
@@ -145,13 +180,16 @@ def apply_arg(config: ml_collections.ConfigDict, arg: str | None,
     if '=' in item:
       name, text = (s.strip() for s in item.split('=', 1))
       if name not in config:
-        raise ValueError(f'config argument {item!r}: no field {name!r}; '
-                         f'fields: {", ".join(sorted(config.keys()))}')
+        raise ValueError(f'config argument {item!r}: '
+                         f'{cli.unknown(name, config.keys())}')
       config[name] = _parse_value(name, text, config[name],
                                   _declared_type(config, name))
     elif item in variants:
       config.update(variants[item])
     else:
-      raise ValueError(f'config argument {item!r}: unknown variant; allowed: '
-                       f'{", ".join(variants)} or name=value')
+      near = cli.closest(item, variants)
+      hint = ('did you mean ' + ' or '.join(map(repr, near)) + '? '
+              if near else '')
+      raise ValueError(f'config argument {item!r}: unknown variant; {hint}'
+                       f'allowed: {", ".join(variants)} or FIELD=VALUE')
   return config

@@ -79,8 +79,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.batch_size = BATCH
   config.num_iters = 1500
   config.eval_every = 50
-  config.sweep = ml_collections.ConfigDict({'algo': PRESETS})
-  config.sweep_batch_size = 0
+  default.add_sweep_fields(config, {'algo': PRESETS})
   config = default.apply_arg(config, arg, VARIANTS)
   # After the variants: M may have changed (tiny), and lam, alpha follow it
   # unless the argument set them.

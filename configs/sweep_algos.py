@@ -39,8 +39,6 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.precision = 'float64'
   config.num_iters = 4000
   config.eval_every = 200
-  config.sweep = ml_collections.ConfigDict({
-      'algo': ('gd', 'qgd', 'lag', 'laq'),
-  })
-  config.sweep_batch_size = 0  # 0: every grid point in one program
+  # sweep_batch_size 0: every grid point in one program
+  default.add_sweep_fields(config, {'algo': ('gd', 'qgd', 'lag', 'laq')})
   return default.apply_arg(config, arg, VARIANTS)

@@ -59,9 +59,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.precision = 'float64'
   config.num_iters = 4000
   config.eval_every = 200
-  config.sweep = ml_collections.ConfigDict({
-      'bits': (2, 3, 4, 8),
-      'xi': (0.2, 0.4, 0.8, 1.6),
-  })
-  config.sweep_batch_size = 0  # 0: every grid point in one program
+  # sweep_batch_size 0: every grid point in one program
+  default.add_sweep_fields(config, {'bits': (2, 3, 4, 8),
+                                    'xi': (0.2, 0.4, 0.8, 1.6)})
   return default.apply_arg(config, arg, VARIANTS)

@@ -59,10 +59,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.num_iters = 1500
   config.eval_every = 100
   config.batch_size = compressors.MINIBATCH['batch_size']
-  config.sweep = ml_collections.ConfigDict({'algo': FULL + MINIBATCH})
-  config.sweep_batch_size = 0  # 0: every grid point of a program at once
-  config.algo_settings = ml_collections.ConfigDict(
-      {a: dict(MINIBATCH_SETTINGS) for a in MINIBATCH})
+  # sweep_batch_size 0: every grid point of a program at once
+  default.add_sweep_fields(
+      config, {'algo': FULL + MINIBATCH},
+      algo_settings={a: dict(MINIBATCH_SETTINGS) for a in MINIBATCH})
   config = default.apply_arg(config, arg, VARIANTS)
   if config.model == 'mlp':  # the network script's minibatch settings
     for a in MINIBATCH:

@@ -21,6 +21,7 @@ from absl import app
 from absl import flags
 from absl import logging
 
+from experiments import cli
 from experiments import markdown
 from experiments import outputs
 
@@ -137,4 +138,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  cli.run(main)

@@ -18,6 +18,7 @@ import ml_collections
 import numpy as np
 
 from configs import default as default_config
+from experiments import cli
 from laq_jax import data as data_lib
 from laq_jax import network as network_lib
 from laq_jax import sharding
@@ -125,8 +126,9 @@ def validate_config(config, *, allow_extra: Iterable[str] = ()) -> None:
                       'from configs/default.py, which sets every field')
   extra = sorted(names - set(FIELDS) - set(allow_extra))
   if extra:
-    raise ConfigError(f'config has unknown field(s) {", ".join(extra)}; '
-                      f'allowed: {", ".join(FIELDS)}')
+    known = FIELDS + tuple(allow_extra)
+    raise ConfigError('config: ' + '; '.join(
+        cli.unknown(name, known) for name in extra))
   c = {f: get(config, f) for f in FIELDS}
 
   def choice(name, allowed):

@@ -35,6 +35,7 @@ from absl import app
 from absl import flags
 from absl import logging
 
+from experiments import cli
 from experiments import progress as progress_lib
 
 FLAGS = flags.FLAGS
@@ -172,4 +173,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  cli.run(main)

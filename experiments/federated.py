@@ -33,6 +33,7 @@ from absl import flags
 from absl import logging
 import numpy as np
 
+from experiments import cli
 from experiments import progress as progress_lib
 
 FLAGS = flags.FLAGS
@@ -584,4 +585,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  cli.run(main)

@@ -12,6 +12,7 @@ import sys
 from absl import app
 from absl import flags
 
+from experiments import cli
 from laq_jax import data
 
 _DIR = flags.DEFINE_string(
@@ -36,4 +37,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  cli.run(main)

@@ -26,6 +26,8 @@ from absl import app
 from absl import flags
 from ml_collections import config_flags
 
+from experiments import cli
+
 EXIT_DIVERGED = 3
 
 FLAGS = flags.FLAGS
@@ -79,4 +81,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  cli.run(main)

@@ -54,6 +54,7 @@ from absl import flags
 from absl import logging
 
 from configs import paper
+from experiments import cli
 from experiments import grid
 from experiments import outputs
 from experiments import paper_results as results_lib
@@ -303,4 +304,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  cli.run(main)

@@ -63,8 +63,9 @@ import sys
 
 from absl import app
 from absl import flags
-from absl import logging
 from ml_collections import config_flags
+
+from experiments import cli
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string('workdir', None, 'Folder for the results.')
@@ -101,9 +102,8 @@ def main(argv):
                             overwrite=FLAGS.overwrite)
   except (config.ConfigError, data.DataError, outputs.WorkdirError,
           checkpoint.CheckpointError) as e:
-    logging.error('%s', e)
     sys.exit(f'error: {e}')
 
 
 if __name__ == '__main__':
-  app.run(main)
+  cli.run(main)

@@ -25,6 +25,7 @@ from absl import app
 from absl import flags
 import numpy as np
 
+from experiments import cli
 from experiments import markdown
 from experiments import outputs
 
@@ -255,4 +256,4 @@ def main(argv):
 
 if __name__ == '__main__':
   define_flags()
-  app.run(main)
+  cli.run(main)

@@ -414,6 +414,7 @@ def run(spec: RunSpec, data: Data, hyper: Hyper, num_steps: int, *,
   """
   run_chunk_fn = run_chunk_fn or run_chunk
   spec.check_hyper(hyper)
+  spec.check_data(data)
   if state is None:
     state = init_state(spec, hyper, data.x_MxNxD.dtype)
   chunk_size = chunk_size or num_steps

@@ -95,6 +95,22 @@ class RunSpec:
                                else 1)
 
   def __post_init__(self):
+    if not isinstance(self.problem, Problem):
+      raise ValueError(f'problem={self.problem!r} is not allowed: it must be '
+                       'a laq_jax.Problem (laq_jax.get_problem(name))')
+    for name in ('num_workers', 'memory', 'batch_size'):
+      value = getattr(self, name)
+      if isinstance(value, (bool, np.bool_)) or not isinstance(
+          value, (int, np.integer)):
+        raise ValueError(f'{name}={value!r} is not allowed: it must be an '
+                         'integer >= 1')
+    for name in ('stochastic', 'error_feedback', 'downlink', 'participation'):
+      if not isinstance(getattr(self, name), (bool, np.bool_)):
+        raise ValueError(f'{name}={getattr(self, name)!r} is not allowed: it '
+                         'must be True or False')
+    if not isinstance(self.rule, rules.Rule):
+      raise ValueError(f'rule={self.rule!r} is not allowed: it must be a '
+                       'laq_jax.Rule (e.g. laq_jax.LAQ)')
     if self.num_workers < 1:
       raise ValueError(f'num_workers={self.num_workers} is not allowed: it '
                        'must be an integer >= 1')
@@ -121,6 +137,10 @@ class RunSpec:
 
   def check_hyper(self, hyper: Hyper) -> None:
     """Raises ValueError if `hyper` uses a part not compiled in."""
+    if not isinstance(hyper, Hyper):
+      raise ValueError(f'hyper is {type(hyper).__name__}: it must be a '
+                       'laq_jax.Hyper (laq_jax.make_hyper(algo, ...))')
+    self.check_grid(hyper)
     try:
       used = np.unique(np.asarray(hyper.compressor))
       used_triggers = np.unique(np.asarray(hyper.trigger))
@@ -171,6 +191,108 @@ class RunSpec:
       if used_it and not getattr(self, name):
         raise ValueError(f'hyper uses {name} but RunSpec.{name}=False; '
                          'set it True')
+
+
+  def check_data(self, data) -> None:
+    """Raises ValueError, naming the field and what is allowed, unless `data`
+    (a `loop.Data`) fits this spec and the problem: x [M, N, D] floating and
+    finite, y [M, N] integer labels in 0..C-1, M = num_workers, the optional
+    layouts and count_M of matching shapes, a minibatch that fits a shard.
+    Value checks (finite, label range) run on concrete arrays only."""
+    x, y = getattr(data, 'x_MxNxD', None), getattr(data, 'y_MxN', None)
+    for name, a, axes in (('x_MxNxD', x, '[M workers, N samples, D '
+                           'features]'), ('y_MxN', y, '[M workers, N '
+                                          'samples]')):
+      if not (hasattr(a, 'shape') and hasattr(a, 'dtype')):
+        raise ValueError(f'Data.{name} is {type(a).__name__}: it must be an '
+                         f'array {axes}')
+      if a.ndim != axes.count(',') + 1:
+        raise ValueError(f'Data.{name} has shape {tuple(a.shape)}: it must '
+                         f'have {axes.count(",") + 1} axes {axes}')
+    m, n, d = x.shape
+    if m != self.num_workers:
+      raise ValueError(
+          f'Data.x_MxNxD has {m} workers (shape {tuple(x.shape)}) but '
+          f'RunSpec.num_workers={self.num_workers}: give one shard per '
+          'worker (laq_jax.data.make_shards(x, y, num_workers))')
+    if tuple(y.shape) != (m, n):
+      raise ValueError(f'Data.y_MxN has shape {tuple(y.shape)}: it must be '
+                       f'[M, N] = {(m, n)}, one label per row of x_MxNxD')
+    if n < 1 or d < 1:
+      raise ValueError(f'Data.x_MxNxD has shape {tuple(x.shape)}: every '
+                       'shard needs at least one sample and one feature')
+    if not np.issubdtype(x.dtype, np.floating):
+      raise ValueError(f'Data.x_MxNxD has dtype {x.dtype}: it must be '
+                       'float32 or float64 (the run\'s precision)')
+    if not np.issubdtype(y.dtype, np.integer):
+      raise ValueError(f'Data.y_MxN has dtype {y.dtype}: it must be integer '
+                       f'class labels 0..{self.problem.num_classes - 1}')
+    for name, shape in (('xt_MxDxN', (m, d, n)), ('xq_MxNxD', (m, n, d)),
+                        ('xqt_MxDxN', (m, d, n)), ('count_M', (m,))):
+      a = getattr(data, name, None)
+      if a is not None and tuple(jax.numpy.shape(a)) != shape:
+        raise ValueError(f'Data.{name} has shape {tuple(jax.numpy.shape(a))}'
+                         f': it must be {shape} for x_MxNxD of shape '
+                         f'{tuple(x.shape)}')
+    try:
+      logits = jax.eval_shape(
+          lambda k, xs: self.problem.apply(self.problem.init(k), xs),
+          jax.random.key(0), jax.ShapeDtypeStruct((1, d), x.dtype))
+    except Exception as e:  # pylint: disable=broad-except
+      raise ValueError(f'Data.x_MxNxD has D={d} features, which the problem '
+                       f'{self.problem.name!r} does not take: '
+                       f'{type(e).__name__}') from None
+    if tuple(logits.shape) != (1, self.problem.num_classes):
+      raise ValueError(f'the problem {self.problem.name!r} gives logits of '
+                       f'shape {tuple(logits.shape)} for one sample of D={d} '
+                       f'features: it must be (1, {self.problem.num_classes})')
+    if self.stochastic and data.count_M is None and self.batch_size > n:
+      raise ValueError(f'batch_size={self.batch_size} is not allowed: it '
+                       f'must be at most the shard size N={n} (a minibatch is '
+                       'drawn without replacement from one shard)')
+    arrays = [x, y] + ([data.count_M] if data.count_M is not None else [])
+    if any(isinstance(a, jax.core.Tracer) for a in arrays):
+      return
+    finite, low, high, counts = _data_stats(x, y, data.count_M)
+    if not finite:
+      raise ValueError('Data.x_MxNxD holds NaN or inf: the features must be '
+                       'finite (check the data, or drop those samples)')
+    if low < 0 or high >= self.problem.num_classes:
+      raise ValueError(
+          f'Data.y_MxN holds labels {int(low)}..{int(high)}: they must be '
+          f'in 0..{self.problem.num_classes - 1} (the problem '
+          f'{self.problem.name!r} has {self.problem.num_classes} classes)')
+    if counts is not None and not (1 <= counts[0] and counts[1] <= n):
+      raise ValueError(f'Data.count_M holds {int(counts[0])}..'
+                       f'{int(counts[1])}: each client\'s samples must be in '
+                       f'1..N={n}')
+
+  def check_grid(self, hyper: Hyper) -> None:
+    """Raises ValueError unless every array of a grid `hyper` has the same
+    leading length G (a scalar Hyper passes)."""
+    if jax.numpy.ndim(hyper.step_size) == 0:
+      return
+    g = jax.numpy.shape(hyper.step_size)[0]
+    for name, value in zip(hyper._fields, hyper):
+      leaves = (zip(value._fields, value) if name == 'network'
+                else [(None, value)])
+      for sub, leaf in leaves:
+        shape = jax.numpy.shape(leaf)
+        if not shape or shape[0] != g:
+          where = f'hyper.{name}' + (f'.{sub}' if sub else '')
+          raise ValueError(
+              f'{where} has shape {shape} but hyper.step_size has {g} grid '
+              f'points: every field of a grid Hyper needs the same leading '
+              'length (build grids with laq_jax.stack_hypers)')
+
+
+@jax.jit
+def _data_stats(x, y, count):
+  stats = (jax.numpy.all(jax.numpy.isfinite(x)), jax.numpy.min(y),
+           jax.numpy.max(y))
+  if count is not None:
+    return stats + ((jax.numpy.min(count), jax.numpy.max(count)),)
+  return stats + (None,)
 
 
 def resolve_grid_axis(spec: RunSpec) -> str:

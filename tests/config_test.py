@@ -200,8 +200,12 @@ class ArgumentTest(absltest.TestCase):
     self.assertEqual(c.fstar, 'none')
 
   def test_errors(self):
-    with self.assertRaisesRegex(ValueError, "no field 'bitz'"):
+    with self.assertRaisesRegex(ValueError,
+                                "no field 'bitz'; did you mean 'bits'"):
       configs.load('mnist_logreg', 'bitz=3')
+    with self.assertRaisesRegex(ValueError, "'tinyy': unknown variant; did "
+                                "you mean 'tiny'"):
+      configs.load('mnist_logreg', 'tinyy')
     with self.assertRaisesRegex(ValueError, "'fast': unknown variant.*quick"):
       configs.load('mnist_logreg', 'fast')
     with self.assertRaisesRegex(ValueError, "bits='three'.*an integer"):
@@ -396,8 +400,13 @@ class ValidationTest(parameterized.TestCase):
     config = tiny_config()
     config.bitz = 3
     with self.assertRaisesRegex(config_lib.ConfigError,
-                                'unknown field.*bitz; allowed: absent, algo, '):
+                                "no field 'bitz'; did you mean 'bits'"):
       config_lib.validate_config(config)
+    config.qqqq = 1  # nothing near: the fields are listed
+    with self.assertRaisesRegex(config_lib.ConfigError,
+                                "no field 'qqqq'; fields: absent, algo, "):
+      config_lib.validate_config(config, allow_extra=('bitz',))
+    del config['qqqq']
     config_lib.validate_config(config, allow_extra=('bitz',))
     del config['bitz']
     del config['fstar']
