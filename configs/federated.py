@@ -79,17 +79,17 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.batch_size = BATCH
   config.num_iters = 1500
   config.eval_every = 50
+  config.bits = LAZY_SETTINGS['bits']
+  config.err_weight = LAZY_SETTINGS['err_weight']
+  config.threshold_offset = LAZY_SETTINGS['threshold_offset']
+  config.loss_every = 10
+  config.fstar = 'none'  # (the target is a test accuracy)
   default.add_sweep_fields(config, {'algo': PRESETS})
-  config = default.apply_arg(config, arg, VARIANTS)
+  config = default.apply_arg(config, arg, VARIANTS)  # the argument wins
   # After the variants: M may have changed (tiny), and lam, alpha follow it
   # unless the argument set them.
   given = {w.split('=', 1)[0].strip() for w in (arg or '').split(',')}
   for key, value in settings(config.num_workers).items():
     if key not in given:
       config[key] = value
-  config.bits = LAZY_SETTINGS['bits']
-  config.err_weight = LAZY_SETTINGS['err_weight']
-  config.threshold_offset = LAZY_SETTINGS['threshold_offset']
-  config.loss_every = 10
-  config.fstar = 'none'  # (the target is a test accuracy)
   return config

@@ -68,6 +68,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     for a in MINIBATCH:
       config.algo_settings[a] = ml_collections.ConfigDict(
           compressors.network_minibatch_settings(a))
-    if 'quick' in {w.strip() for w in (arg or '').split(',')}:
+    words = [w.split('=', 1)[0].strip() for w in (arg or '').split(',')]
+    if 'quick' in words and 'batch_size' not in words:  # (given: it wins)
       config.batch_size = compressors.QUICK_NETWORK_BATCH
   return config

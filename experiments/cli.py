@@ -16,7 +16,6 @@ same kind of line.
 
 from __future__ import annotations
 
-import difflib
 import importlib.util
 import os
 import re
@@ -35,28 +34,15 @@ class CommandLineError(ValueError):
 
 
 def closest(name: str, choices: Iterable[str], n: int = 3) -> list[str]:
-  """The choices nearest to a mistyped `name` (difflib's ratio >= 0.6)."""
-  choices = [str(c) for c in choices]
-  near = difflib.get_close_matches(name, choices, n=n, cutoff=0.6)
-  # A prefix or a word of a longer name ('network_up' -> 'network_up_bps').
-  for choice in choices:
-    if len(near) >= n:
-      break
-    if choice not in near and len(name) >= 3 and (
-        choice.startswith(name) or name in choice.split('_')):
-      near.append(choice)
-  return near
+  """The choices nearest to a mistyped `name` (`laq_jax.show.closest`)."""
+  from laq_jax import show  # pylint: disable=g-import-not-at-top
+  return show.closest(name, choices, n)
 
 
 def unknown(name: str, choices: Iterable[str], what: str = 'field') -> str:
-  """"no field 'x'; did you mean 'y'?" (or the list of what exists)."""
-  choices = sorted(str(c) for c in choices)
-  near = closest(name, choices)
-  if near:
-    hint = 'did you mean ' + ' or '.join(map(repr, near)) + '?'
-  else:
-    hint = f'{what}s: {", ".join(choices)}'
-  return f'no {what} {name!r}; {hint}'
+  """"no field 'x'; did you mean 'y'?" (`laq_jax.show.unknown`)."""
+  from laq_jax import show  # pylint: disable=g-import-not-at-top
+  return show.unknown(name, choices, what)
 
 
 # ----------------------------------------------------------------------------

@@ -341,7 +341,8 @@ def apply_algo_settings(points: list[dict[str, Any]],
         raise ConfigError(f'{where} is not allowed: keys are '
                           f'{", ".join(keys_allowed)}')
       if key in varied:
-        raise ConfigError(f'{where} is not allowed: the grid varies {key}')
+        raise ConfigError(f'{where} is not allowed: the grid (config.sweep) '
+                          f'varies {key}')
       try:
         sweep_lib.check_value(key, value, where=where)
       except ValueError as e:

@@ -27,6 +27,7 @@ to seconds.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import pathlib
 import re
@@ -68,17 +69,22 @@ class Events:
       config: written as text at the first step (a fresh run).
       fstar: f*, for the residual.
     """
-    from tensorboardX import FileWriter  # pylint: disable=g-import-not-at-top
+    from tensorboardX.event_file_writer import EventsWriter  # pylint: disable=g-import-not-at-top
     from tensorboardX.proto import event_pb2  # pylint: disable=g-import-not-at-top
     self.logdir = pathlib.Path(logdir)
-    self.logdir.mkdir(parents=True, exist_ok=True)
+    self._failed = False
     # The file name holds the second it was made and, so that a restart
     # within the same second neither overwrites the earlier file nor sorts
     # before it (TensorBoard reads files in name order), the nanosecond.
-    self._writer = FileWriter(str(self.logdir), flush_secs=30,
-                              filename_suffix=f'.{time.time_ns()}')
+    # Written in this thread (tensorboardX's EventsWriter, not its
+    # FileWriter's background thread), so that a failing write (a full
+    # disk) is an error here, with the files written so far intact.
+    with self._writing():
+      self.logdir.mkdir(parents=True, exist_ok=True)
+      self._writer = EventsWriter(str(self.logdir / 'events'),
+                                  f'.{time.time_ns()}')
     # TensorBoard drops the steps >= start_step that older files hold.
-    self._writer.add_event(event_pb2.Event(
+    self._add(event_pb2.Event(
         step=start_step, session_log=event_pb2.SessionLog(
             status=event_pb2.SessionLog.START)))
     self.totals = np.zeros(4, np.float64)
@@ -87,7 +93,7 @@ class Events:
     if config is not None and start_step == 0:
       from tensorboardX import summary  # pylint: disable=g-import-not-at-top
       text = '    ' + json.dumps(config, indent=1).replace('\n', '\n    ')
-      self._writer.add_summary(summary.text('config', text), 0)
+      self._add_summary(summary.text('config', text), 0)
 
   def steps(self, first_step: int, record: record_lib.Record,
             stride: int = 1) -> None:
@@ -124,7 +130,7 @@ class Events:
         values += [('network/time_s', time_T[t]),
                    ('network/cum_time_s', cumulative[t, 3])]
       values += [(f'trace/{n}', x[t]) for n, x in extras.items()]
-      self._writer.add_summary(summary_pb2.Summary(value=[
+      self._add_summary(summary_pb2.Summary(value=[
           summary_pb2.Summary.Value(tag=tag, simple_value=float(v))
           for tag, v in values]), step)
     if count:
@@ -143,17 +149,51 @@ class Events:
       if self.fstar is not None:
         values.append(('objective/residual', loss - self.fstar))
     if values:
-      self._writer.add_summary(summary_pb2.Summary(value=[
+      self._add_summary(summary_pb2.Summary(value=[
           summary_pb2.Summary.Value(tag=tag, simple_value=float(v))
           for tag, v in values]), step)
 
   def flush(self) -> None:
-    """Writes what is queued to disk (a killed process loses nothing
+    """Writes what is buffered to disk (a killed process loses nothing
     written before its last flush)."""
-    self._writer.flush()
+    if not self._failed:
+      with self._writing():
+        self._writer.flush()
 
   def close(self) -> None:
-    self._writer.close()
+    """Flushes and closes the file (nothing more after a failed write)."""
+    if not self._failed:
+      self._failed = True  # closed: later calls do nothing
+      with self._writing():
+        self._writer.close()
+
+  def _add(self, event) -> None:
+    if self._failed:
+      return
+    if event.wall_time == 0:
+      event.wall_time = time.time()
+    with self._writing():
+      self._writer.write_event(event)
+
+  def _add_summary(self, summary, step: int) -> None:
+    from tensorboardX.proto import event_pb2  # pylint: disable=g-import-not-at-top
+    self._add(event_pb2.Event(summary=summary, step=int(step)))
+
+  @contextlib.contextmanager
+  def _writing(self):
+    """Turns a failing write (a full disk) into `outputs.WorkdirError`,
+    saying what is intact; later writes are skipped."""
+    try:
+      yield
+    except OSError as e:
+      self._failed = True
+      from experiments import outputs  # pylint: disable=g-import-not-at-top
+      raise outputs.WorkdirError(
+          f'could not write the TensorBoard events in {self.logdir}: '
+          f'{e.strerror or e}; the event files up to the last flush, the '
+          'other files and the checkpoints are intact. Free space and run '
+          'the same command again (a run with checkpoints resumes).'
+      ) from e
 
 
 def point_folder(index: int, point: dict, varying: Sequence[str]) -> str:

@@ -179,10 +179,7 @@ def sweep_and_evaluate(config, workdir: str | os.PathLike, *,
           built.problem, np.asarray(theta)[:keep], built.test_x,
           built.test_y)
       if accuracy_file is not None and writer:
-        accuracy_file.parent.mkdir(parents=True, exist_ok=True)
-        with open(accuracy_file.with_suffix('.tmp'), 'wb') as f:
-          np.save(f, accuracy_curve)
-        os.replace(accuracy_file.with_suffix('.tmp'), accuracy_file)
+        outputs.write_npy(accuracy_file, accuracy_curve)
 
   compiles_before = _compile_count(built)
   run_start = time.perf_counter()

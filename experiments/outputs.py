@@ -81,6 +81,13 @@ def atomic_write(path: str | os.PathLike, content: bytes | str) -> None:
       f.write(content)
     os.chmod(tmp, _FILE_MODE)
     os.replace(tmp, path)
+  except OSError as e:  # a full disk: the file as it was, and say so
+    pathlib.Path(tmp).unlink(missing_ok=True)
+    before = ('its previous content is intact' if path.exists() else
+              'it was not written')
+    raise WorkdirError(f'could not write {path}: {e.strerror or e}; '
+                       f'{before}. Free space and run the same command '
+                       'again (a run with checkpoints resumes).') from e
   except BaseException:
     pathlib.Path(tmp).unlink(missing_ok=True)
     raise

@@ -35,10 +35,12 @@ the writer process.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import pathlib
+import shutil
 from typing import Any, Mapping, NamedTuple
 
 import jax
@@ -50,7 +52,8 @@ KEEP = 3
 
 
 class CheckpointError(ValueError):
-  """A checkpoint belongs to another config, or has an unknown layout."""
+  """A checkpoint belongs to another config, has an unknown layout, or
+  could not be written (a full disk)."""
 
 
 def fingerprint(config: Mapping[str, Any]) -> str:
@@ -85,6 +88,24 @@ class Restored(NamedTuple):
 def abstract(tree):
   """Shapes, dtypes and shardings of a pytree of arrays (restore targets)."""
   return jax.tree.map(ocp.utils.to_shape_dtype_struct, tree)
+
+
+def _reason(error: BaseException) -> str:
+  """The cause of a failed write, in one line (no space left on device,
+  ...)."""
+  while error.__cause__ is not None or error.__context__ is not None:
+    if isinstance(error, OSError) and error.strerror:
+      break
+    error = error.__cause__ or error.__context__
+  if isinstance(error, OSError) and error.strerror:
+    return error.strerror
+  text = ' '.join(str(error).split())
+  for code in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS,
+               errno.EACCES, errno.EIO):  # tensorstore's text holds them
+    if os.strerror(code) in text:
+      return os.strerror(code)
+  return (text[:200] + '...') if len(text) > 200 else (text or
+                                                       type(error).__name__)
 
 
 class Checkpointer:
@@ -141,11 +162,36 @@ class Checkpointer:
                    for name, a in arrays.items()},
         'meta': dict(meta or {}),
     }
-    self._manager.save(int(step), args=ocp.args.Composite(
-        state=ocp.args.StandardSave(state),
-        arrays=ocp.args.StandardSave(arrays),
-        meta=ocp.args.JsonSave(record)), force=True)
-    self._manager.wait_until_finished()
+    previous = self.latest_step()
+    try:
+      self._manager.save(int(step), args=ocp.args.Composite(
+          state=ocp.args.StandardSave(state),
+          arrays=ocp.args.StandardSave(arrays),
+          meta=ocp.args.JsonSave(record)), force=True)
+      self._manager.wait_until_finished()
+    except Exception as e:  # pylint: disable=broad-except
+      # A full disk or a failing write: orbax writes a step into a
+      # temporary folder and renames it when complete, so the earlier
+      # checkpoints are whole; the partial one is removed here.
+      self._discard_partial(int(step))
+      kept = (f'the previous checkpoint (step {previous}) is intact and a '
+              f'run resumes from it' if previous is not None else
+              'no earlier checkpoint exists')
+      raise CheckpointError(
+          f'could not save the checkpoint of step {step} in '
+          f'{self.directory}: {_reason(e)}; {kept}; the files written '
+          'before it are intact. Free space and run the same command '
+          'again.') from e
+
+  def _discard_partial(self, step: int) -> None:
+    """Removes what a failed save of `step` left: its temporary folder
+    (a step folder appears only by the rename of a complete one)."""
+    for path in self.directory.glob(f'{step}.orbax-checkpoint-tmp*'):
+      shutil.rmtree(path, ignore_errors=True)
+    try:
+      self._manager.reload()
+    except Exception:  # pylint: disable=broad-except
+      pass
 
   def restore(self, state_like, step: int | None = None) -> Restored | None:
     """Reads the checkpoint of `step` (default: the latest).

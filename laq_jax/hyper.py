@@ -24,6 +24,8 @@ from laq_jax import network as network_lib
 from laq_jax import participation as participation_lib
 from laq_jax import schedule
 from laq_jax import trigger as trigger_lib
+from laq_jax import show as show_lib
+from laq_jax.show import show
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,7 +117,7 @@ def register_algorithm(algorithm: Algorithm, *, replace: bool = False
   compressors.index(algorithm.compressor)
   trigger_lib.index(algorithm.trigger)
   if algorithm.name in ALGORITHMS and not replace:
-    raise ValueError(f'algorithm {algorithm.name!r} is already registered; '
+    raise ValueError(f'algorithm {show(algorithm.name)} is already registered; '
                      'pass replace=True to replace it')
   ALGORITHMS[algorithm.name] = algorithm
   return algorithm
@@ -127,7 +129,7 @@ def get_algorithm(name: str) -> Algorithm:
     return ALGORITHMS[name]
   except (KeyError, TypeError):
     raise ValueError(
-        f'unknown algorithm {name!r}; allowed: {", ".join(ALGORITHMS)}'
+        f'unknown algorithm {show(name)}; allowed: {", ".join(ALGORITHMS)}'
     ) from None
 
 
@@ -331,7 +333,7 @@ def describe() -> str:
   each)."""
   lines = []
   for f in FIELDS:
-    default = '' if f.kind == 'preset' else f' = {f.default!r}'
+    default = '' if f.kind == 'preset' else f' = {show(f.default)}'
     allowed = f' ({f.allowed})' if f.allowed else ''
     lines.append(f'{f.name}: {f.kind}{default}{allowed}: {f.doc}')
   return '\n'.join(lines)
@@ -369,7 +371,7 @@ def check_value(name: str, value, where: str | None = None) -> None:
   """
   field = FIELD.get(name)
   if field is None or field.kind == 'preset':
-    raise ValueError(f'unknown hyperparameter {name!r}; allowed: '
+    raise ValueError(f'unknown hyperparameter {show(name)}; allowed: '
                      f'{", ".join(DEFAULTS)}')
   where = where or name
   if field.kind == 'schedule':
@@ -378,7 +380,7 @@ def check_value(name: str, value, where: str | None = None) -> None:
   if field.kind == 'network':
     if not (isinstance(value, network_lib.Network) or (
         isinstance(value, str) and value in network_lib.PROFILES)):
-      raise ValueError(f'{where}={value!r} is not allowed: it must be '
+      raise ValueError(f'{where}={show(value)} is not allowed: it must be '
                        f'{field.allowed}')
     return
   if field.kind == 'network_field':
@@ -387,10 +389,10 @@ def check_value(name: str, value, where: str | None = None) -> None:
     return
   if field.kind == 'choice':
     if not (isinstance(value, str) and value in field.choices):
-      raise ValueError(f'{where}={value!r} is not allowed: it must be '
+      raise ValueError(f'{where}={show(value)} is not allowed: it must be '
                        f'{field.allowed}')
     return
-  bad = ValueError(f'{where}={value!r} is not allowed: it must be '
+  bad = ValueError(f'{where}={show(value)} is not allowed: it must be '
                    f'{field.allowed}')
   if isinstance(value, (str, bytes)):
     raise bad
@@ -438,10 +440,10 @@ def make_hyper(algo: str | Algorithm = 'laq', *, dtype=jnp.float32,
       for a preset that cannot all-reduce (named, with what is allowed).
   """
   algorithm = algo if isinstance(algo, Algorithm) else get_algorithm(algo)
-  unknown = set(overrides) - set(DEFAULTS)
-  if unknown:
-    raise ValueError(f'unknown hyperparameter(s) {sorted(unknown)}; '
-                     f'allowed: {sorted(DEFAULTS)}')
+  for name in overrides:
+    if name not in DEFAULTS:
+      raise ValueError('make_hyper: ' + show_lib.unknown(
+          name, DEFAULTS, 'hyperparameter'))
   values = {**DEFAULTS, **overrides}
   validate(**values)
   check_participation(values, algorithm)
@@ -483,16 +485,16 @@ def check_participation(values, algorithm: Algorithm | None = None,
       s is not None and np.any(np.asarray(s) > 0))
   if (q is not None and s is not None and np.any(np.asarray(q) < 1)
       and np.any(np.asarray(s) > 0)):
-    raise ValueError(f'{where}participation={q!r} and {where}'
-                     f'clients_per_round={s!r} are not allowed together: '
+    raise ValueError(f'{where}participation={show(q)} and {where}'
+                     f'clients_per_round={show(s)} are not allowed together: '
                      'set one (q < 1, Bernoulli per client) or the other '
                      '(S > 0 clients per round)')
   if num_workers is not None and s is not None and np.any(
       np.asarray(s) > num_workers):
-    raise ValueError(f'{where}clients_per_round={s!r} is not allowed: it '
+    raise ValueError(f'{where}clients_per_round={show(s)} is not allowed: it '
                      f'must be at most num_workers={num_workers} (or 0)')
   if partial and algorithm is not None and algorithm.downlink:
-    raise ValueError(f'{where}algo={algorithm.name!r} is not allowed with '
+    raise ValueError(f'{where}algo={show(algorithm.name)} is not allowed with '
                      'partial participation: its quantized broadcast '
                      'assumes every worker received every broadcast; use '
                      'participation=1 and clients_per_round=0, or laq')
@@ -546,6 +548,17 @@ def stack_hypers(hypers: list[Hyper]) -> Hyper:
   A network field that is per worker ([M]) in some points and one number in
   others is broadcast to [M] in all.
   """
+  hypers = list(hypers)
+  if not hypers:
+    raise ValueError('stack_hypers([]) is not allowed: give one Hyper per '
+                     'grid point (laq_jax.make_hyper)')
+  for i, h in enumerate(hypers):
+    if not isinstance(h, Hyper):
+      raise ValueError(f'hypers[{i}] is {type(h).__name__}: every grid point '
+                       'must be a laq_jax.Hyper (laq_jax.make_hyper)')
+    if jnp.ndim(h.step_size):
+      raise ValueError(f'hypers[{i}] is already a grid (step_size of shape '
+                       f'{jnp.shape(h.step_size)}): stack single-run Hypers')
   networks = [h.network for h in hypers]
   wide = [max((jnp.shape(x) for x in xs), key=len)
           for xs in zip(*networks)]

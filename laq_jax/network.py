@@ -34,6 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from laq_jax import randomness
+from laq_jax.show import show
 
 STRAGGLERS = ('none', 'exp', 'lognormal')
 TOPOLOGIES = ('star', 'ring')
@@ -173,9 +174,9 @@ def check_field(name: str, value, where: str | None = None) -> None:
   allowed."""
   where = where or name
   if name not in FIELDS:
-    raise ValueError(f'unknown network field {name!r}; allowed: '
+    raise ValueError(f'unknown network field {show(name)}; allowed: '
                      f'{", ".join(FIELDS)}')
-  bad = ValueError(f'{where}={value!r} is not allowed: it must be '
+  bad = ValueError(f'{where}={show(value)} is not allowed: it must be '
                    f'{allowed(name)}')
   if name in ('straggler', 'topology'):
     names = STRAGGLERS if name == 'straggler' else TOPOLOGIES
@@ -216,8 +217,13 @@ def make_network(profile: str = 'cross_silo', *,
     ValueError: an unknown profile or field, or a value not allowed (named,
       with what is allowed).
   """
-  if profile not in PROFILES:
-    raise ValueError(f'unknown network profile {profile!r}; allowed: '
+  if num_workers is not None and (
+      isinstance(num_workers, (bool, np.bool_))
+      or not isinstance(num_workers, (int, np.integer)) or num_workers < 1):
+    raise ValueError(f'num_workers={show(num_workers)} is not allowed: it '
+                     'must be an integer >= 1, or None (scalar fields)')
+  if not isinstance(profile, str) or profile not in PROFILES:
+    raise ValueError(f'unknown network profile {show(profile)}; allowed: '
                      f'{", ".join(PROFILES)}')
   unknown = sorted(set(overrides) - set(FIELDS))
   if unknown:
@@ -443,7 +449,7 @@ def check_topology(network: Network | str, algorithm) -> None:
       return
   if ring and not can_ring(algorithm):
     raise ValueError(
-        f"network_topology='ring' is not allowed for {algorithm.name!r}: a "
+        f"network_topology='ring' is not allowed for {show(algorithm.name)}: a "
         'ring all-reduce sums full-precision messages in transit, so only '
         'full-precision eager presets (gd, sgd) can use it; use '
         "network_topology='star'")

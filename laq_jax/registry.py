@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Generic, Iterable, Iterator, TypeVar
 
+from laq_jax.show import show
+
 T = TypeVar('T')
 
 
@@ -29,7 +31,7 @@ def names_attribute(module: str, **registries: 'Registry') -> Callable[
   def __getattr__(name):
     if name in registries:
       return registries[name].names
-    raise AttributeError(f'module {module!r} has no attribute {name!r}')
+    raise AttributeError(f'module {show(module)} has no attribute {show(name)}')
   return __getattr__
 
 
@@ -61,7 +63,7 @@ class Registry(Generic[T]):
     return len(self._parts)
 
   def _unknown(self, name) -> ValueError:
-    return ValueError(f'unknown {self.kind} {name!r}; allowed: '
+    return ValueError(f'unknown {self.kind} {show(name)}; allowed: '
                       f'{", ".join(self._parts)}')
 
   def get(self, name: str) -> T:
@@ -84,10 +86,10 @@ class Registry(Generic[T]):
         (pass replace=True to swap the part, keeping its index).
     """
     if not isinstance(name, str) or not name.replace('_', 'a').isalnum():
-      raise ValueError(f'{self.kind} name {name!r} is not allowed: use '
+      raise ValueError(f'{self.kind} name {show(name)} is not allowed: use '
                        'letters, digits and _')
     if name in self._parts and not replace:
-      raise ValueError(f'{self.kind} {name!r} is already registered; pass '
+      raise ValueError(f'{self.kind} {show(name)} is already registered; pass '
                        'replace=True to replace it')
     self._parts[name] = part
     return part
@@ -102,6 +104,10 @@ class Registry(Generic[T]):
 
   def check_names(self, names: Iterable[str]) -> tuple[str, ...]:
     """`names` as a tuple of registered names, in registration order."""
+    if isinstance(names, (str, bytes)) or not isinstance(names, Iterable):
+      raise ValueError(f'{self.kind}s={show(names)} is not allowed: give a '
+                       f'tuple of {self.kind} names, e.g. '
+                       f'{tuple(self.names[:2])!r}')
     names = tuple(names)
     for name in names:
       self.get(name)

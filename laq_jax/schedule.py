@@ -23,6 +23,8 @@ from typing import Any, Sequence
 import jax.numpy as jnp
 import numpy as np
 
+from laq_jax.show import show
+
 SLOTS = 8  # breakpoints a schedule may have
 NEVER = 2**31 - 1  # the step of an unused slot (no int32 iteration reaches it)
 ALLOWED = ("'' (none) or 'K1:C1,K2:C2,...': up to 8 breakpoints, steps "
@@ -45,7 +47,7 @@ def parse(value: Any, where: str = 'xi_schedule'
     ValueError: naming `where`, the value and what is allowed.
   """
   def fail():
-    return ValueError(f'{where}={value!r} is not allowed: it must be '
+    return ValueError(f'{where}={show(value)} is not allowed: it must be '
                       f'{ALLOWED}')
 
   if value is None:

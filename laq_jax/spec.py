@@ -13,6 +13,8 @@ from laq_jax import rules
 from laq_jax import trigger as trigger_lib
 from laq_jax.hyper import Hyper
 from laq_jax.problems import Problem
+from laq_jax import show as show_lib
+from laq_jax.show import show
 
 
 GRID_AXES = ('auto', 'map', 'vmap')
@@ -94,22 +96,30 @@ class RunSpec:
     return self.loss_every or (MINIBATCH_LOSS_EVERY if self.stochastic
                                else 1)
 
+  def __new__(cls, *args, **kwargs):
+    names = [f.name for f in dataclasses.fields(cls)]
+    for name in kwargs:
+      if name not in names:
+        raise ValueError(f'RunSpec: {show_lib.unknown(name, names)}')
+    del args
+    return super().__new__(cls)
+
   def __post_init__(self):
     if not isinstance(self.problem, Problem):
-      raise ValueError(f'problem={self.problem!r} is not allowed: it must be '
+      raise ValueError(f'problem={show(self.problem)} is not allowed: it must be '
                        'a laq_jax.Problem (laq_jax.get_problem(name))')
     for name in ('num_workers', 'memory', 'batch_size'):
       value = getattr(self, name)
       if isinstance(value, (bool, np.bool_)) or not isinstance(
           value, (int, np.integer)):
-        raise ValueError(f'{name}={value!r} is not allowed: it must be an '
+        raise ValueError(f'{name}={show(value)} is not allowed: it must be an '
                          'integer >= 1')
     for name in ('stochastic', 'error_feedback', 'downlink', 'participation'):
       if not isinstance(getattr(self, name), (bool, np.bool_)):
-        raise ValueError(f'{name}={getattr(self, name)!r} is not allowed: it '
+        raise ValueError(f'{name}={show(getattr(self, name))} is not allowed: it '
                          'must be True or False')
     if not isinstance(self.rule, rules.Rule):
-      raise ValueError(f'rule={self.rule!r} is not allowed: it must be a '
+      raise ValueError(f'rule={show(self.rule)} is not allowed: it must be a '
                        'laq_jax.Rule (e.g. laq_jax.LAQ)')
     if self.num_workers < 1:
       raise ValueError(f'num_workers={self.num_workers} is not allowed: it '
@@ -122,18 +132,21 @@ class RunSpec:
                        'be an integer >= 1')
     if (isinstance(self.loss_every, bool) or not isinstance(
         self.loss_every, (int, np.integer)) or self.loss_every < 0):
-      raise ValueError(f'loss_every={self.loss_every!r} is not allowed: it '
+      raise ValueError(f'loss_every={show(self.loss_every)} is not allowed: it '
                        'must be an integer >= 1, or 0 for the default (1 '
                        f'full batch, {MINIBATCH_LOSS_EVERY} minibatch)')
-    if self.grid_axis not in GRID_AXES:
-      raise ValueError(f'grid_axis={self.grid_axis!r} is not allowed; '
+    if not isinstance(self.grid_axis, str) or self.grid_axis not in GRID_AXES:
+      raise ValueError(f'grid_axis={show(self.grid_axis)} is not allowed; '
                        f'allowed: {", ".join(GRID_AXES)}')
-    object.__setattr__(self, 'compressors', compressors.check_names(
-        compressors.REGISTRY.names if self.compressors is None
-        else self.compressors))
-    object.__setattr__(self, 'triggers', trigger_lib.REGISTRY.check_names(
-        trigger_lib.REGISTRY.names if self.triggers is None
-        else self.triggers))
+    for name, registry in (('compressors', compressors.REGISTRY),
+                           ('triggers', trigger_lib.REGISTRY)):
+      given = getattr(self, name)
+      try:
+        names = registry.check_names(registry.names if given is None
+                                     else given)
+      except ValueError as e:
+        raise ValueError(f'RunSpec.{name}: {e}') from None
+      object.__setattr__(self, name, names)
 
   def check_hyper(self, hyper: Hyper) -> None:
     """Raises ValueError if `hyper` uses a part not compiled in."""
@@ -167,7 +180,7 @@ class RunSpec:
                        'RunSpec.participation=False; set it True')
     if np.any(np.asarray(hyper.clients_per_round) > self.num_workers):
       raise ValueError(
-          f'clients_per_round={np.asarray(hyper.clients_per_round)!r} is '
+          f'clients_per_round={show(np.asarray(hyper.clients_per_round))} is '
           f'not allowed: it must be at most num_workers={self.num_workers}')
     ring = np.asarray(hyper.network.topology) == network_lib.TOPOLOGIES.index(
         'ring')
@@ -240,10 +253,10 @@ class RunSpec:
           jax.random.key(0), jax.ShapeDtypeStruct((1, d), x.dtype))
     except Exception as e:  # pylint: disable=broad-except
       raise ValueError(f'Data.x_MxNxD has D={d} features, which the problem '
-                       f'{self.problem.name!r} does not take: '
+                       f'{show(self.problem.name)} does not take: '
                        f'{type(e).__name__}') from None
     if tuple(logits.shape) != (1, self.problem.num_classes):
-      raise ValueError(f'the problem {self.problem.name!r} gives logits of '
+      raise ValueError(f'the problem {show(self.problem.name)} gives logits of '
                        f'shape {tuple(logits.shape)} for one sample of D={d} '
                        f'features: it must be (1, {self.problem.num_classes})')
     if self.stochastic and data.count_M is None and self.batch_size > n:
@@ -261,7 +274,7 @@ class RunSpec:
       raise ValueError(
           f'Data.y_MxN holds labels {int(low)}..{int(high)}: they must be '
           f'in 0..{self.problem.num_classes - 1} (the problem '
-          f'{self.problem.name!r} has {self.problem.num_classes} classes)')
+          f'{show(self.problem.name)} has {self.problem.num_classes} classes)')
     if counts is not None and not (1 <= counts[0] and counts[1] <= n):
       raise ValueError(f'Data.count_M holds {int(counts[0])}..'
                        f'{int(counts[1])}: each client\'s samples must be in '

@@ -168,7 +168,7 @@ class FieldsTest(absltest.TestCase):
                   np.array([2, 40])):
       with self.assertRaisesRegex(ValueError, 'bits=.*1..32'):
         hyper.check_value('bits', value)
-    with self.assertRaisesRegex(ValueError, "unknown hyperparameter 'bitz'"):
+    with self.assertRaisesRegex(ValueError, "no hyperparameter 'bitz'; did you mean 'bits'"):
       hyper.check_value('bitz', 4)
 
 

@@ -9,6 +9,7 @@ seed give the same uploads on every path: twice in one process, and on the
 devices path over two processes (one CPU device each), also when resumed.
 """
 
+import errno
 import json
 import os
 import pathlib
@@ -91,32 +92,56 @@ def _poll(predicate, process, timeout):
   return predicate()
 
 
-class ResumeTest(absltest.TestCase):
+KILLS = 3
 
-  def test_killed_run_resumes_bit_identically(self):
-    # 24 chunks of 5 iterations, a checkpoint every 10: the process is
-    # SIGKILLed as soon as its first checkpoint is complete.
-    config = common.tiny_config(num_iters=120, eval_every=5, checkpoint_every=10)
-    killed = workdir('killed')
-    command = [sys.executable, '-m', 'experiments.main',
-               '--config=configs/mnist_logreg.py:tiny', f'--workdir={killed}',
-               *config_flags(config)]
-    log = open(workdir('killed.log'), 'w+')
-    self.addCleanup(log.close)
+
+def kill_randomly(test, command, checkpoints, log_path, done, kills=KILLS,
+                  seed=0):
+  """Runs `command` and SIGKILLs it `kills` times at random moments: each
+  time once it has saved a checkpoint past the last one seen, after a random
+  delay of up to 0.5 s (seeded): in a chunk, a checkpoint write or a file
+  write. Returns the delays."""
+  rng = np.random.default_rng(seed)
+  steps = lambda: (checkpoint_steps(checkpoints)  # noqa: E731
+                   if checkpoints.is_dir() else [])
+  delays, seen = [], -1
+  log = open(log_path, 'w+')
+  test.addCleanup(log.close)
+  for _ in range(kills):
     process = subprocess.Popen(command, cwd=ROOT, env=subprocess_env(),
                                stdout=log, stderr=subprocess.STDOUT)
     try:
-      first = _poll(lambda: (killed / 'checkpoints' / '10').is_dir(), process,
-                    timeout=240)
+      progressed = _poll(lambda: bool(steps()) and steps()[-1] > seen,
+                         process, timeout=240)
+      delays.append(float(rng.uniform(0, 0.5)))
+      time.sleep(delays[-1])
       process.send_signal(signal.SIGKILL)
     finally:
       process.kill()
       process.wait()
     log.seek(0)
-    self.assertTrue(first, log.read()[-3000:])
-    self.assertEqual(process.returncode, -signal.SIGKILL)
-    self.assertFalse((killed / 'summary.json').exists(),
-                     'the run ended before it was killed')
+    test.assertTrue(progressed, log.read()[-3000:])
+    test.assertEqual(process.returncode, -signal.SIGKILL)
+    test.assertFalse(done(), 'the run ended before it was killed')
+    seen = max(steps() or [seen])
+  return delays
+
+
+class ResumeTest(absltest.TestCase):
+
+  def test_killed_run_resumes_bit_identically(self):
+    # 60 chunks of 5 iterations, a checkpoint every 10: the process is
+    # SIGKILLed KILLS times at random moments (each after one more
+    # checkpoint, then a random delay: mid-chunk, mid-checkpoint-write or
+    # mid-file), run again each time, and then run to the end.
+    config = common.tiny_config(num_iters=300, eval_every=5,
+                                checkpoint_every=10)
+    killed = workdir('killed')
+    command = [sys.executable, '-m', 'experiments.main',
+               '--config=configs/mnist_logreg.py:tiny', f'--workdir={killed}',
+               *config_flags(config)]
+    kill_randomly(self, command, killed / 'checkpoints', workdir('killed.log'),
+                  done=lambda: (killed / 'summary.json').exists())
 
     restarted = subprocess.run(command, cwd=ROOT, env=subprocess_env(),
                                capture_output=True, text=True, timeout=300,
@@ -124,7 +149,7 @@ class ResumeTest(absltest.TestCase):
     self.assertEqual(restarted.returncode, 0, restarted.stderr[-3000:])
     summary = json.loads((killed / 'summary.json').read_text())
     self.assertIn('resuming from the checkpoint at step', restarted.stderr)
-    self.assertTrue(10 <= summary['resumed_from'] < 120, summary)
+    self.assertTrue(10 <= summary['resumed_from'] < 300, summary)
 
     whole = workdir('never_killed')
     reference = train.train_and_evaluate(config, whole)
@@ -136,7 +161,7 @@ class ResumeTest(absltest.TestCase):
                                   np.load(whole / 'uploads.npy'))
     np.testing.assert_array_equal(np.load(killed / 'bits.npy'),
                                   np.load(whole / 'bits.npy'))
-    self.assertLen(common.read_csv(killed / 'metrics.csv'), 120)
+    self.assertLen(common.read_csv(killed / 'metrics.csv'), 300)
     for key in ('final_loss', 'final_test_accuracy', 'total_uploads',
                 'total_bits', 'diverged', 'paper_reference',
                 'last_grad_norm_sq'):
@@ -146,10 +171,10 @@ class ResumeTest(absltest.TestCase):
     like = laq_jax.init_state(built.spec, built.hyper, built.dtype)
     got = restore_final(killed / 'checkpoints', config, like)
     want = restore_final(whole / 'checkpoints', config, like)
-    self.assertEqual((got.step, want.step), (120, 120))
+    self.assertEqual((got.step, want.step), (300, 300))
     common.assert_trees_equal(self, got.state, want.state)
     # Only the last few are kept.
-    self.assertEqual(checkpoint_steps(killed / 'checkpoints'), [100, 110, 120])
+    self.assertEqual(checkpoint_steps(killed / 'checkpoints'), [280, 290, 300])
     # TensorBoard shows the same curves: the steps the killed process wrote
     # after its checkpoint are replaced by the resumed run's.
     self.assertEqual(events_test.read(killed / 'tensorboard'),
@@ -401,6 +426,129 @@ class SweepTest(absltest.TestCase):
     other.seed = 1
     with self.assertRaisesRegex(outputs.WorkdirError, 'seed: 0 -> 1'):
       grid.sweep_and_evaluate(other, whole)
+
+  def test_killed_sweep_resumes_bit_identically(self):
+    # Two batches of 200 iterations, a checkpoint every 10, SIGKILLed KILLS
+    # times at random moments, run again each time, then to the end.
+    config = sweep_config()
+    config.update(num_iters=200)
+    killed = workdir('sweep_killed')
+    command = [sys.executable, '-m', 'experiments.sweep',
+               '--config=configs/sweep_bits_xi.py:tiny',
+               f'--workdir={killed}', *config_flags(config)]
+    kill_randomly(self, command, killed / 'checkpoints',
+                  workdir('sweep_killed.log'), seed=1,
+                  done=lambda: (killed / 'results.csv').exists())
+    restarted = subprocess.run(command, cwd=ROOT, env=subprocess_env(),
+                               capture_output=True, text=True, timeout=300,
+                               check=False)
+    self.assertEqual(restarted.returncode, 0, restarted.stderr[-3000:])
+    self.assertIn('resuming from the checkpoint at step', restarted.stderr)
+    whole = workdir('sweep_never_killed')
+    grid.sweep_and_evaluate(config, whole)
+    self.assertEqual((killed / 'results.csv').read_text(),
+                     (whole / 'results.csv').read_text())
+    got, want = (np.load(d / 'curves.npz') for d in (killed, whole))
+    self.assertEqual(sorted(got.files), sorted(want.files))
+    for name in want.files:
+      np.testing.assert_array_equal(got[name], want[name], name)
+
+
+# ----------------------------------------------------------------------------
+# A full disk, or a failing write: the previous checkpoint and files stay
+# whole, the launcher says so in one line, and the same command resumes.
+
+def _mount_tmpfs(path, size):
+  """Mounts a tmpfs of `size` at `path`; False where this user cannot."""
+  path.mkdir(parents=True, exist_ok=True)
+  done = subprocess.run(['mount', '-t', 'tmpfs', '-o', f'size={size}',
+                         'tmpfs', str(path)], capture_output=True, check=False)
+  return done.returncode == 0
+
+
+class FullDiskTest(absltest.TestCase):
+
+  def test_full_disk_keeps_the_checkpoint_and_resumes(self):
+    disk = workdir('disk')
+    if not _mount_tmpfs(disk, '520k'):
+      self.skipTest('cannot mount a tmpfs here (needs root); the failing '
+                    'write test below covers the same path')
+    self.addCleanup(subprocess.run, ['umount', '-l', str(disk)], check=False)
+    config = common.tiny_config(checkpoint_every=10)
+    where = disk / 'run'
+    command = [sys.executable, '-m', 'experiments.main',
+               '--config=configs/mnist_logreg.py:tiny', f'--workdir={where}',
+               '--config.checkpoint_every=10']
+    full = subprocess.run(command, cwd=ROOT, env=subprocess_env(),
+                          capture_output=True, text=True, timeout=300,
+                          check=False)
+    # One line, after the progress lines: what failed, that the previous
+    # checkpoint is intact, what to do.
+    self.assertEqual(full.returncode, 1, full.stderr[-3000:])
+    self.assertNotIn('Traceback', full.stderr)
+    last = full.stderr.strip().splitlines()[-1]
+    self.assertEqual(full.stderr.count('error: '), 1, full.stderr[-3000:])
+    self.assertRegex(last, r'^error: could not (save the checkpoint|write)'
+                     r'.*No space left on device.*intact.*same command')
+    steps = checkpoint_steps(where / 'checkpoints')
+    self.assertTrue(steps, full.stderr[-3000:])
+    self.assertFalse(list((where / 'checkpoints').glob('*tmp*')))
+    self.assertFalse((where / 'summary.json').exists())
+    built = build.build(config)
+    like = laq_jax.init_state(built.spec, built.hyper, built.dtype)
+    self.assertEqual(restore_final(where / 'checkpoints', config, like).step,
+                     steps[-1])
+    # Space freed: the same command resumes and ends as a run that had it.
+    subprocess.run(['mount', '-o', 'remount,size=16m', str(disk)], check=True)
+    again = subprocess.run(command, cwd=ROOT, env=subprocess_env(),
+                           capture_output=True, text=True, timeout=300,
+                           check=False)
+    self.assertEqual(again.returncode, 0, again.stderr[-3000:])
+    self.assertIn(f'resuming from the checkpoint at step {steps[-1]}',
+                  again.stderr)
+    whole = workdir('disk_whole')
+    train.train_and_evaluate(config, whole)
+    for name in ('metrics.csv', 'uploads.npy', 'bits.npy'):
+      self.assertEqual((where / name).read_bytes(),
+                       (whole / name).read_bytes(), name)
+    self.assertEqual(events_test.read(where / 'tensorboard'),
+                     events_test.read(whole / 'tensorboard'))
+
+  def test_failing_checkpoint_write_in_a_sweep(self):
+    config = sweep_config()
+    failing = workdir('sweep_failing_write')
+    save, calls = checkpoint.ocp.CheckpointManager.save, []
+
+    def third_fails(manager, step, *args, **kwargs):
+      calls.append(step)
+      if len(calls) == 3:  # half written, then the disk is full
+        partial = pathlib.Path(manager.directory) / (
+            f'{step}.orbax-checkpoint-tmp-1')
+        partial.mkdir(parents=True)
+        (partial / 'junk').write_bytes(b'\0' * 100)
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+      return save(manager, step, *args, **kwargs)
+
+    with mock.patch.object(checkpoint.ocp.CheckpointManager, 'save',
+                           third_fails):
+      with self.assertRaisesRegex(
+          checkpoint.CheckpointError,
+          r'could not save the checkpoint of step 30 .*No space left on '
+          r'device; the previous checkpoint \(step 20\) is intact'):
+        grid.sweep_and_evaluate(config, failing)
+    self.assertEqual(checkpoint_steps(failing / 'checkpoints'), [10, 20])
+    self.assertFalse(list((failing / 'checkpoints').glob('*tmp*')))
+    self.assertFalse((failing / 'results.csv').exists())
+    grid.sweep_and_evaluate(config, failing)  # resumes at step 20
+    self.assertEqual(json.loads((failing / 'sweep.json').read_text())[
+        'resumed_from_step'], 20)
+    whole = workdir('sweep_failing_whole')
+    grid.sweep_and_evaluate(config, whole)
+    self.assertEqual((failing / 'results.csv').read_text(),
+                     (whole / 'results.csv').read_text())
+    got, want = (np.load(d / 'curves.npz') for d in (failing, whole))
+    for name in want.files:
+      np.testing.assert_array_equal(got[name], want[name], name)
 
 
 if __name__ == '__main__':

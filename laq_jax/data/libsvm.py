@@ -36,10 +36,32 @@ def _read(paths: Sequence[pathlib.Path], num_features, zero_based):
   except ValueError as e:
     raise _located_error(paths, kwargs, e) from None
   pairs = list(zip(loaded[0::2], loaded[1::2]))
-  for path, (_, y) in zip(paths, pairs):
+  for path, (x, y) in zip(paths, pairs):
     if not len(y):
       raise DataError(f'LIBSVM file {path} holds no data rows; {_FORMAT}.')
+    _check_finite(path, x, y)
   return pairs
+
+
+def _check_finite(path: pathlib.Path, x, y: np.ndarray) -> None:
+  """A NaN or infinite label or feature value: the DataError naming its
+  line (a class needs a finite label; the features must be finite)."""
+  kind, rows = 'label', np.flatnonzero(~np.isfinite(y))
+  if not rows.size:
+    row_of_value = np.repeat(np.arange(x.shape[0]), np.diff(x.indptr))
+    kind, rows = 'feature value', row_of_value[~np.isfinite(x.data)]
+  if not rows.size:
+    return
+  row, number = int(rows.min()), 0
+  for number, line in enumerate(path.read_bytes().splitlines(), 1):
+    if line.split(b'#', 1)[0].strip():
+      if row == 0:
+        break
+      row -= 1
+  text = line.decode(errors='replace').strip()
+  raise DataError(f'{path}, line {number}: a {kind} is NaN or infinite '
+                  f'(line {text[:80]!r}); labels and feature values must be '
+                  'finite numbers.')
 
 
 def _located_error(paths, kwargs, error: ValueError) -> DataError:

@@ -1,0 +1,217 @@
+"""Fuzz tests of the input surface (hypothesis; the cases: tests/fuzz.py).
+
+Every case must end in an allowed outcome: it runs, or it is refused with ONE
+line that names the field, argument or file at fault; never a traceback,
+never a bad value taken silently. The fast tier tries FAST cases per surface
+(about 20 s in all); the full tier (`slow`) tries FULL per surface and, for a
+sample of command lines, the launcher itself in a subprocess: exit 0 with
+the run's files, or exit 1 with one `error:` line and no partial workdir.
+
+Cases are derandomized (the same on every run) and nothing is stored
+(database=None); `LAQ_JAX_FUZZ_SEED=N` draws another set.
+"""
+
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+
+from hypothesis import HealthCheck, given, settings, strategies as st
+import pytest
+
+from tests import common
+from tests import fuzz
+
+FAST = 40
+FULL = 400
+SUBPROCESS_RUNS = 8
+
+_seed = os.environ.get('LAQ_JAX_FUZZ_SEED')
+
+
+def fuzz_settings(examples):
+  return settings(max_examples=examples, deadline=None, database=None,
+                  derandomize=_seed is None, print_blob=False,
+                  suppress_health_check=list(HealthCheck))
+
+
+_tmp = tempfile.TemporaryDirectory(prefix='laq_fuzz_test_')
+TMP = pathlib.Path(_tmp.name)
+
+
+def _check_cli(case):
+  workdir = TMP / 'never_written'
+  outcome = fuzz.cli_outcome(case, str(workdir))
+  assert fuzz.cli_verdict(case, outcome) is None, (
+      fuzz.cli_verdict(case, outcome), fuzz.cli_argv(case, 'W'), outcome[1])
+  assert not workdir.exists()  # the check writes nothing
+
+
+def _check_api(case):
+  outcome = fuzz.api_outcome(case)
+  assert fuzz.api_verdict(case, outcome) is None, (
+      fuzz.api_verdict(case, outcome), case, outcome[1])
+
+
+def _check_idx(case):
+  path = TMP / 'file.idx'
+  outcome = fuzz.idx_outcome(case, path)
+  assert fuzz.idx_verdict(case, outcome, path) is None, (
+      fuzz.idx_verdict(case, outcome, path), case, outcome[1])
+
+
+def _check_libsvm(text):
+  path = TMP / 'file.libsvm'
+  outcome = fuzz.libsvm_outcome(text, path)
+  assert fuzz.libsvm_verdict(text, outcome, path) is None, (
+      fuzz.libsvm_verdict(text, outcome, path), text, outcome[1])
+
+
+@fuzz_settings(FAST)
+@given(fuzz.cli_case())
+def test_command_line(case):
+  _check_cli(case)
+
+
+@fuzz_settings(FAST)
+@given(fuzz.api_case())
+def test_library(case):
+  _check_api(case)
+
+
+@fuzz_settings(FAST // 2)
+@given(fuzz.idx_case())
+def test_idx_files(case):
+  _check_idx(case)
+
+
+@fuzz_settings(FAST // 2)
+@given(fuzz.libsvm_case())
+def test_libsvm_files(text):
+  _check_libsvm(text)
+
+
+@pytest.mark.slow
+@fuzz_settings(FULL)
+@given(fuzz.cli_case())
+def test_command_line_full(case):
+  _check_cli(case)
+
+
+@pytest.mark.slow
+@fuzz_settings(FULL)
+@given(fuzz.api_case())
+def test_library_full(case):
+  _check_api(case)
+
+
+@pytest.mark.slow
+@fuzz_settings(FULL)
+@given(fuzz.idx_case())
+def test_idx_files_full(case):
+  _check_idx(case)
+
+
+@pytest.mark.slow
+@fuzz_settings(FULL)
+@given(fuzz.libsvm_case())
+def test_libsvm_files_full(text):
+  _check_libsvm(text)
+
+
+def _launch(argv, workdir):
+  env = dict(os.environ, PYTHONPATH=common.ROOT, JAX_PLATFORMS='cpu')
+  env.pop('XLA_FLAGS', None)
+  return subprocess.run([sys.executable, '-m', *argv], cwd=common.ROOT,
+                        env=env, capture_output=True, text=True,
+                        timeout=600, check=False)
+
+
+_runs = iter(range(10**6))
+
+
+@pytest.mark.slow
+@fuzz_settings(SUBPROCESS_RUNS)
+@given(fuzz.cli_case(launcher='main'))
+def test_launcher_end_to_end(case):
+  """The launcher itself: exit 0 and its files, or exit 1 with one line."""
+  workdir = TMP / f'run{next(_runs)}'
+  argv = fuzz.cli_argv(case, str(workdir))
+  # Keep any run seconds long: the tiny budget, whatever the case set.
+  argv += ['--config.num_iters=10', '--config.eval_every=5']
+  done = _launch(argv, workdir)
+  if done.returncode == 0:
+    assert (workdir / 'summary.json').is_file(), done.stderr[-2000:]
+    return
+  lines = [l for l in done.stderr.splitlines() if l.strip()]
+  assert 'Traceback' not in done.stderr, done.stderr[-3000:]
+  assert done.returncode in (1, 3), (done.returncode, done.stderr[-3000:])
+  assert lines and lines[-1].startswith('error: '), done.stderr[-3000:]
+  if done.returncode == 1:  # refused before anything was written
+    assert not workdir.exists() or not any(
+        p.is_file() for p in workdir.rglob('*')), sorted(workdir.rglob('*'))
+
+
+def test_launcher_lines():
+  """A few bad command lines, end to end: exit 1, one line, the hint."""
+  cases = [
+      (['experiments.main', '--config=configs/mnist_logreg.py:tiny',
+        '--config.bitz=3'], "error: --config.bitz: no field 'bitz'; did you "
+       "mean 'bits'?"),
+      (['experiments.sweep', '--config=configs/sweep_bits_xi.py:tiny',
+        '--config.sweep_grid_axis=vmapp'],
+       "error: config.sweep_grid_axis='vmapp' is not allowed: it must be "
+       "'auto' or 'map' or 'vmap'"),
+      (['experiments.main', '--config=configs/mnist_logreg.py:tiny,bitz=3'],
+       "no field 'bitz'; did you mean 'bits'?"),
+  ]
+  for argv, want in cases:
+    workdir = TMP / 'lines'
+    done = _launch(argv + [f'--workdir={workdir}'], workdir)
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert done.stderr.count('\n') == 1, done.stderr
+    assert want in done.stderr, done.stderr
+    assert not workdir.exists()
+
+
+def _other_value(value):
+  """A value of the same type as `value`, different from it."""
+  if isinstance(value, bool):
+    return str(not value).lower()
+  if isinstance(value, int):
+    return str(value + 1)
+  if isinstance(value, float):
+    return repr(value * 0.5 if value else 0.5)
+  return None
+
+
+@pytest.mark.parametrize('name', fuzz.SWEEP_CONFIGS + fuzz.RUN_CONFIGS)
+def test_every_documented_field_is_settable(name):
+  """Every field of configs/default.py, and on sweep configs every sweep
+  field (the optional ones too), can be set from the command line, in both
+  forms, and a value that passes the check is the value the run takes."""
+  import importlib  # pylint: disable=g-import-not-at-top
+  from experiments import config as config_lib  # pylint: disable=g-import-not-at-top
+  sweep = name in fuzz.SWEEP_CONFIGS
+  current = importlib.import_module(f'configs.{name}').get_config('tiny')
+  values = {'sweep_grid_axis': 'vmap', 'sweep_batch_size': '2',
+            'algo_settings': "{'laq': {'step_size': 0.01}}",
+            'sweep': "{'bits': (2, 4)}"}
+  fields = config_lib.FIELDS + ((config_lib.SWEEP_FIELDS
+                                 + config_lib.OPTIONAL_SWEEP_FIELDS)
+                                if sweep else ())
+  taken = 0
+  for field in fields:
+    value = values.get(field) or _other_value(current[field]) or '__probe__'
+    for form in ('flag', 'arg'):
+      if form == 'arg' and set(value) & set(',:'):
+        continue
+      case = ('sweep' if sweep else 'main', name, [(form, field, value)])
+      kind, message = fuzz.cli_outcome(case, str(TMP / 'w'))
+      verdict = fuzz.cli_verdict(case, (kind, message))
+      assert verdict is None, (field, form, value, verdict)
+      if kind == 'error':  # refused for its value, never for its name
+        assert 'no field' not in message, (field, message)
+      taken += kind == 'ok'
+  assert taken > len(fields) // 2  # most values are taken, and checked
