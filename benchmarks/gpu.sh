@@ -4,6 +4,7 @@
 # flax, optax, orbax, absl-py, matplotlib, scikit-learn and rich).
 #
 #   benchmarks/gpu.sh OUTDIR [--tiny] [--wheels DIR] [--data DIR] [--work DIR]
+#                    [--skip STEP,...]
 #   benchmarks/gpu.sh --download-wheels DIR    # on a machine with a registry
 #
 # It uses the machine's own JAX (never installs one), installs the few
@@ -20,7 +21,9 @@
 #   gpu.log          everything printed, with each step's wall time
 # Figures and the runs' files stay in --work (default: a temporary folder).
 # --tiny runs the same steps at the smallest budgets (minutes on a CPU; the
-# test suite runs it). MNIST: --data, or LAQ_JAX_DATA, or the user cache.
+# test suite runs it, skipping paper and family, which their own tests run).
+# --skip leaves steps out (estimate, bench, cost, paper, family), e.g. those
+# a first try finished. MNIST: --data, or LAQ_JAX_DATA, or the user cache.
 # A failed step is logged and the next one runs; the exit status is 1 if
 # any failed.
 set -uo pipefail
@@ -30,7 +33,7 @@ PYTHON="${PYTHON:-python3}"
 PACKAGES=(ml_collections tensorboardX)
 PINS=(ml_collections==1.1.0 tensorboardX==2.6.5)  # as requirements.txt
 
-usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
+usage() { sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
 
 if [ "${1:-}" = "--download-wheels" ]; then
   [ -n "${2:-}" ] || usage
@@ -40,15 +43,21 @@ if [ "${1:-}" = "--download-wheels" ]; then
     --platform manylinux2014_x86_64 -d "$2" "${PINS[@]}"
 fi
 
-OUT="" TINY=0 WHEELS="" DATA="${LAQ_JAX_DATA:-}" WORK=""
+OUT="" TINY=0 WHEELS="" DATA="${LAQ_JAX_DATA:-}" WORK="" SKIP=""
+STEPS=(estimate bench cost paper family)
 while [ $# -gt 0 ]; do
   case "$1" in
     --tiny) TINY=1 ;;
+    --skip) SKIP=",${2:?--skip needs steps, e.g. paper,family},"; shift
+       for s in ${SKIP//,/ }; do
+         [[ " ${STEPS[*]} " == *" $s "* ]] || {
+           echo "error: --skip $s: no such step (steps: ${STEPS[*]})" >&2; exit 2; }
+       done ;;
     --wheels) WHEELS="${2:?--wheels needs a folder}"; shift ;;
     --data) DATA="${2:?--data needs a folder}"; shift ;;
     --work) WORK="${2:?--work needs a folder}"; shift ;;
     -h|--help) usage 0 ;;
-    -*) echo "error: unknown option $1 (allowed: --tiny, --wheels DIR, --data DIR, --work DIR, --download-wheels DIR)" >&2; exit 2 ;;
+    -*) echo "error: unknown option $1 (allowed: --tiny, --wheels DIR, --data DIR, --work DIR, --skip STEPS, --download-wheels DIR)" >&2; exit 2 ;;
     *) [ -z "$OUT" ] || { echo "error: one OUTDIR only (got $OUT and $1)" >&2; exit 2; }
        OUT="$1" ;;
   esac
@@ -107,6 +116,7 @@ cat "$OUT/env.txt" | tee -a "$LOG" >&2
 failed=()
 step() {  # step NAME COMMAND...
   local name="$1" start=$SECONDS; shift
+  if [[ "$SKIP" == *",$name,"* ]]; then say "skipped $name"; return; fi
   say "start $name: $*"
   if "$@" >>"$LOG" 2>&1; then
     say "done $name in $((SECONDS - start)) s"
@@ -131,8 +141,10 @@ else
   step family "$PYTHON" -m experiments.family --workdir "$WORK/family" \
     --network_iters 8000
 fi
-cp "$WORK/paper/REPORT.md" "$OUT/paper_REPORT.md" 2>>"$LOG" || failed+=(paper_report)
-cp "$WORK/family/REPORT.md" "$OUT/family_REPORT.md" 2>>"$LOG" || failed+=(family_report)
+for name in paper family; do
+  [[ "$SKIP" == *",$name,"* ]] || cp "$WORK/$name/REPORT.md" \
+    "$OUT/${name}_REPORT.md" 2>>"$LOG" || failed+=("${name}_report")
+done
 say "total ${SECONDS} s; results in $OUT; runs and figures in $WORK"
 if [ ${#failed[@]} -gt 0 ]; then
   say "failed steps: ${failed[*]}"

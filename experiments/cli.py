@@ -224,7 +224,8 @@ def diagnose(argv: Sequence[str], error: BaseException,
   return message
 
 
-def parse_flags(argv: Sequence[str], flag_values: flags.FlagValues | None = None,
+def parse_flags(argv: Sequence[str],
+                flag_values: flags.FlagValues | None = None,
                 config_flags: Sequence[str] = ('config',)) -> list[str]:
   """Parses argv into `flag_values` (default absl's FLAGS).
 

@@ -371,8 +371,7 @@ def check_value(name: str, value, where: str | None = None) -> None:
   """
   field = FIELD.get(name)
   if field is None or field.kind == 'preset':
-    raise ValueError(f'unknown hyperparameter {show(name)}; allowed: '
-                     f'{", ".join(DEFAULTS)}')
+    raise ValueError(show_lib.unknown(name, DEFAULTS, 'hyperparameter'))
   where = where or name
   if field.kind == 'schedule':
     schedule.parse(value, where)

@@ -106,8 +106,8 @@ class RunSpec:
 
   def __post_init__(self):
     if not isinstance(self.problem, Problem):
-      raise ValueError(f'problem={show(self.problem)} is not allowed: it must be '
-                       'a laq_jax.Problem (laq_jax.get_problem(name))')
+      raise ValueError(f'problem={show(self.problem)} is not allowed: it must '
+                       'be a laq_jax.Problem (laq_jax.get_problem(name))')
     for name in ('num_workers', 'memory', 'batch_size'):
       value = getattr(self, name)
       if isinstance(value, (bool, np.bool_)) or not isinstance(
@@ -116,8 +116,8 @@ class RunSpec:
                          'integer >= 1')
     for name in ('stochastic', 'error_feedback', 'downlink', 'participation'):
       if not isinstance(getattr(self, name), (bool, np.bool_)):
-        raise ValueError(f'{name}={show(getattr(self, name))} is not allowed: it '
-                         'must be True or False')
+        raise ValueError(f'{name}={show(getattr(self, name))} is not '
+                         'allowed: it must be True or False')
     if not isinstance(self.rule, rules.Rule):
       raise ValueError(f'rule={show(self.rule)} is not allowed: it must be a '
                        'laq_jax.Rule (e.g. laq_jax.LAQ)')

@@ -559,7 +559,7 @@ class AlgoSettingsTest(absltest.TestCase):
              ({'slaq': {'batch_size': 3}},
               'algo_settings.slaq.batch_size is not allowed: keys are'),
              ({'slaq': {'bits': 40}}, r'algo_settings.slaq.bits=40.*1\.\.32'),
-             ({'laq': {'xi': 0.2}}, 'the grid varies xi')]
+             ({'laq': {'xi': 0.2}}, r'the grid \(config.sweep\) varies xi')]
     for settings, pattern in cases:
       with self.subTest(settings=settings):
         grid = {'algo': ['laq'], 'xi': [0.4, 0.8]} if 'xi' in str(

@@ -6,6 +6,7 @@ results.csv are checked against the arrays they were made from (NumPy sums
 written out here) and read back exactly.
 """
 
+import errno
 import json
 import os
 import pathlib
@@ -103,9 +104,15 @@ class AtomicWriteTest(parameterized.TestCase):
   def test_failed_write_leaves_no_temporary(self):
     where = folder('atomic_failed')
     outputs.atomic_write(where / 'a.txt', 'old')
-    with mock.patch.object(os, 'replace', side_effect=OSError('disk full')):
-      with self.assertRaisesRegex(OSError, 'disk full'):
+    full = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    with mock.patch.object(os, 'replace', side_effect=full):
+      with self.assertRaisesRegex(
+          outputs.WorkdirError, r'could not write .*a\.txt: No space left on '
+          'device; its previous content is intact. Free space'):
         outputs.atomic_write(where / 'a.txt', 'new')
+      with self.assertRaisesRegex(outputs.WorkdirError, 'b.txt.*it was not '
+                                  'written'):
+        outputs.atomic_write(where / 'b.txt', 'new')
     self.assertEqual((where / 'a.txt').read_text(), 'old')
     self.assertEqual(sorted(p.name for p in where.iterdir()), ['a.txt'])
 
