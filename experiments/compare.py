@@ -133,7 +133,10 @@ def main(argv):
     raise app.UsageError('give --workdirs DIR [DIR ...] and --out DIR')
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use('Agg')
-  compare(workdirs, FLAGS.out, FLAGS.labels)
+  try:
+    compare(workdirs, FLAGS.out, FLAGS.labels)
+  except (FileNotFoundError, ValueError) as e:  # (WorkdirError included)
+    cli.fail(e)
   print((pathlib.Path(FLAGS.out) / 'table.md').read_text())
 
 

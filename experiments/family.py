@@ -47,11 +47,11 @@ flags.DEFINE_bool('tiny', False, '600 images, 30 iterations: seconds (a '
 flags.DEFINE_integer('network_iters', None, 'Iterations of the network\'s '
                      'full-batch sweep (default: 8,000 with a GPU/TPU, 500 '
                      'on a CPU; the minibatch sweep runs the paper\'s '
-                     f'{NETWORK_MINIBATCH_ITERS:,}).')
+                     f'{NETWORK_MINIBATCH_ITERS:,}).', lower_bound=1)
 flags.DEFINE_integer('network_images', None, 'Training images of the '
                      'network\'s sweeps (default: all 60,000; a subset of '
                      '6,000 makes a minibatch of 500 nearly a full shard, '
-                     'where SLAQ stops uploading).')
+                     'where SLAQ stops uploading).', lower_bound=1)
 flags.DEFINE_bool('report_only', False, 'Run nothing; rewrite REPORT.md.')
 flags.DEFINE_string('copy_to', None, 'Also copy REPORT.md and its figures '
                     'here (e.g. docs/compressors).')

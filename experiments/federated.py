@@ -47,7 +47,7 @@ flags.DEFINE_list('sweeps', ['main', 'deadline', 'laziness', 'slaq_bits'],
                   'slaq_bits: the network only).')
 flags.DEFINE_integer('mlp_iters', None, 'Iterations of the network\'s sweeps '
                      '(default: 1,500 with a GPU/TPU, 500 on a CPU; logistic '
-                     'regression runs 1,500).')
+                     'regression runs 1,500).', lower_bound=1)
 flags.DEFINE_bool('report_only', False, 'Run nothing; rewrite REPORT.md.')
 flags.DEFINE_string('copy_to', None, 'Also copy REPORT.md and its figures '
                     'here (e.g. docs/federated).')

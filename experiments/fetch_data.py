@@ -19,7 +19,7 @@ _DIR = flags.DEFINE_string(
     'dir', None, 'Directory for the four MNIST files; default: the cache '
     '($XDG_CACHE_HOME/laq_jax/mnist or ~/.cache/laq_jax/mnist).')
 _TIMEOUT = flags.DEFINE_float(
-    'timeout', 20.0, 'Seconds per network request.')
+    'timeout', 20.0, 'Seconds per network request.', lower_bound=0.001)
 
 
 def main(argv):
@@ -28,7 +28,10 @@ def main(argv):
   try:
     directory = data.fetch_mnist(_DIR.value, timeout=_TIMEOUT.value)
   except data.DataError as e:
-    print(f'fetch_data: {e}', file=sys.stderr)
+    print(f'error: {e}', file=sys.stderr)
+    return 1
+  except OSError as e:  # the folder cannot be made or written
+    print(f'error: --dir={_DIR.value}: {e.strerror or e}', file=sys.stderr)
     return 1
   print(f'MNIST is in {directory} (verified).')
   if directory.resolve() != (data.default_cache_dir() / 'mnist').resolve():

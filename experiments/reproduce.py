@@ -76,7 +76,7 @@ flags.DEFINE_string('copy_to', None, 'Also copy REPORT.md and its figures '
 flags.DEFINE_integer('mlp_iters', None, 'Iterations of the full-batch MLP '
                      "(default: the authors' 8,000 with a GPU/TPU, 1,000 on "
                      'a CPU-only machine; with --report_only, those of the '
-                     'results in --workdir).')
+                     'results in --workdir).', lower_bound=1)
 flags.DEFINE_bool('crosscheck', True, 'Also run the convex LAQ row alone '
                   'and on 2 CPU devices and compare it with the grid program '
                   'step by step.')

@@ -239,6 +239,8 @@ def write(rows: Sequence[dict], out: pathlib.Path) -> None:
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'unexpected arguments: {" ".join(argv[1:])}')
+  from experiments import progress  # pylint: disable=g-import-not-at-top
+  progress.quiet_start()  # before JAX probes its backends
   import jax  # pylint: disable=g-import-not-at-top
   jax.config.update('jax_enable_x64', True)  # the times in float64
   import matplotlib  # pylint: disable=g-import-not-at-top

@@ -24,7 +24,7 @@ from tests import common
 from tests import fuzz
 
 FAST = 40
-FULL = 400
+FULL = 1000
 SUBPROCESS_RUNS = 8
 
 _seed = os.environ.get('LAQ_JAX_FUZZ_SEED')
