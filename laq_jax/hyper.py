@@ -23,8 +23,8 @@ from laq_jax import compressors
 from laq_jax import network as network_lib
 from laq_jax import participation as participation_lib
 from laq_jax import schedule
-from laq_jax import trigger as trigger_lib
 from laq_jax import show as show_lib
+from laq_jax import trigger as trigger_lib
 from laq_jax.show import show
 
 
@@ -333,7 +333,7 @@ def describe() -> str:
   each)."""
   lines = []
   for f in FIELDS:
-    default = '' if f.kind == 'preset' else f' = {show(f.default)}'
+    default = '' if f.kind == 'preset' else f' = {f.default!r}'
     allowed = f' ({f.allowed})' if f.allowed else ''
     lines.append(f'{f.name}: {f.kind}{default}{allowed}: {f.doc}')
   return '\n'.join(lines)

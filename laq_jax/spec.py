@@ -10,10 +10,10 @@ import numpy as np
 from laq_jax import compressors
 from laq_jax import network as network_lib
 from laq_jax import rules
+from laq_jax import show as show_lib
 from laq_jax import trigger as trigger_lib
 from laq_jax.hyper import Hyper
 from laq_jax.problems import Problem
-from laq_jax import show as show_lib
 from laq_jax.show import show
 
 
@@ -204,7 +204,6 @@ class RunSpec:
       if used_it and not getattr(self, name):
         raise ValueError(f'hyper uses {name} but RunSpec.{name}=False; '
                          'set it True')
-
 
   def check_data(self, data) -> None:
     """Raises ValueError, naming the field and what is allowed, unless `data`
