@@ -4,4 +4,4 @@
 set -eo pipefail
 source "$(dirname "$0")/scripts/setup.sh"
 set -eo pipefail
-python -m pytest tests -q -ra "$@"
+python -m pytest tests -q -ra --durations=30 "$@"
