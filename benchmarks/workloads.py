@@ -102,7 +102,7 @@ def rule_chunk(grads_MxP, state: rules.RuleState, theta_P, hyper,
     theta, rule_state, stats = rule.step(
         grads_MxP, rule_state, theta, hyper, step_count=step,
         worker_ids_M=worker_ids_M, num_workers=num_workers, axis_name=None,
-        parts=rules.Parts(laq_jax.COMPRESSORS, True, True))
+        parts=rules.Parts.of(error_feedback=True, downlink=True))
     row = (stats.sent_M, stats.bits_M, stats.innovation_M, stats.threshold_M,
            stats.error_M)
     return (step + 1, theta, rule_state), row

@@ -15,6 +15,7 @@ import ml_collections
 
 from experiments import cli
 from laq_jax import hyper as hyper_lib
+from laq_jax import parts as parts_lib
 
 # Shrunken settings for `:quick` (a few minutes on a 2-core CPU) and `:tiny`
 # (seconds; what the tests use).
@@ -52,6 +53,14 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config[field.name] = (
         field.default if field.default is not None else
         ml_collections.config_dict.placeholder(field.value_type))
+  # The parts' own parameters (laq_jax.parts), one group per part that
+  # declares some, at their defaults: `--config.params.momentum.momentum=0.5`.
+  # A value that differs from the default overrides the preset's; a group of
+  # a part the run does not use must stay at its defaults.
+  config.params = ml_collections.ConfigDict(parts_lib.default_groups())
+  # Modules to import before anything is checked, comma-separated: a user's
+  # parts and presets, registered on import ('my_parts,lab.compressors').
+  config.modules = ''
   config.memory = 10  # D, parameter steps the trigger remembers
   config.batch_size = 500  # samples per worker per step (stochastic algos)
   # The authors' scripts where they depart from Algorithm 1: no forced upload

@@ -22,6 +22,7 @@ from experiments import config as config_lib
 from laq_jax import data as data_lib
 from laq_jax import layouts
 from laq_jax import sharding
+from laq_jax import sweep as sweep_lib
 from laq_jax.hyper import Algorithm, Hyper, get_algorithm, make_hyper
 from laq_jax.loop import Data, RunSpec, fast_layout
 from laq_jax.problems import Problem, get_problem
@@ -185,10 +186,12 @@ def build(config) -> Built:
                  error_feedback=algorithm.error_feedback,
                  downlink=algorithm.downlink,
                  loss_every=get('loss_every'),
-                 participation=config_lib.partial_participation(config))
+                 participation=config_lib.partial_participation(config),
+                 servers=(algorithm.server,))
   hyper = make_hyper(algorithm, dtype=dtype,
                      authors_code=bool(get('authors_code')),
-                     **{f: get(f) for f in config_lib.HYPER_FIELDS})
+                     **{f: get(f) for f in config_lib.HYPER_FIELDS},
+                     **sweep_lib.part_values(config))
   np_dtype = np.dtype(dtype)
   run_chunk_fn = mesh = None
   if get('workers_on') == 'devices':

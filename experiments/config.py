@@ -21,6 +21,7 @@ from configs import default as default_config
 from experiments import cli
 from laq_jax import data as data_lib
 from laq_jax import network as network_lib
+from laq_jax import parts as parts_lib
 from laq_jax import sharding
 from laq_jax import sweep as sweep_lib
 from laq_jax.hyper import (ALGORITHMS, DEFAULTS, check_value,
@@ -120,6 +121,14 @@ def validate_config(config, *, allow_extra: Iterable[str] = ()) -> None:
     ConfigError: names the first bad field, its value and what is allowed.
   """
   names = set(keys(config))
+  modules = get(config, 'modules') if 'modules' in names else ''
+  if not isinstance(modules, str):
+    raise bad('modules', modules, "module names, comma-separated ('' for "
+              'none)')
+  try:  # a user's parts and presets register on import: first
+    parts_lib.import_modules(modules)
+  except ValueError as e:
+    raise ConfigError(f'config.{e}') from None
   missing = [f for f in FIELDS if f not in names]
   if missing:
     raise ConfigError(f'config lacks field(s) {", ".join(missing)}; start '
@@ -192,6 +201,17 @@ def validate_config(config, *, allow_extra: Iterable[str] = ()) -> None:
     raise bad('data_dir', c['data_dir'], "a path, or '' to search "
               f'${data_lib.DATA_ENV_VAR} and the cache')
   fstar_value(c['fstar'])
+  try:
+    explicit = sweep_lib.part_values(c)
+  except ValueError as e:
+    raise ConfigError(str(e)) from None
+  if not allow_extra:  # a single run: only its own parts' parameters
+    used = sweep_lib.algorithm_parts(c['algo'])
+    for key in explicit:
+      if key.split('.')[0] not in used:
+        raise bad(f'params.{key}', explicit[key], 'its default: '
+                  f"algo={c['algo']!r} does not use the part "
+                  f"{key.split('.')[0]!r} (it uses {', '.join(used)})")
 
   kind, rest = parse_dataset(c['dataset'])
   dataset_kind = data_lib.REGISTRY.get(kind)
@@ -254,6 +274,12 @@ def point_config(config, point: Mapping[str, Any]
   for name in SWEEP_FIELDS + OPTIONAL_SWEEP_FIELDS:
     values.pop(name, None)
   values.update({k: point[k] for k in sweep_lib.GRID_KEYS})
+  params = parts_lib.default_groups()
+  for key, value in point.items():
+    if '.' in key:
+      part, name = key.split('.')
+      params[part][name] = value
+  values['params'] = params
   return ml_collections.ConfigDict(values)
 
 
@@ -330,7 +356,7 @@ def apply_algo_settings(points: list[dict[str, Any]],
   """
   if not isinstance(settings, Mapping):
     raise bad('algo_settings', settings, 'a mapping {algo: {key: value}}')
-  keys_allowed = [k for k in sweep_lib.GRID_KEYS if k != 'algo']
+  keys_allowed = [k for k in sweep_lib.grid_keys() if k != 'algo']
   for algo, values in settings.items():
     if algo not in ALGORITHMS:
       raise bad('algo_settings', algo, 'keyed by algorithms: one of '

@@ -9,7 +9,8 @@ compresses the *innovation* (LAQ), or 0 when it compresses the gradient itself
 index into COMPRESSORS), so a sweep over compressors stays one compiled
 program; `names` (static) lists the ones a program may meet, and only those
 are compiled in: a single run pays for its own compressor alone. A new
-compressor is one `REGISTRY.register(name, fn)` from any code.
+compressor is one `REGISTRY.register(name, part)` from any code, a
+`laq_jax.parts.Part` that may own parameters and per-worker state.
 
 Bits per upload (p = number of parameters):
   identity  32 p
@@ -39,12 +40,13 @@ so every device layout and every program shape draws the same numbers.
 from __future__ import annotations
 
 import math
-from typing import Callable, NamedTuple, Sequence
+from typing import Any, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
 
 from laq_jax import collectives
+from laq_jax import parts as parts_lib
 from laq_jax import quantize
 from laq_jax import registry
 
@@ -239,10 +241,11 @@ def terngrad(grad_P, ref_P, key, hyper) -> Compressed:
   return Compressed(ref_P + value, jnp.int32(2 * v.shape[-1] + 32))
 
 
-# Every compressor: (grad_P, ref_P, key, hyper) -> Compressed, the exact bits
-# of the upload with it. Add one with `REGISTRY.register(name, fn)`; a
-# preset that uses it with `hyper.register_algorithm`.
-REGISTRY: registry.Registry[Callable[..., Compressed]] = registry.Registry(
+# Every compressor: a `laq_jax.parts.Part` (a plain function
+# (grad_P, ref_P, key, hyper) -> Compressed registers as one without
+# parameters or state). Add one with `REGISTRY.register(name, part)`; a preset
+# that uses it with `hyper.register_algorithm`.
+REGISTRY: parts_lib.PartRegistry = parts_lib.PartRegistry(
     'compressor', [('identity', identity), ('uniform', uniform),
                    ('qsgd', qsgd), ('rand_p', rand_p), ('top_k', top_k),
                    ('sign', sign), ('terngrad', terngrad)])
@@ -250,46 +253,52 @@ REGISTRY: registry.Registry[Callable[..., Compressed]] = registry.Registry(
 __getattr__ = registry.names_attribute(__name__, COMPRESSORS=REGISTRY)
 
 
-def _varying_like_grad(fn):
-  """`fn` with its bit count typed like the gradient.
-
-  Under shard_map a count computed from hyperparameters alone (identity's,
-  uniform's) is replicated while one computed from the data (qsgd's) varies
-  over the workers axis; lax.switch needs every branch to agree. Adding a
-  zero shaped from the gradient gives every count the gradient's type (XLA
-  folds the addition away).
-  """
-  def wrapped(grad_P, ref_P, key, hyper):
-    out = fn(grad_P, ref_P, key, hyper)
-    zero = jnp.zeros_like(grad_P[..., 0], dtype=jnp.int32)
-    return out._replace(bits=out.bits + zero)
-  return wrapped
-
-
 def check_names(names: Sequence[str]) -> tuple[str, ...]:
   """`names` as a tuple of known compressors, in COMPRESSORS order."""
   return REGISTRY.check_names(names)
 
 
-def compress(grad_P, ref_P, key, hyper, names: Sequence[str] | None = None
-             ) -> Compressed:
+def init_states(parts: Sequence[parts_lib.Part], num_params: int, dtype
+                ) -> dict[str, Any]:
+  """{name: one worker's state} of the stateful compressors among `parts`."""
+  return {p.name: p.init(num_params, dtype) for p in parts if p.stateful}
+
+
+def compress(grad_P, ref_P, key, hyper, parts: Sequence[parts_lib.Part],
+             states: dict | None = None) -> tuple[Compressed, dict]:
   """Q = ref + C(grad - ref) with C = COMPRESSORS[hyper.compressor].
 
   Args:
     grad_P: the worker's gradient g.
     ref_P: Qhat (compress the innovation) or zeros (compress g itself).
     key: this worker's PRNG key for this step.
-    hyper: the run's scalar Hyper.
-    names: the compressors this program may meet (static); a
-      `hyper.compressor` outside them selects the first (callers validate).
+    hyper: the run's scalar Hyper (a part's own parameters:
+      `hyper.params[name]`).
+    parts: the compressors this program may meet (static Part values); a
+      `hyper.compressor` outside them selects the first (callers refuse it:
+      `RunSpec.check_hyper`).
+    states: {name: this worker's state} of the stateful ones among `parts`.
 
   Returns:
-    A `Compressed`.
+    (a `Compressed`, the states with the chosen compressor's updated).
   """
-  names = check_names(REGISTRY.names if names is None else names)
-  branches = [_varying_like_grad(REGISTRY.get(n)) for n in names]
-  if len(branches) == 1:
-    return branches[0](grad_P, ref_P, key, hyper)
-  local = jnp.asarray([names.index(n) if n in names else 0
-                       for n in REGISTRY.names], jnp.int32)[hyper.compressor]
-  return jax.lax.switch(local, branches, grad_P, ref_P, key, hyper)
+  states = dict(states or {})
+
+  def branch(part, grad_P, ref_P, key, hyper, states):
+    out, new = part.call(grad_P, ref_P, key, hyper,
+                         params=parts_lib.own_params(hyper, part),
+                         state=states.get(part.name))
+    # Under shard_map a count computed from hyperparameters alone
+    # (identity's, uniform's) is replicated while one computed from the data
+    # (qsgd's) varies over the workers axis; lax.switch needs every branch to
+    # agree. Adding a zero shaped from the gradient gives every count the
+    # gradient's type (XLA folds the addition away).
+    zero = jnp.zeros_like(grad_P[..., 0], dtype=jnp.int32)
+    out = Compressed(out.value_P, out.bits + zero)
+    if part.stateful:
+      states = {**states, part.name: new}
+    return out, states
+
+  index = parts_lib.local_index(hyper.compressor, parts, REGISTRY)
+  return parts_lib.switch(index, parts, branch, grad_P, ref_P, key, hyper,
+                          states)

@@ -22,7 +22,9 @@ import numpy as np
 from laq_jax import compressors
 from laq_jax import network as network_lib
 from laq_jax import participation as participation_lib
+from laq_jax import parts as parts_lib
 from laq_jax import schedule
+from laq_jax import servers as servers_lib
 from laq_jax import show as show_lib
 from laq_jax import trigger as trigger_lib
 from laq_jax.show import show
@@ -39,6 +41,10 @@ class Algorithm:
     innovation: compress g - Qhat (LAQ, EF21) rather than g itself (QSGD).
     trigger: one of `trigger.TRIGGERS`: 'eager' (always upload), 'laq' (the LAG/LAQ
       rule), 'clag' (CLAG's, Richtarik et al. 2022).
+    server: one of `servers.SERVERS`: how the server steps ('sgd': theta -
+      alpha * aggregate; 'momentum', 'adam', 'amsgrad', ... through optax).
+    params: the preset's values of its parts' own parameters, dotted
+      ({'momentum.momentum': 0.9}); a config or grid may override them.
     error_feedback: add what earlier compressions dropped before compressing.
     downlink: the server's broadcast is quantized too (b bits, LAQ's
       quantizer on the parameters' innovation).
@@ -52,6 +58,12 @@ class Algorithm:
   error_feedback: bool = False
   downlink: bool = False
   reference: str = ''
+  server: str = 'sgd'
+  params: tuple[tuple[str, Any], ...] = ()
+
+  def __post_init__(self):
+    object.__setattr__(self, 'params', tuple(
+        dict(self.params).items()))  # a dict or pairs, kept as pairs
 
   @property
   def lazy(self) -> bool:
@@ -116,6 +128,9 @@ def register_algorithm(algorithm: Algorithm, *, replace: bool = False
   """
   compressors.index(algorithm.compressor)
   trigger_lib.index(algorithm.trigger)
+  servers_lib.index(algorithm.server)
+  for key, value in algorithm.params:
+    parts_lib.check_value(key, value, f'{algorithm.name}.params[{key!r}]')
   if algorithm.name in ALGORITHMS and not replace:
     raise ValueError(f'algorithm {show(algorithm.name)} is already registered; '
                      'pass replace=True to replace it')
@@ -252,6 +267,12 @@ FIELDS: tuple[Field, ...] = (
     _f('authors_code', 'preset', None, None, '',
        'follow the authors\' released scripts where they depart from '
        'Algorithm 1 (docs/algorithm.md)', 'bool'),
+    _f('server', 'preset', None, None, '', 'index into `servers.SERVERS`',
+       'int32'),
+    # The parts' own parameters, {part: {param: array}} (`laq_jax.parts`):
+    # set by dotted names ('rand_k.k'), declared by each part.
+    _f('params', 'parts', None, None, '',
+       'each part\'s own parameters, hyper.params[part][param]'),
     # Last, as Hyper has always held its two arrays.
     _f('xi_schedule', 'schedule', '', None, schedule.ALLOWED,
        'xi\'s multipliers by iteration, \'K1:C1,K2:C2\' (C_j times xi from '
@@ -285,7 +306,7 @@ FIELDS: tuple[Field, ...] = (
       for name in network_lib.FIELDS),
 )
 FIELD = {f.name: f for f in FIELDS}
-CONFIG_FIELDS = tuple(f for f in FIELDS if f.kind != 'preset')
+CONFIG_FIELDS = tuple(f for f in FIELDS if f.kind not in ('preset', 'parts'))
 # The numeric fields a config or a grid sets directly (the preset sets
 # compressor, innovation, trigger and error feedback; downlink_bits 0 means
 # "b" for a preset that quantizes the broadcast).
@@ -333,16 +354,26 @@ def describe() -> str:
   each)."""
   lines = []
   for f in FIELDS:
-    default = '' if f.kind == 'preset' else f' = {f.default!r}'
+    default = '' if f.kind in ('preset', 'parts') else f' = {f.default!r}'
     allowed = f' ({f.allowed})' if f.allowed else ''
     lines.append(f'{f.name}: {f.kind}{default}{allowed}: {f.doc}')
+  for reg in parts_lib.registries().values():
+    for name in reg.names:
+      part = reg.get(name)
+      for p in part.params:
+        lines.append(f'{name}.{p.name}: {p.kind} = {p.default!r} '
+                     f'({p.allowed}): {p.doc or part.doc}')
   return '\n'.join(lines)
 
 
 def cast(hyper: Hyper, dtype) -> Hyper:
   """`hyper` with its float arrays in `dtype` (the run's precision)."""
-  return hyper._replace(**{f: jnp.asarray(getattr(hyper, f), dtype)
-                           for f in FLOAT_ARRAYS})
+  params = {name: {p: (jnp.asarray(v, dtype)
+                       if parts_lib.find(name).param(p).kind == 'float'
+                       else v) for p, v in group.items()}
+            for name, group in hyper.params.items()}
+  return hyper._replace(params=params, **{
+      f: jnp.asarray(getattr(hyper, f), dtype) for f in FLOAT_ARRAYS})
 
 
 def is_integer(value) -> bool:
@@ -369,9 +400,12 @@ def check_value(name: str, value, where: str | None = None) -> None:
   numbers (not bools), each in the field's range; a schedule field takes its
   text or pairs. `where` names the value in the message (default `name`).
   """
+  if isinstance(name, str) and '.' in name:
+    parts_lib.check_value(name, value, where)
+    return
   field = FIELD.get(name)
-  if field is None or field.kind == 'preset':
-    raise ValueError(show_lib.unknown(name, DEFAULTS, 'hyperparameter'))
+  if field is None or field.kind in ('preset', 'parts'):
+    raise ValueError(show_lib.unknown(name, hyper_keys(), 'hyperparameter'))
   where = where or name
   if field.kind == 'schedule':
     schedule.parse(value, where)
@@ -411,8 +445,14 @@ def validate(**values) -> None:
   """`check_value` for each field given; names that are not fields are
   ignored so callers can pass a whole config."""
   for name, value in values.items():
-    if name in DEFAULTS:
+    if name in DEFAULTS or (isinstance(name, str) and '.' in name):
       check_value(name, value)
+
+
+def hyper_keys() -> tuple[str, ...]:
+  """Every name `make_hyper` takes: the fields of DEFAULTS, then every
+  registered part's parameters, dotted ('momentum.momentum')."""
+  return tuple(DEFAULTS) + parts_lib.param_keys()
 
 
 def make_hyper(algo: str | Algorithm = 'laq', *, dtype=jnp.float32,
@@ -424,7 +464,9 @@ def make_hyper(algo: str | Algorithm = 'laq', *, dtype=jnp.float32,
       trigger, error feedback and whether the broadcast is quantized.
     dtype: float dtype of the numeric fields (float32 or float64).
     authors_code: follow the authors' scripts (see `Hyper`).
-    **overrides: any field of DEFAULTS; array values make a grid (see
+    **overrides: any field of DEFAULTS, or a part's own parameter by its
+      dotted name (`**{'momentum.momentum': 0.5}`, `hyper_keys()`); the
+      preset's `params` first; array values make a grid (see
       `stack_hypers` for the usual way). `xi_schedule` is text
       ('300:2,500:6') or (step, factor) pairs (`laq_jax.schedule`).
       `network` is a profile name (its fields overridden by any
@@ -439,10 +481,13 @@ def make_hyper(algo: str | Algorithm = 'laq', *, dtype=jnp.float32,
       for a preset that cannot all-reduce (named, with what is allowed).
   """
   algorithm = algo if isinstance(algo, Algorithm) else get_algorithm(algo)
+  dotted = {k: v for k, v in overrides.items() if '.' in k}
+  overrides = {k: v for k, v in overrides.items() if '.' not in k}
   for name in overrides:
     if name not in DEFAULTS:
       raise ValueError('make_hyper: ' + show_lib.unknown(
-          name, DEFAULTS, 'hyperparameter'))
+          name, hyper_keys(), 'hyperparameter'))
+  params = parts_lib.param_arrays({**dict(algorithm.params), **dotted}, dtype)
   values = {**DEFAULTS, **overrides}
   validate(**values)
   check_participation(values, algorithm)
@@ -468,6 +513,8 @@ def make_hyper(algo: str | Algorithm = 'laq', *, dtype=jnp.float32,
       trigger=jnp.asarray(trigger_lib.index(algorithm.trigger), jnp.int32),
       error_feedback=jnp.asarray(algorithm.error_feedback, bool),
       authors_code=jnp.asarray(authors_code, bool),
+      server=jnp.asarray(servers_lib.index(algorithm.server), jnp.int32),
+      params=params,
   )
 
 
@@ -564,4 +611,8 @@ def stack_hypers(hypers: list[Hyper]) -> Hyper:
   networks = [network_lib.Network(*(jnp.broadcast_to(x, shape) for x, shape
                                     in zip(net, wide))) for net in networks]
   hypers = [h._replace(network=n) for h, n in zip(hypers, networks)]
+  # A part registered between two make_hyper calls: its defaults in all.
+  dtype = jnp.result_type(hypers[0].step_size)
+  hypers = [h._replace(params=parts_lib.fill_params(h.params, dtype))
+            for h in hypers]
   return jax.tree.map(lambda *xs: jnp.stack(xs), *hypers)

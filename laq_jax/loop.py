@@ -100,7 +100,7 @@ def init_state(spec: RunSpec, hyper: Hyper, dtype=jnp.float32,
         hyper)
   theta_P, _ = flat_params(spec.problem, hyper.seed, dtype)
   rule_state = spec.rule.init(theta_P, num_local_workers or spec.num_workers,
-                              spec.memory, hyper)
+                              spec.memory, hyper, parts=spec.parts)
   return LoopState(jnp.int32(0), theta_P, rule_state)
 
 
@@ -349,8 +349,22 @@ def scan_chunk(spec: RunSpec, state: LoopState, data: Data, hyper: Hyper,
   return chunk(state, hyper)
 
 
-run_chunk = jax.jit(scan_chunk, static_argnums=(0, 4))
+_compiled_chunk = jax.jit(scan_chunk, static_argnums=(0, 4))
+
+
+def run_chunk(spec: RunSpec, state: LoopState, data: Data, hyper: Hyper,
+              num_steps: int) -> tuple[LoopState, Trace]:
+  spec.check_hyper(hyper)  # on the concrete values, before any tracing
+  return _compiled_chunk(spec, state, data, hyper, num_steps)
+
+
+run_chunk._cache_size = _compiled_chunk._cache_size  # for tests
 run_chunk.__doc__ = """Runs `num_steps` iterations from `state` as one compiled program.
+
+`spec.check_hyper` runs first on the concrete `hyper`: a Hyper that picks a
+part the program does not compile in is refused in one line (a switch would
+otherwise run the first compiled part). The compiled program is cached on
+`spec` (its part objects included), the shapes and `num_steps`.
 
 Args:
   spec: static RunSpec.

@@ -16,7 +16,9 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from laq_jax import collectives
 from laq_jax import randomness
+from laq_jax import trigger as trigger_lib
 
 ABSENT = ('stale', 'drop')  # what the server does with an absent client
 
@@ -41,3 +43,67 @@ def participants(hyper, step, num_clients: int) -> jax.Array:
   chosen = rank < hyper.clients_per_round
   bernoulli = u < hyper.participation
   return jnp.where(hyper.clients_per_round > 0, chosen, bernoulli)
+
+
+# ----------------------------------------------------------------------------
+# The participation stage of a round (`laq_jax.rules.step` calls both).
+
+def mask_absent(out, state, present_M, admit=None):
+  """The workers' stage output with absent clients taken out of the round.
+
+  An absent client uploads nothing, keeps its memory (and its parts'
+  state), and its clock counts on (saturating at NEVER_UPLOADED: a client
+  that never uploaded still uploads at its first participation). A
+  participant a deadline cuts off (`admit(sent_M, bits_M)` False) counts as
+  absent: its work is lost, and its stats say `dropped_M`.
+
+  Args:
+    out: `rules.Worker` of the local workers (leading worker axis).
+    state: the `rules.RuleState` the round started from.
+    present_M: bool, who was drawn for this round (local workers).
+    admit: None, or the deadline's test.
+
+  Returns:
+    (out masked, taken_M: who took part and was not cut off).
+  """
+  stats = out.stats
+  taken = present_M
+  if admit is not None:
+    dropped = taken & ~admit(stats.sent_M, stats.bits_M)
+    taken = taken & ~dropped
+    stats = stats._replace(dropped_M=dropped)
+  row = lambda x: taken.reshape(taken.shape + (1,) * (x.ndim - 1))
+  keep = lambda new, old: jnp.where(row(new), new, old)
+  never = trigger_lib.NEVER_UPLOADED
+  waited = jnp.where(state.clock_M >= never, state.clock_M, state.clock_M + 1)
+  out = out._replace(
+      last_upload_P=keep(out.last_upload_P, state.last_upload_MxP),
+      last_error=keep(out.last_error, state.last_error_M),
+      error_P=keep(out.error_P, state.error_MxP),
+      clock=keep(out.clock, waited),
+      parts=jax.tree.map(keep, out.parts, state.parts_M),
+      delta_P=jnp.where(row(out.delta_P), out.delta_P,
+                        jnp.zeros_like(out.delta_P)),
+      stats=stats._replace(sent_M=stats.sent_M & taken,
+                           bits_M=jnp.where(taken, stats.bits_M, 0)))
+  return out, taken
+
+
+def server_step(aggregate_P, last_upload_MxP, taken_M, hyper,
+                num_workers: int, axis_name=None):
+  """What the server steps with under partial participation.
+
+  `stale`: the aggregate (every client's last upload). `drop`: M / |S_k|
+  times the participants' last uploads after this round; every client
+  present: the aggregate itself (so q = 1 is the full-participation run bit
+  for bit); nobody: no step.
+  """
+  count = jnp.sum(collectives.gather_workers(taken_M, axis_name),
+                  dtype=jnp.int32)
+  sampled_P = collectives.sum_workers(
+      jnp.where(taken_M[:, None], last_upload_MxP, 0), axis_name)
+  scale = num_workers / jnp.maximum(count, 1).astype(aggregate_P.dtype)
+  dropped_P = jnp.where(count > 0, scale * sampled_P,
+                        jnp.zeros_like(sampled_P))
+  drop = hyper.absent == ABSENT.index('drop')
+  return jnp.where(drop & (count < num_workers), dropped_P, aggregate_P)

@@ -16,41 +16,62 @@ import jax.numpy as jnp
 import numpy as np
 
 from laq_jax import compressors
+from laq_jax import parts as parts_lib
+from laq_jax import servers as servers_lib
+from laq_jax import show as show_lib
 from laq_jax import trigger as trigger_lib
 from laq_jax.hyper import (ALGORITHMS, DEFAULTS, Hyper, check_value as
                            check_field, get_algorithm, make_hyper,
                            stack_hypers)
 
 HYPER_KEYS = tuple(DEFAULTS)  # step_size, bits, xi, ..., seed
-# Every key a grid may vary, in the order points are enumerated (the first
-# key varies slowest, the last fastest), whatever order the grid lists them.
+# Every built-in key a grid may vary, in the order points are enumerated (the
+# first key varies slowest, the last fastest), whatever order the grid lists
+# them; then the parts' own parameters, dotted ('momentum.momentum').
 GRID_KEYS = ('algo',) + HYPER_KEYS
+# The built-in fields one part alone reads: a grid varies them only for the
+# points whose preset uses that part.
+OWNERS = {'levels': 'qsgd', 'keep_prob': 'rand_p', 'top_k': 'top_k',
+          'zeta': 'clag'}
+
+
+def grid_keys() -> tuple[str, ...]:
+  """Every key a grid may vary now: GRID_KEYS, then every registered part's
+  parameters, dotted."""
+  return GRID_KEYS + parts_lib.param_keys()
+
+
+def algorithm_parts(algo: str) -> tuple[str, ...]:
+  """The names of the parts a preset uses (compressor, trigger, server)."""
+  a = get_algorithm(algo)
+  return (a.compressor, a.trigger, a.server)
 
 
 def check_grid(grid: Mapping[str, Sequence[Any]]) -> dict[str, list]:
   """Checks a grid declaration; returns it as {key: list of values}.
 
   Args:
-    grid: {key: non-empty list of values}, keys from GRID_KEYS.
+    grid: {key: non-empty list of values}, keys from `grid_keys()`.
 
   Returns:
-    The axes in GRID_KEYS order.
+    The axes in `grid_keys()` order.
 
   Raises:
-    ValueError: an unknown key (named, with the allowed ones), an empty or
-      non-list axis, a repeated value, or a value that is not allowed.
+    ValueError: an unknown key (named, with the closest allowed), an empty
+      or non-list axis, a repeated value, or a value that is not allowed.
   """
+  allowed = grid_keys()
   if not isinstance(grid, Mapping) and not hasattr(grid, 'keys'):
     raise ValueError(f'sweep grid={grid!r} is not allowed: it must be a '
                      'mapping {key: [values]} with keys from '
-                     f'{", ".join(GRID_KEYS)}')
+                     f'{", ".join(allowed)}')
   keys = list(grid.keys())
-  unknown = [k for k in keys if k not in GRID_KEYS]
+  unknown = [k for k in keys if k not in allowed]
   if unknown:
-    raise ValueError(f'unknown sweep key(s) {", ".join(map(repr, unknown))}; '
-                     f'allowed: {", ".join(GRID_KEYS)}')
+    raise ValueError('sweep: ' + '; '.join(
+        show_lib.unknown(k, allowed, 'sweep key') for k in unknown))
   axes = {}
-  for key in GRID_KEYS:
+  for key in allowed:
     if key not in keys:
       continue
     values = grid[key]
@@ -81,22 +102,54 @@ def check_value(key: str, value, where: str | None = None) -> None:
   check_field(key, value, where)
 
 
+def _get(base, key, default=None):
+  if isinstance(base, Mapping):
+    return base.get(key, default)
+  return getattr(base, key, default)
+
+
+def part_values(base) -> dict[str, Any]:
+  """The dotted part parameters `base` sets: the values of `base['params']`,
+  a mapping {part: {param: value}} (a config's `params` group, every part at
+  its defaults unless changed), that differ from the part's default; every
+  value is checked."""
+  params = _get(base, 'params') or {}
+  params = params.to_dict() if hasattr(params, 'to_dict') else params
+  out = {}
+  for part, group in dict(params).items():
+    group = group.to_dict() if hasattr(group, 'to_dict') else group
+    if not isinstance(group, Mapping):
+      raise ValueError(f'params.{part}={group!r} is not allowed: it must be a '
+                       'mapping {param: value}')
+    for name, value in group.items():
+      key = f'{part}.{name}'
+      check_value(key, value, where=f'config.params.{part}.{name}')
+      if value != parts_lib.split_key(key)[1].default:
+        out[key] = value
+  return out
+
+
 def expand_grid(grid: Mapping[str, Sequence[Any]], base: Any
                 ) -> list[dict[str, Any]]:
-  """The Cartesian product of the grid's axes, over the values of `base`.
+  """The product of the grid's axes over the values of `base`, each part's
+  parameters varied only for the points whose preset uses that part.
 
   Args:
     grid: {key: [values]} (see `check_grid`); {} gives the single base point.
     base: a run config (ConfigDict, mapping or attribute object) holding
       `algo` and every Hyper field (step_size, bits, ..., seed): the values of
-      the keys the grid does not vary.
+      the keys the grid does not vary; its optional `params` group
+      ({part: {param: value}}) sets parts' own parameters.
 
   Returns:
-    One dict per point with every key of GRID_KEYS, in GRID_KEYS order with
-    the last key varying fastest.
+    One dict per point: every key of GRID_KEYS, then the dotted parameters
+    of the parts the sweep's presets use (their value from the grid, else
+    `base`'s params, else the preset's, else the part's default), the last
+    grid key varying fastest. A key of a part a point does not use keeps
+    its base value there, and points made equal by that are listed once.
 
   Raises:
-    ValueError: as `check_grid`.
+    ValueError: as `check_grid`; a grid key of a part no point uses.
   """
   axes = check_grid(grid)
   fixed = {}
@@ -106,10 +159,42 @@ def expand_grid(grid: Mapping[str, Sequence[Any]], base: Any
     value = base[key] if isinstance(base, Mapping) else getattr(base, key)
     check_value(key, value, where=f'config.{key}')
     fixed[key] = value
-  points = []
+  explicit = part_values(base)
+  algos = axes.get('algo', [fixed.get('algo')])
+  used = {name for algo in algos for name in algorithm_parts(algo)}
+  dotted = [k for k in parts_lib.param_keys() if k.split('.')[0] in used]
+  for key in axes:
+    if '.' in key and key not in dotted:
+      raise ValueError(f'sweep[{key!r}] is not allowed: no point of the sweep '
+                       f'uses the part {key.split(".")[0]!r} (its presets: '
+                       f'{", ".join(map(str, algos))})')
+  for key in explicit:
+    if key.split('.')[0] not in used:
+      raise ValueError(f'config.params.{key} is not allowed: no point of the '
+                       f'run uses the part {key.split(".")[0]!r}')
+  keys = GRID_KEYS + tuple(dotted)
+  points, seen = [], set()
   for combo in itertools.product(*axes.values()):
     point = {**fixed, **dict(zip(axes, combo))}
-    points.append({k: point[k] for k in GRID_KEYS})
+    algorithm = get_algorithm(point['algo'])
+    own = set(algorithm_parts(point['algo']))
+    preset = dict(algorithm.params)
+    for key in dotted:
+      part, name = key.split('.')
+      default = explicit.get(key, preset.get(
+          key, parts_lib.find(part).param(name).default))
+      if key not in axes or part not in own:
+        point[key] = default if part in own else parts_lib.find(
+            part).param(name).default
+    for key, owner in OWNERS.items():
+      if key in axes and owner not in own:
+        point[key] = fixed.get(key, base[key] if isinstance(base, Mapping)
+                               else getattr(base, key))
+    point = {k: point[k] for k in keys}
+    frozen = tuple(point.items())
+    if frozen not in seen:
+      seen.add(frozen)
+      points.append(point)
   return points
 
 
@@ -134,11 +219,13 @@ def programs(points: Sequence[Mapping[str, Any]]
 
 def parts_of(points: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
   """The RunSpec parts the points need (what a program compiles in):
-  compressors, triggers, error_feedback, downlink, participation."""
+  compressors, triggers, servers, error_feedback, downlink,
+  participation."""
   algos = [get_algorithm(p['algo']) for p in points]
   return dict(
       compressors=compressors.check_names({a.compressor for a in algos}),
       triggers=trigger_lib.REGISTRY.check_names({a.trigger for a in algos}),
+      servers=servers_lib.REGISTRY.check_names({a.server for a in algos}),
       error_feedback=any(a.error_feedback for a in algos),
       downlink=any(a.downlink for a in algos),
       participation=any(p.get('participation', 1) < 1
@@ -147,8 +234,9 @@ def parts_of(points: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def varying_keys(points: Sequence[Mapping[str, Any]]) -> list[str]:
-  """The GRID_KEYS whose value differs between points."""
-  return [k for k in GRID_KEYS if len({p[k] for p in points}) > 1]
+  """The keys (GRID_KEYS, then dotted part parameters) whose value differs
+  between points."""
+  return [k for k in points[0] if len({p[k] for p in points}) > 1]
 
 
 def point_label(point: Mapping[str, Any], keys: Sequence[str]) -> str:
@@ -163,7 +251,8 @@ def stack_points(points: Sequence[Mapping[str, Any]], dtype=jnp.float32,
   error feedback and the broadcast's bits from each point's algo)."""
   return stack_hypers([
       make_hyper(p['algo'], dtype=dtype, authors_code=authors_code,
-                 **{k: p[k] for k in HYPER_KEYS}) for p in points])
+                 **{k: v for k, v in p.items() if k != 'algo'})
+      for p in points])
 
 
 def batches(num_points: int, batch_size: int | None

@@ -27,9 +27,12 @@ import jax.numpy as jnp
 from laq_jax import collectives
 from laq_jax import participation as participation_lib
 from laq_jax import compressors
+from laq_jax import hyper as hyper_lib
+from laq_jax import parts as parts_lib
 from laq_jax import quantize
 from laq_jax import randomness
 from laq_jax import schedule
+from laq_jax import servers as servers_lib
 from laq_jax import trigger as trigger_lib
 from laq_jax.hyper import Hyper
 
@@ -48,6 +51,10 @@ class RuleState(NamedTuple):
     history_D: h_d = ||theta^{k+1-d} - theta^{k-d}||^2, d = 1..D ([0] newest).
     broadcast_P: thetahat, the parameters the workers hold: theta itself, or
       its quantized broadcast when the downlink is quantized.
+    parts_M: {part name: state with a leading worker axis} of the stateful
+      compressors and triggers compiled in ({} when none).
+    server: {part name: state} of the stateful servers compiled in (optax's
+      momentum, Adam's moments; {} for sgd).
   """
   last_upload_MxP: jax.Array
   last_error_M: jax.Array
@@ -56,10 +63,13 @@ class RuleState(NamedTuple):
   aggregate_P: jax.Array
   history_D: jax.Array
   broadcast_P: jax.Array
+  parts_M: dict = {}
+  server: dict = {}
 
   # The fields with a leading worker axis (split over the devices under
   # shard_map; the others are replicated): stated, not read off the names.
-  PER_WORKER = ('last_upload_MxP', 'last_error_M', 'clock_M', 'error_MxP')
+  PER_WORKER = ('last_upload_MxP', 'last_error_M', 'clock_M', 'error_MxP',
+                'parts_M')
 
 
 class StepStats(NamedTuple):
@@ -98,30 +108,50 @@ class Parts:
   """The parts a program compiles in (static); `Hyper` picks among them.
 
   Attributes:
-    compressors: the compressors it may meet.
-    triggers: the triggers it may meet.
+    compressors: the compressor Parts it may meet.
+    triggers: the trigger Parts it may meet.
+    servers: the server Parts it may meet.
     error_feedback: whether any point uses error feedback.
     downlink: whether any point quantizes the broadcast.
     stochastic: minibatch gradients: `Hyper.authors_code` then follows the
       authors' minibatch scripts (their history window).
   """
-  compressors: tuple[str, ...] | None = None  # None: every registered one
+  compressors: tuple[parts_lib.Part, ...] = ()
+  triggers: tuple[parts_lib.Part, ...] = ()
+  servers: tuple[parts_lib.Part, ...] = ()
   error_feedback: bool = True
   downlink: bool = True
   stochastic: bool = False
-  triggers: tuple[str, ...] | None = None  # None: every registered one
+
+  @classmethod
+  def of(cls, compressors_=None, triggers=None, servers=None, **flags
+         ) -> 'Parts':
+    """Parts from names (None: every registered part of that kind)."""
+    return cls(compressors.REGISTRY.parts(compressors_),
+               trigger_lib.REGISTRY.parts(triggers),
+               servers_lib.REGISTRY.parts(servers or ('sgd',)), **flags)
 
 
 def init(theta_P: jax.Array, num_workers: int, memory: int,
-         authors_code=False) -> RuleState:
+         authors_code=False, parts: Parts | None = None,
+         hyper: Hyper | None = None) -> RuleState:
   """Zero memory for `num_workers` workers (the local count under shard_map).
 
   With `authors_code` the clocks start at 0, as in the authors' scripts, and
   the trigger alone decides at k = 0; otherwise at NEVER_UPLOADED. The
   workers start from theta^0 (the seeded initialization, not broadcast).
+  The stateful parts among `parts` start from their `init`.
   """
   num_params, dtype = theta_P.shape[-1], theta_P.dtype
   clock = jnp.where(authors_code, 0, NEVER_UPLOADED).astype(jnp.int32)
+  parts_M, server = {}, {}
+  if parts is not None:
+    one = {**compressors.init_states(parts.compressors, num_params, dtype),
+           **trigger_lib.init_states(parts.triggers, num_params, dtype)}
+    parts_M = jax.tree.map(
+        lambda a: jnp.broadcast_to(a, (num_workers,) + jnp.shape(a)), one)
+    server = servers_lib.init_states(parts.servers, theta_P,
+                                     hyper_lib.cast(hyper, dtype))
   return RuleState(
       last_upload_MxP=jnp.zeros((num_workers, num_params), dtype),
       last_error_M=jnp.zeros((num_workers,), dtype),
@@ -130,26 +160,44 @@ def init(theta_P: jax.Array, num_workers: int, memory: int,
       aggregate_P=jnp.zeros((num_params,), dtype),
       history_D=jnp.zeros((memory,), dtype),
       broadcast_P=theta_P,
+      parts_M=parts_M,
+      server=server,
   )
 
 
-def _worker(grad_P, last_upload_P, last_error, clock, error_P, key,
-            laq_shared, last_step_sq, hyper: Hyper, parts: Parts):
-  """One worker: compress, decide. Returns (Qhat, ehat, clock, error memory,
-  delta for the aggregate, stats)."""
+class Worker(NamedTuple):
+  """One worker's side of the round (the rule stage's output, per worker)."""
+  last_upload_P: jax.Array
+  last_error: jax.Array
+  clock: jax.Array
+  error_P: jax.Array
+  delta_P: jax.Array
+  parts: dict
+  stats: 'StepStats'
+
+
+def _worker(grad_P, last_upload_P, last_error, clock, error_P, states, key,
+            laq_shared, last_step_sq, hyper: Hyper, parts: Parts) -> Worker:
+  """One worker: compress, decide (its new memory, the delta for the
+  aggregate, its stats)."""
   ref_P = jnp.where(hyper.innovation, last_upload_P,
                     jnp.zeros_like(last_upload_P))
   sent_P = grad_P  # what the worker compresses (with error feedback's memory)
   if parts.error_feedback:
     sent_P = jnp.where(hyper.error_feedback, grad_P + error_P, grad_P)
-  out = compressors.compress(sent_P, ref_P, key, hyper, parts.compressors)
+  compressor_states = {p.name: states[p.name] for p in parts.compressors
+                       if p.stateful}
+  out, new_compressor_states = compressors.compress(
+      sent_P, ref_P, key, hyper, parts.compressors, compressor_states)
   value_P = out.value_P
   error = collectives.sum_sq(value_P - grad_P)
   compressed_sq = collectives.sum_sq(value_P - last_upload_P)
   raw_sq = collectives.sum_sq(grad_P - last_upload_P)
-  decision = trigger_lib.decide(trigger_lib.Inputs(
+  trigger_states = {p.name: states[p.name] for p in parts.triggers
+                    if p.stateful}
+  decision, new_trigger_states = trigger_lib.decide(trigger_lib.Inputs(
       compressed_sq, raw_sq, error, last_error, laq_shared, last_step_sq,
-      clock, hyper), parts.triggers)
+      clock, hyper), parts.triggers, trigger_states)
   sent = decision.sent
   delta_P = jnp.where(sent, value_P - last_upload_P, jnp.zeros_like(value_P))
   new_upload_P = jnp.where(sent, value_P, last_upload_P)
@@ -157,10 +205,15 @@ def _worker(grad_P, last_upload_P, last_error, clock, error_P, key,
   new_clock = jnp.where(sent, jnp.zeros_like(clock), clock + 1)
   if parts.error_feedback:
     error_P = jnp.where(sent & hyper.error_feedback, sent_P - value_P, error_P)
+  # A compressor's memory moves with what it sent (as error feedback's); a
+  # trigger's with every decision.
+  kept = jax.tree.map(lambda new, old: jnp.where(sent, new, old),
+                      new_compressor_states, compressor_states)
   bits = jnp.where(sent, out.bits, jnp.int32(0))
   stats = StepStats(sent, bits, jnp.zeros_like(bits), decision.lhs,
                     decision.rhs, error, jnp.zeros_like(sent))
-  return new_upload_P, new_error, new_clock, error_P, delta_P, stats
+  return Worker(new_upload_P, new_error, new_clock, error_P, delta_P,
+                {**states, **kept, **new_trigger_states}, stats)
 
 
 def broadcast(theta_P, last_broadcast_P, hyper: Hyper, parts: Parts):
@@ -181,13 +234,33 @@ def broadcast(theta_P, last_broadcast_P, hyper: Hyper, parts: Parts):
                       lambda: (theta_P, full))
 
 
+def workers_stage(grads_MxP, state: RuleState, hyper: Hyper, step_count,
+                  worker_ids_M, num_workers: int, parts: Parts) -> Worker:
+  """The rule stage: every local worker compresses and decides (vmapped);
+  per-worker arrays with a leading worker axis."""
+  # xi at iteration k: times its schedule's factor (exactly xi without one).
+  xi = hyper.xi * schedule.factor_at(hyper.xi_steps, hyper.xi_factors,
+                                     step_count)
+  laq_shared = trigger_lib.history_threshold(
+      state.history_D, hyper.step_size, xi, num_workers, step_count,
+      hyper.authors_code, minibatch_scripts=parts.stochastic)
+  keys = jax.vmap(lambda w: randomness.compress_key(hyper.seed, step_count,
+                                                    w))(worker_ids_M)
+  worker = jax.vmap(_worker, in_axes=(0,) * 7 + (None,) * 4)
+  return worker(grads_MxP, state.last_upload_MxP, state.last_error_M,
+                state.clock_M, state.error_MxP, state.parts_M, keys,
+                laq_shared, state.history_D[0], hyper, parts)
+
+
 def step(grads_MxP: jax.Array, state: RuleState, theta_P: jax.Array,
          hyper: Hyper, *, step_count=0, worker_ids_M=None,
          num_workers: int | None = None, axis_name: str | None = None,
-         parts: Parts = Parts(), present_M: jax.Array | None = None,
+         parts: Parts | None = None, present_M: jax.Array | None = None,
          admit: Callable | None = None
          ) -> tuple[jax.Array, RuleState, StepStats]:
-  """One iteration k of the family (docs/algorithm.md, "One iteration").
+  """One iteration k of the family (docs/algorithm.md, "One iteration"):
+  the workers' stage (compress, decide), participation, the aggregate, the
+  server's update, the broadcast.
 
   Args:
     grads_MxP: each (local) worker's gradient at thetahat^k (= theta^k
@@ -201,7 +274,8 @@ def step(grads_MxP: jax.Array, state: RuleState, theta_P: jax.Array,
       with the step and the seed they key the random compressors.
     num_workers: M over all devices (defaults to the local count).
     axis_name: mesh axis the workers are split over (under shard_map), or None.
-    parts: the parts compiled in (static).
+    parts: the parts compiled in (static; default: every registered
+      compressor and trigger, the sgd server).
     present_M: bool, which local workers take part in this round
       (`laq_jax.participation`), or None: every one (nothing of partial
       participation is compiled in).
@@ -212,73 +286,36 @@ def step(grads_MxP: jax.Array, state: RuleState, theta_P: jax.Array,
   Returns:
     (theta^{k+1}, state^{k+1}, per-worker StepStats).
   """
+  parts = parts or Parts.of()
   num_local = grads_MxP.shape[0]
   num_workers = num_workers or num_local
   if worker_ids_M is None:
     worker_ids_M = jnp.arange(num_local, dtype=jnp.int32)
-  # xi at iteration k: times its schedule's factor (exactly xi without one).
-  xi = hyper.xi * schedule.factor_at(hyper.xi_steps, hyper.xi_factors,
-                                     step_count)
-  laq_shared = trigger_lib.history_threshold(
-      state.history_D, hyper.step_size, xi, num_workers, step_count,
-      hyper.authors_code, minibatch_scripts=parts.stochastic)
-  keys = jax.vmap(lambda w: randomness.compress_key(hyper.seed, step_count,
-                                                    w))(worker_ids_M)
-  worker = jax.vmap(_worker, in_axes=(0, 0, 0, 0, 0, 0, None, None, None,
-                                      None))
-  new_upload, new_error, new_clock, error_MxP, delta_MxP, stats = worker(
-      grads_MxP, state.last_upload_MxP, state.last_error_M, state.clock_M,
-      state.error_MxP, keys, laq_shared, state.history_D[0], hyper, parts)
+  out = workers_stage(grads_MxP, state, hyper, step_count, worker_ids_M,
+                      num_workers, parts)
+  taken = None
   if present_M is not None:
-    # An absent client uploads nothing, keeps its memory, and its clock
-    # counts on (saturating at NEVER_UPLOADED: a client that never
-    # uploaded still uploads at its first participation). A participant a
-    # deadline cuts off (`admit`) counts as absent: its work is lost.
-    inn = present_M
-    if admit is not None:
-      dropped = inn & ~admit(stats.sent_M, stats.bits_M)
-      inn = inn & ~dropped
-      stats = stats._replace(dropped_M=dropped)
-    row = lambda x: inn.reshape(inn.shape + (1,) * (x.ndim - 1))
-    keep = lambda new, old: jnp.where(row(new), new, old)
-    new_upload = keep(new_upload, state.last_upload_MxP)
-    new_error = keep(new_error, state.last_error_M)
-    error_MxP = keep(error_MxP, state.error_MxP)
-    waited = jnp.where(state.clock_M >= NEVER_UPLOADED, state.clock_M,
-                       state.clock_M + 1)
-    new_clock = keep(new_clock, waited)
-    delta_MxP = jnp.where(row(delta_MxP), delta_MxP,
-                          jnp.zeros_like(delta_MxP))
-    stats = stats._replace(sent_M=stats.sent_M & inn,
-                           bits_M=jnp.where(inn, stats.bits_M, 0))
-  aggregate_P = state.aggregate_P + collectives.sum_workers(delta_MxP,
+    out, taken = participation_lib.mask_absent(out, state, present_M, admit)
+  aggregate_P = state.aggregate_P + collectives.sum_workers(out.delta_P,
                                                             axis_name)
   step_P = aggregate_P
   if present_M is not None:
-    # `drop`: (M / |S_k|) times the participants' last uploads after this
-    # round; every client present: the aggregate itself (so q = 1 is the
-    # full-participation run bit for bit); nobody: no step.
-    count = jnp.sum(collectives.gather_workers(inn, axis_name),
-                    dtype=jnp.int32)
-    sampled_P = collectives.sum_workers(
-        jnp.where(inn[:, None], new_upload, 0), axis_name)
-    scale = num_workers / jnp.maximum(count, 1).astype(aggregate_P.dtype)
-    dropped_P = jnp.where(count > 0, scale * sampled_P,
-                          jnp.zeros_like(sampled_P))
-    drop = hyper.absent == participation_lib.ABSENT.index('drop')
-    step_P = jnp.where(drop & (count < num_workers), dropped_P, aggregate_P)
-  new_theta_P = theta_P - hyper.step_size * step_P
+    step_P = participation_lib.server_step(
+        aggregate_P, out.last_upload_P, taken, hyper, num_workers, axis_name)
+  new_theta_P, server = servers_lib.update(step_P, theta_P, hyper,
+                                           parts.servers, state.server)
   moved = collectives.sum_sq(new_theta_P - theta_P)
   history = jnp.concatenate([moved[None], state.history_D[:-1]])
   broadcast_P, bits_down = broadcast(new_theta_P, state.broadcast_P, hyper,
                                      parts)
-  bits_down_M = jnp.broadcast_to(bits_down, stats.bits_M.shape).astype(
+  bits_down_M = jnp.broadcast_to(bits_down, out.stats.bits_M.shape).astype(
       jnp.int32)
-  if present_M is not None:  # only the round's participants receive it
-    bits_down_M = jnp.where(inn, bits_down_M, 0)
-  stats = stats._replace(bits_down_M=bits_down_M)
-  new_state = RuleState(new_upload, new_error, new_clock, error_MxP,
-                        aggregate_P, history, broadcast_P)
+  if taken is not None:  # only the round's participants receive it
+    bits_down_M = jnp.where(taken, bits_down_M, 0)
+  stats = out.stats._replace(bits_down_M=bits_down_M)
+  new_state = RuleState(out.last_upload_P, out.last_error, out.clock,
+                        out.error_P, aggregate_P, history, broadcast_P,
+                        out.parts, server)
   return new_theta_P, new_state, stats
 
 
@@ -296,9 +333,9 @@ class Rule(NamedTuple):
   another rule plugs in without editing the loop:
 
   Attributes:
-    init: (theta_P, num_workers, memory, hyper) -> state, for the local
-      workers. The state is a NamedTuple whose class states its PER_WORKER
-      fields (a leading worker axis: split over the devices under
+    init: (theta_P, num_workers, memory, hyper, *, parts) -> state, for the
+      local workers. The state is a NamedTuple whose class states its
+      PER_WORKER fields (a leading worker axis: split over the devices under
       shard_map); the others are replicated.
     step: (grads_MxP, state, theta_P, hyper, *, step_count, worker_ids_M,
       num_workers, axis_name, parts) -> (theta^{k+1}, state, stats), the
@@ -316,8 +353,8 @@ class Rule(NamedTuple):
   stats_type: type = StepStats
 
 
-def _init(theta_P, num_workers, memory, hyper) -> RuleState:
-  return init(theta_P, num_workers, memory, hyper.authors_code)
+def _init(theta_P, num_workers, memory, hyper, *, parts=None) -> RuleState:
+  return init(theta_P, num_workers, memory, hyper.authors_code, parts, hyper)
 
 
 # The LAQ family: every preset of `laq_jax.hyper.ALGORITHMS`.

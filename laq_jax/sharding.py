@@ -128,8 +128,11 @@ def per_worker_fields(kind: type) -> tuple[str, ...]:
 def _specs(fields: NamedTuple, lead: tuple) -> NamedTuple:
   """Split the per-worker fields over AXIS (after `lead`), replicate the rest."""
   split = per_worker_fields(type(fields))
-  return type(fields)(*(P(*lead, AXIS) if name in split else P()
-                        for name in fields._fields))
+  # A field may be a pytree (a part's state): every leaf gets its spec.
+  return type(fields)(*(
+      jax.tree.map(lambda _, s=P(*lead, AXIS) if name in split else P(): s,
+                   value)
+      for name, value in zip(fields._fields, fields)))
 
 
 def _state_specs(state: LoopState, grid: bool) -> LoopState:
@@ -195,7 +198,8 @@ def shard_state(state: LoopState, mesh: Mesh) -> LoopState:
   """
   grid = jnp.ndim(state.step) == 1
   specs = _state_specs(state, grid)
-  split = [x for x, spec in zip(state.rule, specs.rule) if spec != P()]
+  split = [x for x, spec in zip(jax.tree.leaves(state.rule),
+                                jax.tree.leaves(specs.rule)) if spec != P()]
   if split:
     check_layout(split[0].shape[grid], num_mesh_devices(mesh))
   return _place_tree(state, specs, mesh)

@@ -10,6 +10,7 @@ import numpy as np
 from laq_jax import compressors
 from laq_jax import network as network_lib
 from laq_jax import rules
+from laq_jax import servers as servers_lib
 from laq_jax import show as show_lib
 from laq_jax import trigger as trigger_lib
 from laq_jax.hyper import Hyper
@@ -69,6 +70,14 @@ class RunSpec:
       who takes part is drawn every round, a deadline cuts late ones off,
       and absent clients are masked. Off, every
       client takes part in every round and nothing of it is compiled.
+    servers: the server updates it may meet (`Hyper.server` picks one;
+      default ('sgd',), the paper's step).
+
+  The parts are resolved from their registries when the RunSpec is made,
+  and the RunSpec holds the part objects (`part_objects`): two RunSpecs
+  with the same names but a part registered again in between are different
+  programs (jit's cache keys on them), and a RunSpec keeps running the parts
+  it was made with.
   """
   problem: Problem
   num_workers: int
@@ -83,12 +92,16 @@ class RunSpec:
   loss_every: int = 0
   triggers: tuple[str, ...] | None = None
   participation: bool = False
+  servers: tuple[str, ...] = ('sgd',)
+  part_objects: tuple = dataclasses.field(default=(), init=False,
+                                          repr=False)
 
   @property
   def parts(self) -> rules.Parts:
-    """The rule's parts this program compiles in."""
-    return rules.Parts(self.compressors, self.error_feedback, self.downlink,
-                       self.stochastic, self.triggers)
+    """The rule's parts this program compiles in (the part objects)."""
+    compressors_, triggers, servers = self.part_objects
+    return rules.Parts(compressors_, triggers, servers, self.error_feedback,
+                       self.downlink, self.stochastic)
 
   @property
   def log_every(self) -> int:
@@ -97,7 +110,7 @@ class RunSpec:
                                else 1)
 
   def __new__(cls, *args, **kwargs):
-    names = [f.name for f in dataclasses.fields(cls)]
+    names = [f.name for f in dataclasses.fields(cls) if f.init]
     for name in kwargs:
       if name not in names:
         raise ValueError(f'RunSpec: {show_lib.unknown(name, names)}')
@@ -138,8 +151,10 @@ class RunSpec:
     if not isinstance(self.grid_axis, str) or self.grid_axis not in GRID_AXES:
       raise ValueError(f'grid_axis={show(self.grid_axis)} is not allowed; '
                        f'allowed: {", ".join(GRID_AXES)}')
+    objects = []
     for name, registry in (('compressors', compressors.REGISTRY),
-                           ('triggers', trigger_lib.REGISTRY)):
+                           ('triggers', trigger_lib.REGISTRY),
+                           ('servers', servers_lib.REGISTRY)):
       given = getattr(self, name)
       try:
         names = registry.check_names(registry.names if given is None
@@ -147,6 +162,8 @@ class RunSpec:
       except ValueError as e:
         raise ValueError(f'RunSpec.{name}: {e}') from None
       object.__setattr__(self, name, names)
+      objects.append(registry.parts(names))
+    object.__setattr__(self, 'part_objects', tuple(objects))
 
   def check_hyper(self, hyper: Hyper) -> None:
     """Raises ValueError if `hyper` uses a part not compiled in."""
@@ -161,16 +178,25 @@ class RunSpec:
       downlink = bool(np.any(np.asarray(hyper.downlink_bits) > 0))
     except jax.errors.TracerArrayConversionError:
       return  # traced: the caller checked the concrete values
+    used_servers = np.unique(np.asarray(hyper.server))
     for kind, registry, indices in (
         ('compressors', compressors.REGISTRY, used),
-        ('triggers', trigger_lib.REGISTRY, used_triggers)):
+        ('triggers', trigger_lib.REGISTRY, used_triggers),
+        ('servers', servers_lib.REGISTRY, used_servers)):
       names = [registry.names[int(i)] if 0 <= int(i) < len(registry)
                else f'#{int(i)}' for i in indices]
       missing = [n for n in names if n not in getattr(self, kind)]
       if missing:
         raise ValueError(f'hyper uses {kind[:-1]}(s) {", ".join(missing)} '
-                         f'but RunSpec.{kind}={getattr(self, kind)}; list '
-                         'them there')
+                         f'but RunSpec.{kind}={getattr(self, kind)}: the '
+                         'program does not compile it in; list it in '
+                         f'RunSpec.{kind}')
+    for part in (p for group in self.part_objects for p in group):
+      if part.params and part.name not in getattr(hyper, 'params', {}):
+        raise ValueError(f'hyper.params has no group {show(part.name)} for the '
+                         f'{part.kind} {show(part.name)} the program compiles '
+                         'in: build the Hyper after registering the part '
+                         '(laq_jax.make_hyper)')
     partial = bool(np.any(np.asarray(hyper.participation) < 1)
                    or np.any(np.asarray(hyper.clients_per_round) > 0)
                    or np.any(np.asarray(hyper.deadline_s) > 0))
@@ -286,12 +312,18 @@ class RunSpec:
       return
     g = jax.numpy.shape(hyper.step_size)[0]
     for name, value in zip(hyper._fields, hyper):
-      leaves = (zip(value._fields, value) if name == 'network'
-                else [(None, value)])
+      if name == 'network':
+        leaves = zip(value._fields, value)
+      elif name == 'params':
+        leaves = [(f'{part}.{p}', v) for part, group in value.items()
+                  for p, v in group.items()]
+      else:
+        leaves = [(None, value)]
       for sub, leaf in leaves:
         shape = jax.numpy.shape(leaf)
         if not shape or shape[0] != g:
-          where = f'hyper.{name}' + (f'.{sub}' if sub else '')
+          where = (f'hyper.params[{sub!r}]' if name == 'params' else
+                   f'hyper.{name}' + (f'.{sub}' if sub else ''))
           raise ValueError(
               f'{where} has shape {shape} but hyper.step_size has {g} grid '
               f'points: every field of a grid Hyper needs the same leading '

@@ -21,16 +21,18 @@ NEVER_UPLOADED), which starts the server from every worker's upload at k = 0.
 Each trigger is a function of one `Inputs` record returning a `Decision`,
 and `REGISTRY` holds them by name; `Hyper.trigger` is an index into it, so
 which trigger runs is data (a sweep over triggers is one program) and a user
-adds one with `REGISTRY.register(name, fn)` from their own code.
+adds one with `REGISTRY.register(name, part)` from their own code (a
+`laq_jax.parts.Part`, which may own parameters and per-worker state).
 """
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple, Sequence
+from typing import Any, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
 
+from laq_jax import parts as parts_lib
 from laq_jax import registry
 
 # A worker that has never uploaded counts as infinitely stale, so every worker
@@ -159,9 +161,10 @@ def clag(i: Inputs) -> Decision:
                   i.raw_sq, i.hyper.zeta * i.last_step_sq)
 
 
-REGISTRY: registry.Registry[Callable[[Inputs], Decision]] = (
-    registry.Registry('trigger', [('eager', eager), ('laq', laq),
-                                  ('clag', clag)]))
+# Every trigger: a `laq_jax.parts.Part` (a plain function Inputs -> Decision
+# registers as one without parameters or state).
+REGISTRY: parts_lib.PartRegistry = parts_lib.PartRegistry(
+    'trigger', [('eager', eager), ('laq', laq), ('clag', clag)])
 
 
 def index(name: str) -> int:
@@ -173,25 +176,30 @@ def index(name: str) -> int:
 __getattr__ = registry.names_attribute(__name__, TRIGGERS=REGISTRY)
 
 
-def _typed_like(fn, like):
-  """`fn` with outputs typed like `like` (under shard_map every branch of
-  lax.switch must vary over the same axes; adding a zero costs nothing)."""
-  def wrapped(inputs):
-    d = fn(inputs)
-    zero = jnp.zeros_like(like)
-    return Decision(d.sent | (zero != zero), d.lhs + zero, d.rhs + zero)
-  return wrapped
+def init_states(parts: Sequence[parts_lib.Part], num_params: int, dtype
+                ) -> dict[str, Any]:
+  """{name: one worker's state} of the stateful triggers among `parts`."""
+  return {p.name: p.init(num_params, dtype) for p in parts if p.stateful}
 
 
-def decide(inputs: Inputs, names: Sequence[str] | None = None) -> Decision:
-  """The decision of TRIGGERS[hyper.trigger], among the `names` (static)
-  compiled in (a trigger outside them selects the first: callers check)."""
-  names = REGISTRY.check_names(REGISTRY.names if names is None else names)
+def decide(inputs: Inputs, parts: Sequence[parts_lib.Part],
+           states: dict | None = None) -> tuple[Decision, dict]:
+  """The decision of TRIGGERS[hyper.trigger] among the `parts` (static)
+  compiled in (a trigger outside them selects the first: callers refuse
+  it), and the states with the chosen trigger's updated."""
+  states = dict(states or {})
   like = inputs.compressed_sq
-  branches = [_typed_like(REGISTRY.get(n), like) for n in names]
-  if len(branches) == 1:
-    return branches[0](inputs)
-  local = jnp.asarray([names.index(n) if n in names else 0
-                       for n in REGISTRY.names],
-                      jnp.int32)[inputs.hyper.trigger]
-  return jax.lax.switch(local, branches, inputs)
+
+  def branch(part, inputs, states):
+    d, new = part.call(inputs, params=parts_lib.own_params(inputs.hyper, part),
+                       state=states.get(part.name))
+    # Under shard_map every branch of lax.switch must vary over the same
+    # axes; adding a zero typed like the data costs nothing.
+    zero = jnp.zeros_like(like)
+    d = Decision(d.sent | (zero != zero), d.lhs + zero, d.rhs + zero)
+    if part.stateful:
+      states = {**states, part.name: new}
+    return d, states
+
+  index = parts_lib.local_index(inputs.hyper.trigger, parts, REGISTRY)
+  return parts_lib.switch(index, parts, branch, inputs, states)

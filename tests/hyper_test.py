@@ -154,6 +154,9 @@ class FieldsTest(absltest.TestCase):
       if name == 'network':
         self.assertIsInstance(value, hyper.network_lib.Network)
         continue
+      if name == 'params':  # each part's own, in the run's precision
+        self.assertEqual(value['momentum']['momentum'].dtype, jnp.float64)
+        continue
       want = (jnp.float64 if name in hyper.FLOAT_ARRAYS
               else jnp.bool_ if name in ('innovation', 'error_feedback',
                                          'authors_code') else jnp.int32)

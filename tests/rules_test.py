@@ -211,8 +211,8 @@ class _PlainStats(NamedTuple):
   PER_WORKER = ('sent_M', 'bits_M', 'bits_down_M')
 
 
-def _plain_init(theta_P, num_workers, memory, hyper):
-  del theta_P, memory, hyper
+def _plain_init(theta_P, num_workers, memory, hyper, *, parts):
+  del theta_P, memory, hyper, parts
   return _PlainState(jnp.zeros((num_workers,), jnp.int32))
 
 

@@ -1,0 +1,367 @@
+"""Parts that own their parameters and state, the optax way.
+
+    rand_k = compressor('rand_k', fn, params=[Param('k', 100, 'int', ...)])
+    compressors.REGISTRY.register('rand_k', rand_k)
+
+A part is a value: its function, the parameters it declares (each with its
+default, check and doc, declared once, here) and, when it keeps memory, its
+state's `init`. Three kinds exist: a compressor (what a worker uploads), a
+trigger (whether it uploads) and a server update (how the server steps with
+the aggregate; any optax GradientTransformation, `laq_jax.servers`).
+
+A part's parameter VALUES are arrays of the run's `Hyper`, grouped by part,
+`hyper.params[part name][param name]` (dotted on command lines and in grids:
+`rand_k.k`), so a sweep over them is data of one compiled program and a grid
+varies them only for the points whose preset uses the part. A part's state
+lives in the loop state (`RuleState.parts_M` per worker, `RuleState.server`
+on the server) and is checkpointed and sharded with the rest.
+
+The compiled-program cache keys on the part objects (`RunSpec` holds them):
+a part registered again under the same name, or a function redefined in a
+notebook cell and registered again, is a different part and compiles anew.
+Parts compare by identity, as functions do.
+
+Call conventions (keyword arguments only where the part declares them):
+  compressor  fn(grad_P, ref_P, key, hyper[, params=][, state=]) ->
+              Compressed, or (Compressed, state) for a stateful one;
+              init(num_params, dtype) -> one worker's state.
+  trigger     fn(inputs[, params=][, state=]) -> Decision, or (Decision,
+              state); init(num_params, dtype) -> one worker's state.
+  server      fn(step_P, theta_P, hyper[, params=][, state=]) -> theta^{k+1},
+              or (theta^{k+1}, state); init(theta_P, hyper, params) -> state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from laq_jax import registry
+from laq_jax.show import show
+
+KINDS = ('compressor', 'trigger', 'server')
+_INT32_MAX = 2**31 - 1
+
+
+@dataclasses.dataclass(frozen=True)
+class Param:
+  """One parameter a part declares.
+
+  Attributes:
+    name: its name within the part (`rand_k.k` on a command line).
+    default: its value unless a config, preset or grid sets it.
+    kind: 'float' (in the run's precision) or 'int' (int32).
+    check: element-wise test on a NumPy array of values (None: finite).
+    allowed: what `check` allows, in words (for error messages).
+    doc: one line.
+  """
+  name: str
+  default: float | int
+  kind: str = 'float'
+  check: Callable[[np.ndarray], np.ndarray] | None = None
+  allowed: str = 'a finite number'
+  doc: str = ''
+
+  def __post_init__(self):
+    if self.kind not in ('float', 'int'):
+      raise ValueError(f'Param {show(self.name)}: kind={show(self.kind)} is '
+                       "not allowed: it must be 'float' or 'int'")
+    if not isinstance(self.name, str) or not self.name.isidentifier():
+      raise ValueError(f'Param name {show(self.name)} is not allowed: it must '
+                       'be an identifier')
+    self.validate(self.default, f'{self.name} (its default)')
+
+  def validate(self, value, where: str | None = None) -> None:
+    """Raises ValueError unless every element of `value` is allowed."""
+    where = where or self.name
+    bad = ValueError(f'{where}={show(value)} is not allowed: it must be '
+                     f'{self.allowed}')
+    if isinstance(value, (str, bytes, bool, np.bool_)):
+      raise bad
+    try:
+      a = np.asarray(value)
+    except (TypeError, ValueError):
+      raise bad from None
+    if a.size == 0 or a.dtype.kind not in ('i' if self.kind == 'int'
+                                           else 'if'):
+      raise bad
+    with np.errstate(invalid='ignore'):
+      ok = np.all(np.isfinite(a.astype(np.float64)))
+      if self.kind == 'int':
+        ok = ok and np.all(np.abs(a.astype(np.float64)) <= _INT32_MAX)
+      if ok and self.check is not None:
+        ok = bool(np.all(self.check(a)))
+    if not ok:
+      raise bad
+
+  def array(self, value, dtype) -> jax.Array:
+    """The value as the Hyper array: int32, or the run's float dtype."""
+    return jnp.asarray(value, jnp.int32 if self.kind == 'int' else dtype)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Part:
+  """A compressor, trigger or server update, as a value.
+
+  Attributes:
+    kind: one of KINDS.
+    name: what configs, presets and grids call it.
+    fn: the part's function (see the module docstring for its call).
+    params: the parameters it declares.
+    init: its state's initializer, or None (no state).
+    doc: one line.
+  """
+  kind: str
+  name: str
+  fn: Callable
+  params: tuple[Param, ...] = ()
+  init: Callable | None = None
+  doc: str = ''
+
+  def __post_init__(self):
+    if self.kind not in KINDS:
+      raise ValueError(f'part kind {show(self.kind)} is not allowed; allowed: '
+                       f'{", ".join(KINDS)}')
+    if not callable(self.fn):
+      raise ValueError(f'{self.kind} {show(self.name)}: fn={show(self.fn)} is '
+                       'not callable')
+    params = tuple(self.params)
+    for p in params:
+      if not isinstance(p, Param):
+        raise ValueError(f'{self.kind} {show(self.name)}: params must be '
+                         f'laq_jax.parts.Param values, not {show(p)}')
+    names = [p.name for p in params]
+    if len(set(names)) != len(names):
+      raise ValueError(f'{self.kind} {show(self.name)} declares a parameter '
+                       f'twice: {names}')
+    object.__setattr__(self, 'params', params)
+
+  def __call__(self, *args, **kwargs):
+    return self.fn(*args, **kwargs)
+
+  @property
+  def stateful(self) -> bool:
+    return self.init is not None
+
+  @property
+  def param_names(self) -> tuple[str, ...]:
+    return tuple(p.name for p in self.params)
+
+  def param(self, name: str) -> Param:
+    for p in self.params:
+      if p.name == name:
+        return p
+    raise ValueError(show_unknown(f'{self.name}.{name}', [
+        f'{self.name}.{p.name}' for p in self.params],
+        f'parameter of {self.kind} {show(self.name)}'))
+
+  def defaults(self) -> dict[str, Any]:
+    return {p.name: p.default for p in self.params}
+
+  def call(self, *args, params=None, state=None):
+    """Calls `fn` with `params` / `state` where the part declares them;
+    returns (output, new state or None)."""
+    kwargs = {}
+    if self.params:
+      kwargs['params'] = params
+    if self.stateful:
+      kwargs['state'] = state
+    out = self.fn(*args, **kwargs)
+    if self.stateful:
+      if not (isinstance(out, tuple) and len(out) == 2):
+        raise TypeError(f'{self.kind} {show(self.name)} is stateful (it has an '
+                        'init): its fn must return (output, new state)')
+      return out
+    return out, None
+
+  def __repr__(self):
+    extras = ''.join(
+        [f', params={self.param_names}' if self.params else '',
+         ', stateful' if self.stateful else ''])
+    return f'Part({self.kind}, {self.name!r}{extras})'
+
+
+def show_unknown(name, allowed, what) -> str:
+  from laq_jax import show as show_lib  # pylint: disable=g-import-not-at-top
+  return show_lib.unknown(name, list(allowed), what)
+
+
+def compressor(name: str, fn: Callable, *, params: Iterable[Param] = (),
+               init: Callable | None = None, doc: str = '') -> Part:
+  """A compressor part (register it in `compressors.REGISTRY`)."""
+  return Part('compressor', name, fn, tuple(params), init, doc)
+
+
+def trigger(name: str, fn: Callable, *, params: Iterable[Param] = (),
+            init: Callable | None = None, doc: str = '') -> Part:
+  """A trigger part (register it in `trigger.REGISTRY`)."""
+  return Part('trigger', name, fn, tuple(params), init, doc)
+
+
+class PartRegistry(registry.Registry):
+  """A Registry of Parts of one kind. Registering a plain function makes it
+  a part without parameters or state (the older way still works)."""
+
+  def __init__(self, kind: str, parts=()):
+    super().__init__(kind, ())
+    _REGISTRIES[kind] = self
+    for name, part in parts:
+      self.register(name, part)
+
+  def register(self, name: str, part, *, replace: bool = False) -> Part:
+    if not isinstance(part, Part):
+      if not callable(part):
+        raise ValueError(f'{self.kind} {show(name)}: {show(part)} is neither a '
+                         'laq_jax.parts.Part nor a function')
+      part = Part(self.kind, name, part)
+    if part.kind != self.kind:
+      raise ValueError(f'{self.kind} {show(name)}: the part is a {part.kind}; '
+                       f'register it in the {part.kind}s\' REGISTRY')
+    if part.name != name:
+      part = dataclasses.replace(part, name=name)
+    for kind, other in _REGISTRIES.items():
+      if kind != self.kind and name in other:
+        raise ValueError(f'{self.kind} name {show(name)} is taken by a '
+                         f'{kind}: part names are shared by compressors, '
+                         'triggers and servers (their parameters are '
+                         'grouped by name)')
+    return super().register(name, part, replace=replace)
+
+  def parts(self, names: Sequence[str] | None = None) -> tuple[Part, ...]:
+    """The part objects of `names` (all registered when None)."""
+    names = self.check_names(self.names if names is None else names)
+    return tuple(self.get(n) for n in names)
+
+
+_REGISTRIES: dict[str, PartRegistry] = {}
+
+
+def registries() -> dict[str, PartRegistry]:
+  """{kind: its registry}, the library's modules imported."""
+  # pylint: disable=g-import-not-at-top,unused-import
+  from laq_jax import compressors, servers, trigger as _trigger  # noqa
+  return {k: _REGISTRIES[k] for k in KINDS}
+
+
+def find(name: str) -> Part:
+  """The registered part called `name`, of any kind."""
+  for reg in registries().values():
+    if name in reg:
+      return reg.get(name)
+  raise ValueError(show_unknown(name, [n for r in registries().values()
+                                       for n in r.names], 'part'))
+
+
+def param_keys() -> tuple[str, ...]:
+  """Every registered part's parameters, dotted ('rand_k.k'), in the order
+  compressors, triggers, servers, then declaration."""
+  return tuple(f'{p.name}.{q.name}' for reg in registries().values()
+               for p in (reg.get(n) for n in reg.names) for q in p.params)
+
+
+def split_key(key: str) -> tuple[Part, Param]:
+  """'rand_k.k' -> (the part, its Param); ValueError naming the closest."""
+  if not isinstance(key, str) or key.count('.') != 1:
+    raise ValueError(show_unknown(key, param_keys(), 'part parameter'))
+  part_name, param_name = key.split('.')
+  try:
+    part = find(part_name)
+  except ValueError:
+    raise ValueError(show_unknown(key, param_keys(),
+                                  'part parameter')) from None
+  return part, part.param(param_name)
+
+
+def check_value(key: str, value, where: str | None = None) -> None:
+  """Raises ValueError unless `value` is allowed for part parameter `key`."""
+  _, param = split_key(key)
+  param.validate(value, where or key)
+
+
+def param_arrays(values: Mapping[str, Any], dtype
+                 ) -> dict[str, dict[str, jax.Array]]:
+  """{part: {param: array}} for every registered part with parameters:
+  its defaults, replaced by the dotted `values` given (checked)."""
+  out: dict[str, dict[str, Any]] = {}
+  for reg in registries().values():
+    for name in reg.names:
+      part = reg.get(name)
+      if part.params:
+        out[name] = dict(part.defaults())
+  for key, value in values.items():
+    part, param = split_key(key)
+    param.validate(value, key)
+    out[part.name][param.name] = value
+  return {name: {p: find(name).param(p).array(v, dtype)
+                 for p, v in group.items()} for name, group in out.items()}
+
+
+def default_groups() -> dict[str, dict[str, Any]]:
+  """{part: {param: default}} of every registered part with parameters (a
+  config's `params` group)."""
+  return {name: reg.get(name).defaults() for reg in registries().values()
+          for name in reg.names if reg.get(name).params}
+
+
+def import_modules(modules: str | Sequence[str]) -> None:
+  """Imports a user's modules (comma-separated text or names), whose import
+  registers their parts and presets; ValueError naming one that fails."""
+  import importlib  # pylint: disable=g-import-not-at-top
+  if isinstance(modules, str):
+    modules = [m.strip() for m in modules.split(',') if m.strip()]
+  for module in modules:
+    try:
+      importlib.import_module(module)
+    except ImportError as e:
+      raise ValueError(f'modules={module!r} could not be imported ({e}): give '
+                       'importable module names (on PYTHONPATH, or the '
+                       'current folder), comma-separated') from None
+
+
+def fill_params(params: dict, like_dtype) -> dict:
+  """`params` with every registered part's defaults where missing (a part
+  registered after the Hyper was built)."""
+  full = param_arrays({}, like_dtype)
+  for name, group in full.items():
+    group.update(params.get(name, {}))
+  return full
+
+
+def own_params(hyper, part: Part):
+  """The part's parameter arrays in `hyper` (None when it declares none)."""
+  if not part.params:
+    return None
+  try:
+    return hyper.params[part.name]
+  except (KeyError, TypeError):
+    raise ValueError(f'hyper.params has no group {show(part.name)}: build the '
+                     'Hyper after registering the part (laq_jax.make_hyper)'
+                     ) from None
+
+
+def num_bits(x) -> int:
+  """ceil(log2 x) for x >= 2, else 0 (index widths)."""
+  return math.ceil(math.log2(x)) if x > 1 else 0
+
+
+def switch(index, parts: Sequence[Part], branch: Callable, *operands):
+  """`branch(part, *operands)` for parts[index] (a lax.switch among them; one
+  part: a direct call)."""
+  branches = [lambda *ops, p=p: branch(p, *ops) for p in parts]
+  if len(branches) == 1:
+    return branches[0](*operands)
+  return jax.lax.switch(index, branches, *operands)
+
+
+def local_index(global_index, parts: Sequence[Part], reg: PartRegistry):
+  """The position among `parts` of the registry index `global_index` (a
+  Hyper field); an index outside them maps to 0 (callers refuse it first:
+  `RunSpec.check_hyper`)."""
+  table = [next((i for i, p in enumerate(parts) if p.name == n), 0)
+           for n in reg.names]
+  return jnp.asarray(table, jnp.int32)[global_index]

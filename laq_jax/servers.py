@@ -1,0 +1,150 @@
+"""The server update: how the server steps with what it aggregated.
+
+    theta^{k+1}, state = update(step_P, theta_P, hyper, parts, states)
+
+`sgd` is the family's step, theta^{k+1} = theta^k - alpha * aggregate (the
+LAQ paper's eq. 4), with no state. Any optax GradientTransformation is a
+server part too (`optax_server`): its state (momentum, Adam's moments) lives
+in the loop state and its hyperparameters are the part's own parameters,
+arrays of the Hyper, so a sweep over them (or over servers) is one program.
+The learning rate of every server is `Hyper.step_size` (alpha), the one the
+LAG/LAQ trigger's threshold divides by.
+
+Which server runs is data (`Hyper.server`, an index into `REGISTRY`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable, Sequence
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from laq_jax import parts as parts_lib
+from laq_jax import registry
+
+
+def sgd(step_P, theta_P, hyper):
+  """theta - alpha * step: today's step, bit for bit (no optax in the way)."""
+  return theta_P - hyper.step_size * step_P
+
+
+def optax_server(name: str, factory: Callable[..., optax.GradientTransformation],
+                 params: Iterable[parts_lib.Param] = (), doc: str = ''
+                 ) -> parts_lib.Part:
+  """A server part from an optax factory.
+
+  Args:
+    name: the part's name.
+    factory: (learning_rate, **params) -> an optax GradientTransformation,
+      e.g. `lambda lr, momentum: optax.sgd(lr, momentum)`. It is called
+      inside the compiled step with the parameters as arrays.
+    params: the factory's keyword parameters as `laq_jax.parts.Param`s.
+    doc: one line.
+
+  The optax state is kept as the tuple of its leaves (its structure comes
+  from `factory(...).init`), so any transformation's state checkpoints and
+  shards as plain arrays.
+  """
+  params = tuple(params)
+
+  def transformation(hyper, own):
+    return factory(hyper.step_size, **(own or {}))
+
+  def init(theta_P, hyper, own):
+    return tuple(jax.tree.leaves(transformation(hyper, own).init(theta_P)))
+
+  def update(step_P, theta_P, hyper, *, state, params=None):
+    tx = transformation(hyper, params)
+    treedef = jax.tree.structure(jax.eval_shape(tx.init, theta_P))
+    opt_state = jax.tree.unflatten(treedef, state)
+    updates, opt_state = tx.update(step_P, opt_state, theta_P)
+    return (optax.apply_updates(theta_P, updates),
+            tuple(jax.tree.leaves(opt_state)))
+
+  if not params:  # Part.call passes params= only to parts that declare them
+    fn = lambda step_P, theta_P, hyper, *, state: update(
+        step_P, theta_P, hyper, state=state)
+  else:
+    fn = update
+  return parts_lib.Part('server', name, fn, params, init, doc)
+
+
+def server(name: str, fn: Callable, *, params: Iterable[parts_lib.Param] = (),
+           init: Callable | None = None, doc: str = '') -> parts_lib.Part:
+  """A server part from a function (see `laq_jax.parts`)."""
+  return parts_lib.Part('server', name, fn, tuple(params), init, doc)
+
+
+_unit = lambda a: (a >= 0) & (a < 1)
+_pos = lambda a: a > 0
+_P = parts_lib.Param
+
+REGISTRY: parts_lib.PartRegistry = parts_lib.PartRegistry('server', [
+    ('sgd', parts_lib.Part('server', 'sgd', sgd,
+                           doc='theta - alpha * aggregate (the paper\'s step)')),
+    ('momentum', optax_server(
+        'momentum', lambda lr, momentum: optax.sgd(lr, momentum=momentum),
+        [_P('momentum', 0.9, check=_unit, allowed='a number in [0, 1)',
+            doc='beta, heavy-ball momentum (optax.sgd)')],
+        doc='server momentum (FedAvgM: Hsu et al. 2019)')),
+    ('nesterov', optax_server(
+        'nesterov', lambda lr, momentum: optax.sgd(lr, momentum=momentum,
+                                                   nesterov=True),
+        [_P('momentum', 0.9, check=_unit, allowed='a number in [0, 1)',
+            doc='beta, Nesterov momentum (optax.sgd)')],
+        doc='Nesterov momentum')),
+    ('adam', optax_server(
+        'adam', lambda lr, b1, b2, eps: optax.adam(lr, b1=b1, b2=b2, eps=eps),
+        [_P('b1', 0.9, check=_unit, allowed='a number in [0, 1)'),
+         _P('b2', 0.999, check=_unit, allowed='a number in [0, 1)'),
+         _P('eps', 1e-8, check=_pos, allowed='a finite number > 0')],
+        doc='Adam (Kingma, Ba 2015); FedAdam\'s server (Reddi et al. 2021)')),
+    ('amsgrad', optax_server(
+        'amsgrad', lambda lr, b1, b2, eps: optax.amsgrad(lr, b1=b1, b2=b2,
+                                                         eps=eps),
+        [_P('b1', 0.9, check=_unit, allowed='a number in [0, 1)'),
+         _P('b2', 0.999, check=_unit, allowed='a number in [0, 1)'),
+         _P('eps', 1e-8, check=_pos, allowed='a finite number > 0')],
+        doc='AMSGrad (Reddi, Kale, Kumar 2018); CADA\'s server')),
+    ('yogi', optax_server(
+        'yogi', lambda lr, b1, b2, eps: optax.yogi(lr, b1=b1, b2=b2, eps=eps),
+        [_P('b1', 0.9, check=_unit, allowed='a number in [0, 1)'),
+         _P('b2', 0.999, check=_unit, allowed='a number in [0, 1)'),
+         _P('eps', 1e-3, check=_pos, allowed='a finite number > 0')],
+        doc='Yogi (Zaheer et al. 2018); FedYogi\'s server')),
+])
+# SERVERS: the registry's names (a server registered later is in it).
+__getattr__ = registry.names_attribute(__name__, SERVERS=REGISTRY)
+
+
+def index(name: str) -> int:
+  """The position of `name` in SERVERS (what `Hyper.server` holds)."""
+  return REGISTRY.index(name)
+
+
+def init_states(parts: Sequence[parts_lib.Part], theta_P, hyper
+                ) -> dict[str, Any]:
+  """{name: state} of the stateful servers among `parts`."""
+  return {p.name: p.init(theta_P, hyper, parts_lib.own_params(hyper, p))
+          for p in parts if p.stateful}
+
+
+def update(step_P, theta_P, hyper, parts: Sequence[parts_lib.Part],
+           states: dict | None = None):
+  """(theta^{k+1}, states) with SERVERS[hyper.server] among `parts`."""
+  states = dict(states or {})
+
+  def branch(part, step_P, theta_P, hyper, states):
+    new_theta, new = part.call(step_P, theta_P, hyper,
+                               params=parts_lib.own_params(hyper, part),
+                               state=states.get(part.name))
+    new_theta = new_theta.astype(theta_P.dtype)
+    if part.stateful:
+      states = {**states, part.name: new}
+    return new_theta, states
+
+  index_ = parts_lib.local_index(hyper.server, parts, REGISTRY)
+  return parts_lib.switch(index_, parts, branch, step_P, theta_P, hyper,
+                          states)
