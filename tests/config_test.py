@@ -520,7 +520,7 @@ class SweepConfigTest(absltest.TestCase):
       config_lib.points_from_config(self.sweep({'bits': [2]}).to_dict()
                                     | {'sweep_batch_size': -1})
     with self.assertRaisesRegex(config_lib.ConfigError,
-                                "unknown sweep key.*'bitz'.*allowed: algo"):
+                                "no sweep key 'bitz'; did you mean 'bits'"):
       config_lib.points_from_config(self.sweep({'bitz': [2]}))
     with self.assertRaisesRegex(config_lib.ConfigError,
                                 r"config.sweep\['bits'\].*0"):

@@ -265,28 +265,35 @@ class NotebooksTest(parameterized.TestCase):
         outputs(nb, 'text/plain')))
 
   def test_extend(self):
-    # A compressor, a trigger, a model and a dataset kind registered from
-    # the notebook's own code run beside LAQ in one compiled program, and
-    # through the launcher's train_and_evaluate by name.
+    # Parts with their own parameters and state (rand-k's k, PowerSGD's Q,
+    # an ema trigger, optax servers) from user code run beside LAQ in one
+    # compiled program, and through the launcher by a config naming the
+    # user's module.
     nb = execute('extend')
     text = ''.join(outputs(nb, 'text/plain'))
     self.assertRegex(text, r'programs compiled by the sweep: 1\b')
-    self.assertIn("'natural'", text)
-    self.assertIn("'fixed'", text)
+    self.assertIn('8 points', text)  # rand_k.k varies rand-k's point only
+    self.assertIn("'powersgd_r2'", text)
+    self.assertIn("'ema'", text)
+    self.assertIn("'radam'", text)
+    self.assertIn('refused: rand_k.k=0 is not allowed', text)
     tables = [t for t in outputs(nb, 'text/markdown') if '| algorithm |' in t]
     self.assertLen(tables, 1)
     rows = table_rows(tables[0], 'algorithm')
     self.assertEqual(sorted(rows), sorted(
-        ['gd', 'lag', 'laq', 'natural_laq', 'fixed_lag']))
+        ['laq', 'rand_k_gd k=20', 'rand_k_gd k=100', 'natural_gd',
+         'powersgd_ef', 'laq_ema', 'gd_momentum', 'gd_radam']))
     uploads = {name: number(cells[1]) for name, cells in rows.items()}
     bits = {name: number(cells[2]) for name, cells in rows.items()}
-    # GD uploads every step; natural compression costs 9 bits a coordinate
-    # where GD pays 32, so per upload it is 9/32 of GD's.
-    self.assertEqual(uploads['gd'], max(uploads.values()))
-    self.assertAlmostEqual(bits['natural_laq'] / uploads['natural_laq'],
-                           bits['gd'] / uploads['gd'] * 9 / 32, delta=
-                           bits['gd'] / uploads['gd'] * 1e-3)
-    self.assertRegex(text, r'natural_laq via the launcher: \d+ uploads')
+    # Eager presets upload every step; natural compression costs 9 bits a
+    # coordinate where full precision pays 32.
+    self.assertEqual(uploads['gd_momentum'], max(uploads.values()))
+    self.assertAlmostEqual(
+        bits['natural_gd'] / uploads['natural_gd'],
+        bits['gd_momentum'] / uploads['gd_momentum'] * 9 / 32,
+        delta=bits['gd_momentum'] / uploads['gd_momentum'] * 1e-3)
+    self.assertLess(uploads['laq_ema'], uploads['gd_momentum'])  # it skips
+    self.assertRegex(text, r'powersgd_ef via the launcher: \d+ uploads')
     self.assertIn("'metrics.csv'", text)
 
   @parameterized.parameters(*NOTEBOOKS)

@@ -100,7 +100,7 @@ class LayoutTest(absltest.TestCase):
     # refused rather than guessed from its names.
     self.assertEqual(sharding.per_worker_fields(lj.RuleState),
                      ('last_upload_MxP', 'last_error_M', 'clock_M',
-                      'error_MxP'))
+                      'error_MxP', 'parts_M'))
     self.assertEqual(sharding.per_worker_fields(lj.Trace),
                      ('sent_M', 'bits_M', 'bits_down_M', 'innovation_M',
                       'threshold_M', 'error_M', 'dropped_M', 'slowdown_M',
