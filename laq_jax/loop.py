@@ -150,54 +150,75 @@ def client_batch_rows(key, count, shard_size: int, batch_size: int,
   return jnp.minimum(idx, shard_size - 1), jnp.minimum(count, batch_size)
 
 
-def make_step(spec: RunSpec, data: Data, hyper: Hyper, *,
-              worker_ids_M: jax.Array | None = None,
-              axis_name: str | None = None,
-              vmapped: bool = False) -> Callable:
-  """The scan body: LoopState -> (LoopState, Trace row).
+class Setting(NamedTuple):
+  """What every stage of a step reads (static shapes and traced arrays).
 
-  Args:
-    spec: static run description.
+  Attributes:
+    spec: the RunSpec.
     data: the (local) worker shards.
-    hyper: scalar hyperparameters.
-    worker_ids_M: global indices of the local workers (seeds their minibatch
-      draws, so any device layout draws the same batches).
-    axis_name: the mesh axis the workers are split over, under shard_map.
-    vmapped: the body runs vmapped over a grid's points (`hyper` batched):
-      a choice between two computations that read the data is then a
-      select, never a `lax.cond` on a per-point predicate, whose batching
-      would copy the data once per point.
+    hyper: the point's Hyper, cast to the data's precision.
+    worker_ids_M: global indices of the local workers.
+    axis_name: the mesh axis under shard_map, else None.
+    vmapped: the step runs vmapped over a grid's points (a choice between
+      two computations that read the data is then a select, never a
+      `lax.cond` on a per-point predicate, whose batching would copy the
+      data once per point).
   """
-  dtype = data.x_MxNxD.dtype
-  hyper = hyper_lib.cast(hyper, dtype)
-  problem = spec.problem
-  unravel = _unravel(problem, dtype)
-  num_local = data.x_MxNxD.shape[0]
+  spec: RunSpec
+  data: Data
+  hyper: Hyper
+  worker_ids_M: jax.Array
+  axis_name: str | None
+  vmapped: bool
+
+
+def _objective_m(s: Setting):
+  unravel = _unravel(s.spec.problem, s.data.x_MxNxD.dtype)
+  return lambda th, x, y, count=None: worker_objective(
+      s.spec.problem, unravel, th, x, y, s.hyper.l2, count)
+
+
+def full_batch_gradients(s: Setting) -> Callable:
+  """The full-batch gradient part: (step, theta_P, at_P) -> (loss, grads_MxP),
+  each worker's gradient on its whole shard at the parameters it holds
+  (at_P), the loss f(theta^k) at the server's (one forward pass more only
+  where a point quantizes the broadcast)."""
+  full_value_and_grad, full_values = full_batch(s.spec.problem, s.data,
+                                                s.hyper.l2)
+  every = s.spec.log_every
+
+  def gradients(step, theta_P, at_P):
+    losses_M, grads_MxP = full_value_and_grad(at_P)
+    if s.spec.downlink:  # the loss at the server's theta, not the broadcast
+      # (a conditional: a run with a full-precision broadcast, where the
+      # two agree, skips the extra forward pass; vmapped over a grid,
+      # a select of the two, which reads the data once for every point)
+      quantized = s.hyper.downlink_bits > 0
+      if s.vmapped:
+        losses_M = jnp.where(quantized, full_values(theta_P), losses_M)
+      else:
+        losses_M = jax.lax.cond(quantized, lambda: full_values(theta_P),
+                                lambda: losses_M)
+    # Added left to right (not a reduce, whose order XLA picks per fusion),
+    # so a program with other parts compiled in sums alike.
+    loss = collectives.sum_workers(losses_M, s.axis_name)
+    if every > 1:
+      loss = jnp.where(step % every == 0, loss,
+                       jnp.asarray(jnp.nan, loss.dtype))
+    return loss, grads_MxP
+
+  return gradients
+
+
+def minibatch_gradients(s: Setting) -> Callable:
+  """The minibatch gradient part: (step, theta_P, at_P) -> (loss,
+  grads_MxP), each worker's gradient on a minibatch drawn from (seed, step,
+  worker), the full loss at the logged iterations only."""
+  spec, hyper, data = s.spec, s.hyper, s.data
   shard_size = data.x_MxNxD.shape[1]
-  if worker_ids_M is None:
-    worker_ids_M = jnp.arange(num_local, dtype=jnp.int32)
-
-  objective_m = lambda th, x, y, count=None: worker_objective(
-      problem, unravel, th, x, y, hyper.l2, count)
-  value_and_grad = jax.vmap(jax.value_and_grad(objective_m),
-                            in_axes=(None, 0, 0))
-  full_value_and_grad, full_values = full_batch(problem, data, hyper.l2)
-
   num_blocks = max(shard_size // spec.batch_size, 1)
-  num_params = problem.num_params()
-  unequal = data.count_M is not None
-  if unequal:  # clients of unequal sizes: per-client compute
-    count_M = jnp.asarray(data.count_M, jnp.int32)
-    samples_M = (jnp.minimum(count_M, spec.batch_size) if spec.stochastic
-                 else count_M)
-    per_sample = float(problem.grad_flops_per_sample or 0.0)
-    local_flops_M = per_sample * samples_M.astype(
-        hyper.network.up_bps.dtype)
-    all_flops_M = collectives.gather_workers(local_flops_M, axis_name)
-  else:
-    flops = flops_per_worker_step(spec, shard_size)
-    local_flops_M = jnp.full((num_local,), flops)
-    all_flops_M = jnp.full((spec.num_workers,), flops)
+  objective_m = _objective_m(s)
+  _, full_values = full_batch(spec.problem, data, hyper.l2)
 
   def minibatch(step, worker, x_NxD, y_N):
     key = randomness.batch_key(hyper.seed, step, worker)
@@ -217,7 +238,121 @@ def make_step(spec: RunSpec, data: Data, hyper: Hyper, *,
                                   hyper.authors_code)
     return x_NxD[idx], y_N[idx], used
 
-  every = spec.log_every
+  def gradients(step, theta_P, at_P):
+    if data.count_M is not None:  # clients of unequal sizes
+      xb, yb, nb = jax.vmap(client_minibatch, in_axes=(None, 0, 0, 0, 0))(
+          step, s.worker_ids_M, data.x_MxNxD, data.y_MxN,
+          jnp.asarray(data.count_M, jnp.int32))
+      _, grads_MxP = jax.vmap(jax.value_and_grad(objective_m),
+                              in_axes=(None, 0, 0, 0))(at_P, xb, yb, nb)
+    else:
+      xb, yb = jax.vmap(minibatch, in_axes=(None, 0, 0, 0))(
+          step, s.worker_ids_M, data.x_MxNxD, data.y_MxN)
+      _, grads_MxP = jax.vmap(jax.value_and_grad(objective_m),
+                              in_axes=(None, 0, 0))(at_P, xb, yb)
+    return _logged_loss(s, step, theta_P, full_values), grads_MxP
+
+  return gradients
+
+
+def _logged_loss(s: Setting, step, theta_P, full_values):
+  """The full objective at the logged iterations (NaN at the others)."""
+  every = s.spec.log_every
+  if every == 1:
+    losses_M = full_values(theta_P)
+  else:
+    def not_logged(_):
+      nan_M = jnp.full((s.data.x_MxNxD.shape[0],), jnp.nan,
+                       s.data.x_MxNxD.dtype)
+      # Under shard_map the logged branch is per worker: so is this one.
+      return (nan_M if s.axis_name is None else
+              jax.lax.pcast(nan_M, s.axis_name, to='varying'))
+    losses_M = jax.lax.cond(step % every == 0, full_values, not_logged,
+                            theta_P)
+  return collectives.sum_workers(losses_M, s.axis_name)
+
+
+def worker_flops(s: Setting) -> tuple[jax.Array, jax.Array]:
+  """(the local workers' gradient FLOPs per step [M_local], every worker's
+  [M]): the compute the round time and the deadline read."""
+  spec, data = s.spec, s.data
+  num_local, shard_size = data.x_MxNxD.shape[:2]
+  if data.count_M is None:
+    flops = flops_per_worker_step(spec, shard_size)
+    return (jnp.full((num_local,), flops), jnp.full((spec.num_workers,),
+                                                    flops))
+  count_M = jnp.asarray(data.count_M, jnp.int32)
+  samples_M = (jnp.minimum(count_M, spec.batch_size) if spec.stochastic
+               else count_M)
+  per_sample = float(spec.problem.grad_flops_per_sample or 0.0)
+  local = per_sample * samples_M.astype(s.hyper.network.up_bps.dtype)
+  return local, collectives.gather_workers(local, s.axis_name)
+
+
+def participation_stage(s: Setting, step, slowdown_M, local_flops_M):
+  """Who takes part in round k, and the deadline's test: (every client's
+  flag [M], the rule step's keyword arguments). Without
+  `RunSpec.participation`, everyone and nothing compiled."""
+  present_all = jnp.ones((s.spec.num_workers,), bool)
+  if not s.spec.participation:
+    return present_all, {}
+  # Every device draws every client's flag.
+  present_all = participation_lib.participants(s.hyper, step,
+                                               s.spec.num_workers)
+  local_net = network_lib.worker_view(s.hyper.network, s.worker_ids_M)
+  deadline = jnp.asarray(s.hyper.deadline_s, s.hyper.network.up_bps.dtype)
+
+  def admit(sent_M, bits_M):
+    # compute + upload (a skip: its notice's latency) by the deadline
+    del sent_M
+    end = (slowdown_M * local_flops_M / local_net.flops_per_s
+           + local_net.up_latency_s + bits_M / local_net.up_bps)
+    return (deadline <= 0) | (end <= deadline)
+
+  return present_all, {'present_M': present_all[s.worker_ids_M],
+                       'admit': admit}
+
+
+def round_time_stage(s: Setting, stats, all_flops_M, slowdown_M, present_all):
+  """The round on the modeled network: every worker's bits and slowdown,
+  gathered over devices (the stragglers' keys are (seed, step, worker), so
+  every layout draws the same)."""
+  num_local = s.data.x_MxNxD.shape[0]
+  zeros = jnp.zeros((num_local,), jnp.int32)
+  gather = lambda x: collectives.gather_workers(x, s.axis_name)
+  cut = gather(getattr(stats, 'dropped_M', jnp.zeros((num_local,), bool)))
+  return network_lib.round_time(
+      s.hyper.network, all_flops_M, gather(getattr(stats, 'bits_M', zeros)),
+      gather(getattr(stats, 'bits_down_M', zeros)), gather(slowdown_M),
+      participants_M=present_all & ~cut,
+      num_params=s.spec.problem.num_params(), deadline_s=s.hyper.deadline_s,
+      cut_M=cut)
+
+
+def make_step(spec: RunSpec, data: Data, hyper: Hyper, *,
+              worker_ids_M: jax.Array | None = None,
+              axis_name: str | None = None,
+              vmapped: bool = False) -> Callable:
+  """The scan body, LoopState -> (LoopState, Trace row), in named stages:
+  the gradient part, the rule (compress, decide, participation, aggregate,
+  the server's update), the round's time.
+
+  Args:
+    spec: static run description.
+    data: the (local) worker shards.
+    hyper: scalar hyperparameters.
+    worker_ids_M: global indices of the local workers (seeds their minibatch
+      draws, so any device layout draws the same batches).
+    axis_name: the mesh axis the workers are split over, under shard_map.
+    vmapped: the body runs vmapped over a grid's points (see `Setting`).
+  """
+  if worker_ids_M is None:
+    worker_ids_M = jnp.arange(data.x_MxNxD.shape[0], dtype=jnp.int32)
+  s = Setting(spec, data, hyper_lib.cast(hyper, data.x_MxNxD.dtype),
+              worker_ids_M, axis_name, vmapped)
+  gradients = (spec.gradient or (minibatch_gradients if spec.stochastic
+                                 else full_batch_gradients))(s)
+  local_flops_M, all_flops_M = worker_flops(s)
 
   def body(state: LoopState, _):
     theta_P = state.theta_P
@@ -231,86 +366,23 @@ def make_step(spec: RunSpec, data: Data, hyper: Hyper, *,
       # broadcast). Each worker needs its own gradient: mark theta varying.
       theta_P = jax.lax.pcast(theta_P, axis_name, to='varying')
       at_P = jax.lax.pcast(at_P, axis_name, to='varying')
-    if spec.stochastic and unequal:
-      xb, yb, nb = jax.vmap(client_minibatch, in_axes=(None, 0, 0, 0, 0))(
-          state.step, worker_ids_M, data.x_MxNxD, data.y_MxN, count_M)
-      _, grads_MxP = jax.vmap(jax.value_and_grad(objective_m),
-                              in_axes=(None, 0, 0, 0))(at_P, xb, yb, nb)
-    elif spec.stochastic:
-      xb, yb = jax.vmap(minibatch, in_axes=(None, 0, 0, 0))(
-          state.step, worker_ids_M, data.x_MxNxD, data.y_MxN)
-      _, grads_MxP = value_and_grad(at_P, xb, yb)
-    if spec.stochastic:
-      if every == 1:
-        losses_M = full_values(theta_P)
-      else:  # the full objective at the logged iterations only
-        def not_logged(_):
-          nan_M = jnp.full((num_local,), jnp.nan, dtype)
-          # Under shard_map the logged branch is per worker: so is this one.
-          return (nan_M if axis_name is None else
-                  jax.lax.pcast(nan_M, axis_name, to='varying'))
-        losses_M = jax.lax.cond(state.step % every == 0, full_values,
-                                not_logged, theta_P)
-      loss = collectives.sum_workers(losses_M, axis_name)
-    else:
-      losses_M, grads_MxP = full_value_and_grad(at_P)
-      if spec.downlink:  # the loss at the server's theta, not the broadcast
-        # (a conditional: a run with a full-precision broadcast, where the
-        # two agree, skips the extra forward pass; vmapped over a grid,
-        # a select of the two, which reads the data once for every point)
-        quantized = hyper.downlink_bits > 0
-        if vmapped:
-          losses_M = jnp.where(quantized, full_values(theta_P), losses_M)
-        else:
-          losses_M = jax.lax.cond(quantized, lambda: full_values(theta_P),
-                                  lambda: losses_M)
-      # Added left to right (not a reduce, whose order XLA picks per
-      # fusion), so a program with other parts compiled in sums alike.
-      loss = collectives.sum_workers(losses_M, axis_name)
-      if every > 1:
-        loss = jnp.where(state.step % every == 0, loss,
-                         jnp.asarray(jnp.nan, loss.dtype))
+    loss, grads_MxP = gradients(state.step, theta_P, at_P)
     grad_norm_sq = jnp.sum(jnp.square(collectives.sum_workers(grads_MxP,
                                                               axis_name)))
     # The stragglers' factors of this round (keys: seed, step, worker).
-    slowdown_M = network_lib.slowdown(hyper.network, hyper.seed, state.step,
-                                      worker_ids_M)
-    extra = {}
-    present_all = jnp.ones((spec.num_workers,), bool)
-    if spec.participation:  # every device draws every client's flag
-      present_all = participation_lib.participants(hyper, state.step,
-                                                   spec.num_workers)
-      extra['present_M'] = present_all[worker_ids_M]
-      local_net = network_lib.worker_view(hyper.network, worker_ids_M)
-      deadline = jnp.asarray(hyper.deadline_s, hyper.network.up_bps.dtype)
-
-      def admit(sent_M, bits_M):
-        # compute + upload (a skip: its notice's latency) by the deadline
-        del sent_M
-        end = (slowdown_M * local_flops_M / local_net.flops_per_s
-               + local_net.up_latency_s + bits_M / local_net.up_bps)
-        return (deadline <= 0) | (end <= deadline)
-      extra['admit'] = admit
-    theta_P, rule_state, stats = spec.rule.step(
-        grads_MxP, state.rule, state.theta_P, hyper, step_count=state.step,
+    slowdown_M = network_lib.slowdown(s.hyper.network, s.hyper.seed,
+                                      state.step, worker_ids_M)
+    present_all, extra = participation_stage(s, state.step, slowdown_M,
+                                             local_flops_M)
+    new_theta_P, rule_state, stats = spec.rule.step(
+        grads_MxP, state.rule, state.theta_P, s.hyper, step_count=state.step,
         worker_ids_M=worker_ids_M, num_workers=spec.num_workers,
         axis_name=axis_name, parts=spec.parts, **extra)
-    # The round on the modeled network: every worker's bits and slowdown
-    # (gathered over devices; the stragglers' keys are (seed, step, worker),
-    # so every layout draws the same).
-    zeros = jnp.zeros((num_local,), jnp.int32)
-    gather = lambda x: collectives.gather_workers(x, axis_name)
-    cut = gather(getattr(stats, 'dropped_M', jnp.zeros((num_local,), bool)))
-    round_ = network_lib.round_time(
-        hyper.network, all_flops_M,
-        gather(getattr(stats, 'bits_M', zeros)),
-        gather(getattr(stats, 'bits_down_M', zeros)), gather(slowdown_M),
-        participants_M=present_all & ~cut, num_params=num_params,
-        deadline_s=hyper.deadline_s, cut_M=cut)
+    round_ = round_time_stage(s, stats, all_flops_M, slowdown_M, present_all)
     row = trace_type(spec.rule.stats_type)(
         loss, grad_norm_sq, *stats, round_.time_s, round_.slowest,
         slowdown_M, present_all[worker_ids_M])
-    return LoopState(state.step + 1, theta_P, rule_state), row
+    return LoopState(state.step + 1, new_theta_P, rule_state), row
 
   return body
 

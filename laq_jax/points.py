@@ -236,7 +236,8 @@ def parts_of(points: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 def varying_keys(points: Sequence[Mapping[str, Any]]) -> list[str]:
   """The keys (GRID_KEYS, then dotted part parameters) whose value differs
   between points."""
-  return [k for k in points[0] if len({p[k] for p in points}) > 1]
+  keys = GRID_KEYS + tuple(k for k in points[0] if '.' in k)
+  return [k for k in keys if len({p[k] for p in points}) > 1]
 
 
 def point_label(point: Mapping[str, Any], keys: Sequence[str]) -> str:

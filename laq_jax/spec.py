@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Callable
 
 import jax
 import numpy as np
@@ -72,6 +73,10 @@ class RunSpec:
       client takes part in every round and nothing of it is compiled.
     servers: the server updates it may meet (`Hyper.server` picks one;
       default ('sgd',), the paper's step).
+    gradient: the gradient part, `(loop.Setting) -> gradients(step,
+      theta_P, at_P) -> (loss, grads_MxP)`; None: `loop.minibatch_gradients`
+      when `stochastic`, else `loop.full_batch_gradients`. A function of
+      your own is compiled in by identity (the cache keys on it).
 
   The parts are resolved from their registries when the RunSpec is made,
   and the RunSpec holds the part objects (`part_objects`): two RunSpecs
@@ -93,6 +98,7 @@ class RunSpec:
   triggers: tuple[str, ...] | None = None
   participation: bool = False
   servers: tuple[str, ...] = ('sgd',)
+  gradient: Callable | None = None
   part_objects: tuple = dataclasses.field(default=(), init=False,
                                           repr=False)
 
@@ -131,6 +137,10 @@ class RunSpec:
       if not isinstance(getattr(self, name), (bool, np.bool_)):
         raise ValueError(f'{name}={show(getattr(self, name))} is not '
                          'allowed: it must be True or False')
+    if self.gradient is not None and not callable(self.gradient):
+      raise ValueError(f'gradient={show(self.gradient)} is not allowed: it '
+                       'must be a function (loop.Setting) -> gradients, or '
+                       'None')
     if not isinstance(self.rule, rules.Rule):
       raise ValueError(f'rule={show(self.rule)} is not allowed: it must be a '
                        'laq_jax.Rule (e.g. laq_jax.LAQ)')

@@ -313,6 +313,30 @@ class SweepTest(absltest.TestCase):
     self.assertIn('ema', state.rule.parts_M)
 
 
+class GradientPartTest(absltest.TestCase):
+
+  def test_a_gradient_part_of_ones_own(self):
+    # Twice the full-batch gradient at half the step size is GD exactly
+    # (powers of two scale without rounding): the part is compiled in by
+    # identity, and the loop runs it in place of the built-in one.
+    from laq_jax import loop  # pylint: disable=g-import-not-at-top
+
+    def doubled(setting):
+      full = loop.full_batch_gradients(setting)
+      def gradients(step, theta_P, at_P):
+        loss, grads = full(step, theta_P, at_P)
+        return loss, 2 * grads
+      return gradients
+
+    d = data()
+    _, want = lj.run(spec_for(['gd']), d, hyper('gd'), 5)
+    spec = spec_for(['gd'], gradient=doubled)
+    self.assertNotEqual(spec, spec_for(['gd']))
+    _, got = lj.run(spec, d, lj.make_hyper('gd', step_size=0.025), 5)
+    np.testing.assert_array_equal(got.loss, want.loss)
+    np.testing.assert_array_equal(got.grad_norm_sq, 4 * want.grad_norm_sq)
+
+
 class ResumeTest(absltest.TestCase):
 
   def test_resume_through_a_checkpoint_is_bit_identical(self):

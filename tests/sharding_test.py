@@ -106,11 +106,14 @@ class LayoutTest(absltest.TestCase):
                       'threshold_M', 'error_M', 'dropped_M', 'slowdown_M',
                       'participants_M'))
     # Every field whose leading axis is the workers' is in PER_WORKER.
-    spec = lj.RunSpec(lj.get_problem('logreg', 4, 3), 5)
+    # (With a stateful server: the parts' state fields are not empty.)
+    spec = lj.RunSpec(lj.get_problem('logreg', 4, 3), 5,
+                      servers=('sgd', 'momentum'))
     state = lj.init_state(spec, lj.make_hyper('laq'))
     for name, value in zip(state.rule._fields, state.rule):
-      self.assertEqual(name in lj.RuleState.PER_WORKER,
-                       value.ndim >= 1 and value.shape[0] == 5, name)
+      for leaf in jax.tree.leaves(value):
+        self.assertEqual(name in lj.RuleState.PER_WORKER,
+                         leaf.ndim >= 1 and leaf.shape[0] == 5, name)
 
     class Unstated(NamedTuple):
       a_M: object
