@@ -20,7 +20,6 @@ import numpy as np
 from configs import default as default_config
 from experiments import cli
 from laq_jax import data as data_lib
-from laq_jax import network as network_lib
 from laq_jax import parts as parts_lib
 from laq_jax import sharding
 from laq_jax import sweep as sweep_lib
@@ -176,7 +175,7 @@ def validate_config(config, *, allow_extra: Iterable[str] = ()) -> None:
       check_value(name, c[name], where=f'config.{name}')
     except ValueError as e:
       raise ConfigError(str(e)) from None
-  try:  # a ring needs a preset that can all-reduce
+  try:  # a ring needs a preset that can all-reduce, and no deadline
     make_network(c, get_algorithm(c['algo']))
   except ValueError as e:
     raise ConfigError(f'config.{e}') from None
@@ -185,12 +184,6 @@ def validate_config(config, *, allow_extra: Iterable[str] = ()) -> None:
                         where='config.')
   except ValueError as e:
     raise ConfigError(str(e)) from None
-  topology = c['network_topology'] or network_lib.PROFILES[c['network']][
-      'topology']
-  if topology == 'ring' and c['deadline_s'] > 0:
-    raise bad('deadline_s', c['deadline_s'], "0 with network_topology="
-              "'ring' (a ring all-reduce has no round to cut a late worker "
-              "from; use the star)")
   if not isinstance(c['authors_code'], (bool, np.bool_)):
     raise bad('authors_code', c['authors_code'], 'True or False')
   if not (is_number(c['dirichlet_alpha']) and c['dirichlet_alpha'] > 0):

@@ -47,7 +47,8 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
-FORMAT = 2  # bumped when the layout changes; older checkpoints are refused
+FORMAT = 3  # bumped when the layout changes; older checkpoints are refused
+# 3: the rule state holds the parts' state (parts_M) and the server's (server).
 KEEP = 3
 
 

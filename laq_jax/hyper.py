@@ -558,8 +558,9 @@ def network_overrides(values) -> dict[str, Any]:
 def make_network(values, algorithm: Algorithm | None = None
                  ) -> network_lib.Network:
   """The Network of `values['network']` (a profile name or a Network) with
-  the `network_FIELD` overrides, checked against the preset (a ring needs
-  one that can all-reduce)."""
+  the `network_FIELD` overrides, checked against the preset and the
+  deadline (`network.check_ring`: a ring needs a preset that can
+  all-reduce, and no deadline)."""
   get = (values.get if isinstance(values, dict) else
          lambda name: getattr(values, name, None))
   net = get('network') or 'cross_silo'
@@ -570,12 +571,12 @@ def make_network(values, algorithm: Algorithm | None = None
           f'network_{sorted(overrides)[0]} is not allowed with a Network '
           'value of `network`: give the overrides to laq_jax.make_network')
     if algorithm is not None:
-      network_lib.check_topology(net, algorithm)
+      network_lib.check_topology(net, algorithm, get('deadline_s') or 0.0)
   else:
     if algorithm is not None and net in network_lib.PROFILES:
       network_lib.check_topology(
           overrides.get('topology', network_lib.PROFILES[net]['topology']),
-          algorithm)
+          algorithm, get('deadline_s') or 0.0)
     net = network_lib.make_network(net, **overrides)
   return net
 

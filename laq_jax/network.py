@@ -431,28 +431,48 @@ def can_ring(algorithm) -> bool:
           and not algorithm.error_feedback and not algorithm.downlink)
 
 
-def check_topology(network: Network | str, algorithm) -> None:
-  """Refuses a ring for a preset whose messages cannot be summed in
-  transit (only full-precision eager uploads can: gd, sgd).
+def check_ring(ring, *, can_ring=True, deadline_s=0.0, name=None,
+               where: str = '') -> None:
+  """The ring's rules, the one place they live: a ring all-reduce sums
+  full-precision messages in transit (only gd, sgd: `can_ring`), and it has
+  no round to cut a late worker from (no deadline). Every argument may be
+  an array (a grid's points).
 
-  Args:
-    network: a Network (a traced one is not checked here: `RunSpec.
-      check_hyper` checks the concrete values) or a topology's name.
-    algorithm: the preset (`laq_jax.hyper.Algorithm`).
+  Raises:
+    ValueError: naming the value (`where` prefixes the field names) and what
+      is allowed.
   """
+  ring = np.asarray(ring, bool)
+  if np.any(ring & ~np.asarray(can_ring, bool)):
+    preset = f' for {show(name)}' if name else ' with a compressed, lazy, ' \
+        'error-feedback or quantized-broadcast rule'
+    raise ValueError(
+        f"{where}network_topology='ring' is not allowed{preset}: a ring "
+        'all-reduce sums full-precision messages in transit, so only '
+        'full-precision eager presets (gd, sgd) can use it; use '
+        f"{where}network_topology='star'")
+  deadline = np.asarray(deadline_s)
+  if np.any(ring & (deadline > 0)):
+    raise ValueError(
+        f'{where}deadline_s={show(deadline.tolist())} is not allowed: it must '
+        f"be 0 with {where}network_topology='ring' (a ring all-reduce has no "
+        'round to cut a late worker from; use the star)')
+
+
+def check_topology(network: Network | str, algorithm, deadline_s=0.0,
+                   where: str = '') -> None:
+  """`check_ring` for a preset on a network (a Network, or a topology's
+  name; a traced Network is not checked here: `RunSpec.check_hyper` checks
+  the concrete values)."""
   if isinstance(network, str):
     ring = network == 'ring'
   else:
     try:
-      ring = int(network.topology) == TOPOLOGIES.index('ring')
+      ring = np.asarray(network.topology) == TOPOLOGIES.index('ring')
     except jax.errors.ConcretizationTypeError:
       return
-  if ring and not can_ring(algorithm):
-    raise ValueError(
-        f"network_topology='ring' is not allowed for {show(algorithm.name)}: a "
-        'ring all-reduce sums full-precision messages in transit, so only '
-        'full-precision eager presets (gd, sgd) can use it; use '
-        "network_topology='star'")
+  check_ring(ring, can_ring=can_ring(algorithm), deadline_s=deadline_s,
+             name=algorithm.name, where=where)
 
 
 def as_mapping(network: Network) -> Mapping[str, np.ndarray]:

@@ -218,23 +218,15 @@ class RunSpec:
       raise ValueError(
           f'clients_per_round={show(np.asarray(hyper.clients_per_round))} is '
           f'not allowed: it must be at most num_workers={self.num_workers}')
-    ring = np.asarray(hyper.network.topology) == network_lib.TOPOLOGIES.index(
-        'ring')
-    if np.any(ring & (np.asarray(hyper.deadline_s) > 0)):
-      raise ValueError("deadline_s > 0 is not allowed with topology='ring': "
-                       'the ring all-reduce has no round to cut a late '
-                       "worker from; use topology='star' or deadline_s=0")
-    if np.any(ring):
-      can = ((np.asarray(hyper.compressor) == compressors.index('identity'))
-             & (np.asarray(hyper.trigger) == trigger_lib.index('eager'))
-             & ~np.asarray(hyper.error_feedback)
-             & (np.asarray(hyper.downlink_bits) == 0))
-      if np.any(ring & ~can):
-        raise ValueError(
-            "hyper.network.topology='ring' is not allowed with a compressed, "
-            'lazy, error-feedback or quantized-broadcast rule: a ring '
-            'all-reduce sums full-precision messages in transit (gd, sgd '
-            "only); use topology='star'")
+    network_lib.check_ring(
+        np.asarray(hyper.network.topology) == network_lib.TOPOLOGIES.index(
+            'ring'),
+        can_ring=((np.asarray(hyper.compressor) == compressors.index(
+            'identity'))
+                  & (np.asarray(hyper.trigger) == trigger_lib.index('eager'))
+                  & ~np.asarray(hyper.error_feedback)
+                  & (np.asarray(hyper.downlink_bits) == 0)),
+        deadline_s=hyper.deadline_s, where='hyper.')
     for used_it, name in ((feedback, 'error_feedback'),
                           (downlink, 'downlink')):
       if used_it and not getattr(self, name):
