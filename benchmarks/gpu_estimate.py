@@ -7,7 +7,7 @@ budgets, the network at its 8,000 full-batch iterations, the cross-check and
 authors_code runs, and the family's four sweeps at full budget): its
 iterations x (the larger of its matrix-product FLOPs at a fraction of the
 GPU's peak and its passes over the features at a fraction of its memory
-bandwidth, `experiments.roofline.cost`) + a fixed cost per iteration for
+bandwidth, `experiments.run.roofline.cost`) + a fixed cost per iteration for
 the kernels of the rule and the loop (launch-bound on a GPU: small [M, P]
 elementwise work). On an accelerator `grid_axis='auto'` vmaps every grid,
 so a grid's points share each pass and each kernel launch.
@@ -26,8 +26,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from configs import paper  # pylint: disable=g-import-not-at-top
-from experiments import config as config_lib
-from experiments import roofline
+from experiments.run import config as config_lib
+from experiments.run import roofline
 from laq_jax import hyper as hyper_lib
 
 # NVIDIA H200 SXM (datasheet): FP64 and FP64 tensor 34 / 67 TFLOP/s, FP32

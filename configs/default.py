@@ -105,7 +105,7 @@ def add_sweep_fields(config: ml_collections.ConfigDict, grid: dict, *,
   line (`--config.sweep_grid_axis=vmap`,
   `--config.algo_settings="{'slaq': {'step_size': 0.01}}"`).
 
-  Fields (experiments.config.SWEEP_FIELDS + OPTIONAL_SWEEP_FIELDS):
+  Fields (experiments.run.config.SWEEP_FIELDS + OPTIONAL_SWEEP_FIELDS):
     sweep: {key: [values]}, the grid (keys from laq_jax.sweep.GRID_KEYS).
     sweep_batch_size: grid points per compiled call (0: all at once).
     sweep_grid_axis: 'auto', 'map' or 'vmap' (laq_jax.RunSpec.grid_axis).

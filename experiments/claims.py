@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from configs import paper
-from experiments.markdown import fmt
+from experiments.run.markdown import fmt
 from experiments.paper_results import curve
 
 # "Far fewer": at most this fraction of the other algorithm's count.

@@ -21,9 +21,9 @@ from absl import app
 from absl import flags
 from absl import logging
 
-from experiments import cli
-from experiments import markdown
-from experiments import outputs
+from experiments.run import cli
+from experiments.run import markdown
+from experiments.run import outputs
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list('workdirs', None, 'Finished run folders (space- or '

@@ -35,8 +35,8 @@ from absl import app
 from absl import flags
 from absl import logging
 
-from experiments import cli
-from experiments import progress as progress_lib
+from experiments.run import cli
+from experiments.run import progress as progress_lib
 
 FLAGS = flags.FLAGS
 NETWORK_MINIBATCH_ITERS = 1500  # the paper's SLAQ budget
@@ -95,8 +95,8 @@ def studies(budget: str, network_iters: int, network_images: int):
 def run_study(study, workdir: pathlib.Path) -> list[str]:
   """Runs the study's sweeps not yet done; returns those that failed."""
   from configs import sweep_compressors  # pylint: disable=g-import-not-at-top
-  from experiments import config as config_lib  # pylint: disable=g-import-not-at-top
-  from experiments import grid  # pylint: disable=g-import-not-at-top
+  from experiments.run import config as config_lib  # pylint: disable=g-import-not-at-top
+  from experiments.run import grid  # pylint: disable=g-import-not-at-top
   from experiments import paper_results  # pylint: disable=g-import-not-at-top
   failed = []
   for arg, folder in study.sweeps.values():
@@ -128,7 +128,7 @@ def main(argv):
     raise app.UsageError(f'unexpected arguments: {" ".join(argv[1:])}')
   progress_lib.quiet_start()
   import jax  # pylint: disable=g-import-not-at-top
-  from experiments import startup  # pylint: disable=g-import-not-at-top
+  from experiments.run import startup  # pylint: disable=g-import-not-at-top
   startup.setup_jax()  # float64 on, the persistent compilation cache
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use('Agg')

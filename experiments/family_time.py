@@ -40,8 +40,8 @@ from typing import TYPE_CHECKING, Callable, NamedTuple, Sequence
 
 import numpy as np
 
-from experiments import outputs
-from experiments.markdown import DASH, fmt, table
+from experiments.run import outputs
+from experiments.run.markdown import DASH, fmt, table
 from laq_jax import metrics
 
 if TYPE_CHECKING:

@@ -33,8 +33,8 @@ from absl import flags
 from absl import logging
 import numpy as np
 
-from experiments import cli
-from experiments import progress as progress_lib
+from experiments.run import cli
+from experiments.run import progress as progress_lib
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string('workdir', None, 'Folder for the sweeps and REPORT.md.')
@@ -99,7 +99,7 @@ def sweep_config(problem: str, sweep: str, budget: str,
 
 def load_sweep(folder: pathlib.Path) -> dict:
   """A finished sweep's results.csv rows, curves.npz and sweep.json."""
-  from experiments import outputs  # pylint: disable=g-import-not-at-top
+  from experiments.run import outputs  # pylint: disable=g-import-not-at-top
   if not (folder / 'sweep.json').is_file():
     raise FederatedError(f'{folder} has no finished sweep (sweep.json); run '
                          'python -m experiments.federated again')
@@ -136,7 +136,7 @@ def deadline_from(loaded: dict) -> float:
 
 
 def _done(config, out: pathlib.Path) -> bool:
-  from experiments import config as config_lib  # pylint: disable=g-import-not-at-top
+  from experiments.run import config as config_lib  # pylint: disable=g-import-not-at-top
   from experiments import paper_results  # pylint: disable=g-import-not-at-top
   wanted = paper_results.as_json(config_lib.to_dict(config))
   try:
@@ -150,7 +150,7 @@ def _done(config, out: pathlib.Path) -> bool:
 def run_problem(problem: str, workdir: pathlib.Path, budget: str,
                 sweeps=SWEEPS, mlp_iters: int | None = None) -> list[str]:
   """Runs the problem's sweeps not yet done; returns those that failed."""
-  from experiments import grid  # pylint: disable=g-import-not-at-top
+  from experiments.run import grid  # pylint: disable=g-import-not-at-top
   failed = []
   deadline = 0.0
   for sweep in sweeps:
@@ -368,7 +368,7 @@ def figure(results: dict, path: pathlib.Path, problem: str, target: float
            ) -> None:
   """Test accuracy against simulated time and against uplink bits."""
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  from experiments import outputs  # pylint: disable=g-import-not-at-top
+  from experiments.run import outputs  # pylint: disable=g-import-not-at-top
   fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
   for sweep, style in (('main', '-'), ('deadline', ':')):
     loaded = results.get(sweep)
@@ -534,7 +534,7 @@ def report(workdir: pathlib.Path, problems, budget: str, command: str,
                        'away > 20'], rows)
       lines += [''] + laziness_observations(lz, target)
   text = '\n'.join(lines) + '\n'
-  from experiments import outputs  # pylint: disable=g-import-not-at-top
+  from experiments.run import outputs  # pylint: disable=g-import-not-at-top
   outputs.atomic_write(workdir / REPORT, text)
   return text
 
@@ -544,7 +544,7 @@ def main(argv):
     raise app.UsageError(f'unexpected arguments: {" ".join(argv[1:])}')
   progress_lib.quiet_start()
   import jax  # pylint: disable=g-import-not-at-top
-  from experiments import startup  # pylint: disable=g-import-not-at-top
+  from experiments.run import startup  # pylint: disable=g-import-not-at-top
   startup.setup_jax()  # float64 on, the persistent compilation cache
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use('Agg')

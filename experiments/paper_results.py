@@ -2,9 +2,9 @@
 
     result = load_results(experiment, workdir)   # None when missing or stale
 
-Per experiment NAME, WORKDIR/NAME holds the files of `experiments.grid`
+Per experiment NAME, WORKDIR/NAME holds the files of `experiments.run.grid`
 (config.json, results.csv, curves.npz, sweep.json) and INFO, written last.
-WORKDIR/crosscheck holds the cross-check's runs (`experiments.train`).
+WORKDIR/crosscheck holds the cross-check's runs (`experiments.run.train`).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import numpy as np
 
 from configs import default as default_config
 from configs import paper
-from experiments import config as config_lib
-from experiments import outputs
+from experiments.run import config as config_lib
+from experiments.run import outputs
 from laq_jax import metrics
 
 INFO = 'reproduce.json'

@@ -16,9 +16,9 @@ from typing import Any, Sequence
 
 from configs import paper
 from experiments import claims as claims_lib
-from experiments import outputs
+from experiments.run import outputs
 from experiments import paper_results as results_lib
-from experiments.markdown import columns_table, table
+from experiments.run.markdown import columns_table, table
 # (floor_seconds and fmt_rate are also read from here)
 from experiments.report_sections import (FIGURE_DPI,  # noqa: F401
                                          authors_section, crosscheck_section,

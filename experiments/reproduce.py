@@ -5,10 +5,10 @@ r"""Reproduces the LAQ paper's experiments with one command, and reports.
 
 The experiments are `configs/paper.py`'s: per experiment, its algorithms
 (gd/qgd/lag/laq or sgd/qsgd/ssgd/slaq) run as a grid axis of ONE compiled
-program (`experiments.grid.sweep_and_evaluate`), all experiments in this one
+program (`experiments.run.grid.sweep_and_evaluate`), all experiments in this one
 process (precision is set once: x64 on, float32 experiments stay float32).
 WORKDIR receives, per experiment NAME:
-  NAME/config.json, results.csv, curves.npz, sweep.json   (experiments.grid)
+  NAME/config.json, results.csv, curves.npz, sweep.json   (experiments.run.grid)
   NAME/reproduce.json       hardware, software, wall time of the experiment
   NAME/loss_vs_iterations.png, loss_vs_uploads.png, loss_vs_bits.png
                             the algorithms overlaid: the exact residual
@@ -21,7 +21,7 @@ WORKDIR receives, per experiment NAME:
                             history window, blocks, no forced k = 0
                             upload, b*p bits), set beside the table
   crosscheck/single, crosscheck/devices   the convex LAQ row run alone
-                            (experiments.train) and with its workers on 2
+                            (experiments.run.train) and with its workers on 2
                             CPU devices (experiments.main in a subprocess,
                             since forced CPU devices need a fresh process),
                             compared step by step with the grid program's
@@ -54,14 +54,14 @@ from absl import flags
 from absl import logging
 
 from configs import paper
-from experiments import cli
-from experiments import grid
-from experiments import outputs
+from experiments.run import cli
+from experiments.run import grid
+from experiments.run import outputs
 from experiments import paper_results as results_lib
-from experiments import progress as progress_lib
+from experiments.run import progress as progress_lib
 from experiments import report as report_lib
-from experiments import roofline
-from experiments import train
+from experiments.run import roofline
+from experiments.run import train
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string('workdir', None, 'Folder for the results and REPORT.md.')
@@ -174,7 +174,7 @@ def run_crosscheck(experiment: paper.Experiment, workdir: pathlib.Path
   names that failed. Runs already in WORKDIR/crosscheck with the same config
   are kept.
 
-  The single run goes through `experiments.train` in this process. The
+  The single run goes through `experiments.run.train` in this process. The
   devices run is a subprocess of `experiments.main`: forcing CPU devices
   (XLA_FLAGS) only works before JAX starts, the one reason left for a
   process of its own.
@@ -218,7 +218,7 @@ def run_crosscheck(experiment: paper.Experiment, workdir: pathlib.Path
 def run_authors(experiment: paper.Experiment, workdir: pathlib.Path
                 ) -> list[str]:
   """Runs the lazy row of `experiment` with `authors_code` on (in this
-  process, `experiments.train`) unless it is there; returns what failed."""
+  process, `experiments.run.train`) unless it is there; returns what failed."""
   if results_lib.authors_run(experiment, workdir) is not None:
     logging.info('%s with authors_code: results already there',
                  experiment.name)
@@ -273,7 +273,7 @@ def main(argv):
   # Precision is set once, here: the float64 experiments need x64, the
   # float32 ones stay float32 (every array carries its dtype), so every
   # experiment runs in this one process.
-  from experiments import startup  # pylint: disable=g-import-not-at-top
+  from experiments.run import startup  # pylint: disable=g-import-not-at-top
   startup.setup_jax()  # float64 on, the persistent compilation cache
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use('Agg')

@@ -25,9 +25,9 @@ from absl import app
 from absl import flags
 import numpy as np
 
-from experiments import cli
-from experiments import markdown
-from experiments import outputs
+from experiments.run import cli
+from experiments.run import markdown
+from experiments.run import outputs
 
 FLAGS = flags.FLAGS
 
@@ -239,7 +239,7 @@ def write(rows: Sequence[dict], out: pathlib.Path) -> None:
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'unexpected arguments: {" ".join(argv[1:])}')
-  from experiments import progress  # pylint: disable=g-import-not-at-top
+  from experiments.run import progress  # pylint: disable=g-import-not-at-top
   progress.quiet_start()  # before JAX probes its backends
   import jax  # pylint: disable=g-import-not-at-top
   jax.config.update('jax_enable_x64', True)  # the times in float64

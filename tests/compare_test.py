@@ -24,7 +24,7 @@ def rec(loss, grad, sent, bits, bits_down):
                             bits_M=bits, bits_down_M=bits_down)
 
 from experiments import compare
-from experiments import outputs
+from experiments.run import outputs
 from tests import common
 
 DASH = '\u2014'

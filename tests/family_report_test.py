@@ -12,8 +12,8 @@ from absl.testing import absltest
 import pytest
 
 from experiments import family_report
-from experiments import markdown
-from experiments import outputs
+from experiments.run import markdown
+from experiments.run import outputs
 import laq_jax as lj
 from tests import common
 

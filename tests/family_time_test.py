@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from experiments import family_time as ft
-from experiments import outputs
+from experiments.run import outputs
 from experiments.family_report import Study
 import laq_jax as lj
 from laq_jax import hyper
@@ -337,7 +337,7 @@ class TableTest(absltest.TestCase):
 
 def write_sweep(folder, algos, uploads, cum_bits, *, per_worker=None,
                 config=None, num_train=600):
-  """A finished sweep's four files as `experiments.grid` writes them
+  """A finished sweep's four files as `experiments.run.grid` writes them
   (older sweeps: `bits` is each point's b; newer ones: per-worker)."""
   g, steps, workers = uploads.shape
   folder.mkdir(parents=True)

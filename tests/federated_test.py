@@ -8,7 +8,7 @@ from absl.testing import absltest
 import numpy as np
 import pytest
 
-from experiments import config as config_lib
+from experiments.run import config as config_lib
 from experiments import federated
 from tests import common
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from configs import default
-from experiments import outputs
+from experiments.run import outputs
 from experiments import timeline
 from laq_jax import network as net_lib
 from laq_jax.record import Record
@@ -103,7 +103,7 @@ class InTheRunTest(absltest.TestCase):
   def test_a_runs_files_carry_its_times(self):
     import jax  # pylint: disable=g-import-not-at-top
     import configs  # pylint: disable=g-import-not-at-top
-    from experiments import train  # pylint: disable=g-import-not-at-top
+    from experiments.run import train  # pylint: disable=g-import-not-at-top
     self.assertTrue(jax.config.jax_enable_x64)
     where = pathlib.Path(tempfile.mkdtemp(prefix='laq_timed_run_'))
     config = configs.load('mnist_logreg', 'tiny,network=mobile,'

@@ -1,4 +1,5 @@
-"""Integration tests of experiments/train.py and the experiments.main launcher.
+"""Integration tests of experiments/run/train.py and the experiments.main
+launcher.
 
 Tiny runs (600 MNIST images, M = 10 shards of 60, 30 iterations, chunks of
 10) through `train_and_evaluate` and `python -m experiments.main`. Every
@@ -24,11 +25,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from experiments import build
+from experiments.run import build
 from experiments import compare
-from experiments import config as config_lib
-from experiments import outputs
-from experiments import train
+from experiments.run import config as config_lib
+from experiments.run import outputs
+from experiments.run import train
 import laq_jax
 from laq_jax import data as data_lib
 from tests import common

@@ -35,7 +35,7 @@ writes into `workdir`:
   seconds; the residual with f*, else the loss), grad_norm_vs_iterations.png,
   grad_norm_vs_uploads.png, grad_norm_vs_bits.png, upload_raster.png;
   tensorboard/     TensorBoard events (loss, residual, uploads, bits up and
-                   down, test accuracy; experiments/events.py), written
+                   down, test accuracy; experiments/run/events.py), written
                    after every chunk: `tensorboard --logdir runs/`;
   checkpoints/     with config.checkpoint_every > 0: orbax checkpoints (the
                    full LoopState and the metrics so far, see
@@ -74,13 +74,13 @@ from absl import logging
 import numpy as np
 
 import laq_jax
-from experiments import build as build_lib
-from experiments import config as config_lib
-from experiments import events as events_lib
-from experiments import fstar as fstar_lib
-from experiments import outputs
-from experiments import progress as progress_lib
-from experiments.progress import info
+from experiments.run import build as build_lib
+from experiments.run import config as config_lib
+from experiments.run import events as events_lib
+from experiments.run import fstar as fstar_lib
+from experiments.run import outputs
+from experiments.run import progress as progress_lib
+from experiments.run.progress import info
 from laq_jax import checkpoint as checkpoint_lib
 from laq_jax import distributed
 from laq_jax import metrics
@@ -190,9 +190,9 @@ def train_and_evaluate(config, workdir: str | os.PathLike, *,
     The summary dict (also written to workdir/summary.json).
 
   Raises:
-    experiments.config.ConfigError: a field is not allowed.
+    experiments.run.config.ConfigError: a field is not allowed.
     laq_jax.data.DataError: the data are missing or corrupt.
-    experiments.outputs.WorkdirError: `workdir` holds another config's
+    experiments.run.outputs.WorkdirError: `workdir` holds another config's
       results.
   """
   wall_start = time.perf_counter()

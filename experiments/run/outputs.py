@@ -23,7 +23,7 @@ from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
-from experiments import events
+from experiments.run import events
 from laq_jax import distributed
 from laq_jax import metrics
 from laq_jax import record as record_lib
@@ -148,7 +148,7 @@ def metrics_columns() -> tuple[str, ...]:
 def metrics_csv(record: record_lib.Record, fstar: float | None,
                 accuracy_at: dict[int, float], paper_reference: float,
                 loss_every: int = 1) -> str:
-  """The text of metrics.csv (see experiments/train.py's docstring) from a
+  """The text of metrics.csv (see experiments/run/train.py's docstring) from a
   run's record; the loss and residual cells of iterations that do not log
   the objective (`laq_jax.metrics.logged`) are empty."""
   loss_T = record.loss
