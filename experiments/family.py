@@ -17,7 +17,7 @@ bits, test accuracy, and iterations and bits to the target (convex) or the
 loss at the budget; which methods beat LAQ (SLAQ for the minibatch ones)
 where, computed from the numbers; every preset's simulated time to target on
 each network profile, a time-to-target-against-bandwidth figure and its
-crossover bandwidths (`experiments.family_time`, replayed from the sweeps'
+crossover bandwidths (`experiments.studies.family.family_time`, replayed from the sweeps'
 per-worker bits); the settings of each.
 
 Sweeps already finished in WORKDIR with the same config are kept; run the
@@ -71,7 +71,7 @@ def studies(budget: str, network_iters: int, network_images: int):
     network_iters: the network's full-batch iterations at the full budget.
     network_images: the network's training images at the full budget.
   """
-  from experiments.family_report import Study  # pylint: disable=g-import-not-at-top
+  from experiments.studies.family.family_report import Study  # pylint: disable=g-import-not-at-top
   if budget == 'full':
     subset = f',train_subset={network_images}' if network_images else ''
     args = ('full', 'minibatch', f'full,mlp,num_iters={network_iters}{subset}',
@@ -97,7 +97,7 @@ def run_study(study, workdir: pathlib.Path) -> list[str]:
   from configs import sweep_compressors  # pylint: disable=g-import-not-at-top
   from experiments.run import config as config_lib  # pylint: disable=g-import-not-at-top
   from experiments.run import grid  # pylint: disable=g-import-not-at-top
-  from experiments import paper_results  # pylint: disable=g-import-not-at-top
+  from experiments.studies.paper import paper_results  # pylint: disable=g-import-not-at-top
   failed = []
   for arg, folder in study.sweeps.values():
     config = sweep_compressors.get_config(arg)
@@ -132,7 +132,7 @@ def main(argv):
   startup.setup_jax()  # float64 on, the persistent compilation cache
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use('Agg')
-  from experiments import family_report  # pylint: disable=g-import-not-at-top
+  from experiments.studies.family import family_report  # pylint: disable=g-import-not-at-top
   workdir = pathlib.Path(FLAGS.workdir)
   accelerator = jax.default_backend() != 'cpu'
   network_iters = FLAGS.network_iters or (8000 if accelerator
@@ -165,7 +165,7 @@ def main(argv):
   family_report.report(selected, workdir, budget != 'full', command, notes)
   logging.info('report: %s', workdir / family_report.REPORT)
   if FLAGS.copy_to:
-    from experiments import report as paper_report  # pylint: disable=g-import-not-at-top
+    from experiments.studies.paper import report as paper_report  # pylint: disable=g-import-not-at-top
     paper_report.copy_report(workdir, pathlib.Path(FLAGS.copy_to))
   if failed:
     sys.exit(f'error: {", ".join(failed)} failed; the report lists them as '

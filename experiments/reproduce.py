@@ -57,9 +57,9 @@ from configs import paper
 from experiments.run import cli
 from experiments.run import grid
 from experiments.run import outputs
-from experiments import paper_results as results_lib
+from experiments.studies.paper import paper_results as results_lib
 from experiments.run import progress as progress_lib
-from experiments import report as report_lib
+from experiments.studies.paper import report as report_lib
 from experiments.run import roofline
 from experiments.run import train
 

@@ -1,4 +1,5 @@
-"""experiments.family_time: the family's presets on modeled networks.
+"""experiments.studies.family.family_time: the family's presets on modeled
+networks.
 
 Per-worker bits rebuilt only where exact; the target rule; the stacked
 replay against the NumPy transcription of the round time
@@ -15,9 +16,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from experiments import family_time as ft
+from experiments.studies.family import family_time as ft
 from experiments.run import outputs
-from experiments.family_report import Study
+from experiments.studies.family.family_report import Study
 import laq_jax as lj
 from laq_jax import hyper
 from laq_jax import metrics

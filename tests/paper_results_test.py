@@ -1,4 +1,5 @@
-"""experiments.paper_results: the cross-check's step-by-step comparison."""
+"""experiments.studies.paper.paper_results: the cross-check's step-by-step
+comparison."""
 
 import json
 import pathlib
@@ -8,7 +9,7 @@ from absl.testing import absltest
 import numpy as np
 
 from configs import paper
-from experiments import paper_results
+from experiments.studies.paper import paper_results
 
 
 class CrosscheckTest(absltest.TestCase):

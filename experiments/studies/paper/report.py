@@ -3,8 +3,8 @@
     text = report(experiments, workdir, quick)    # writes WORKDIR/REPORT.md
 
 Every number is read from the per-experiment results
-(`experiments.paper_results`); the claims are computed
-(`experiments.claims`), not written by hand.
+(`experiments.studies.paper.paper_results`); the claims are computed
+(`experiments.studies.paper.claims`), not written by hand.
 """
 
 from __future__ import annotations
@@ -15,15 +15,14 @@ import shutil
 from typing import Any, Sequence
 
 from configs import paper
-from experiments import claims as claims_lib
 from experiments.run import outputs
-from experiments import paper_results as results_lib
 from experiments.run.markdown import columns_table, table
+from experiments.studies.paper import claims as claims_lib
+from experiments.studies.paper import paper_results as results_lib
 # (floor_seconds and fmt_rate are also read from here)
-from experiments.report_sections import (FIGURE_DPI,  # noqa: F401
-                                         authors_section, crosscheck_section,
-                                         floor_seconds, fmt_rate,
-                                         loss_every, timing_section)
+from experiments.studies.paper.report_sections import (  # noqa: F401
+    FIGURE_DPI, authors_section, crosscheck_section, floor_seconds, fmt_rate,
+    loss_every, timing_section)
 from laq_jax import plotting
 from laq_jax import schedule as schedule_lib
 

@@ -1,6 +1,6 @@
 """The paper report's sections that are not one experiment's own: the
 timing against the roofline floors, the authors' scripts and the
-cross-check (`experiments.report` assembles them)."""
+cross-check (`experiments.studies.paper.report` assembles them)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ import pathlib
 from typing import Any, Sequence
 
 from configs import paper
-from experiments import claims as claims_lib
 from experiments.run import config as config_lib
 from experiments.run import outputs
-from experiments import paper_results as results_lib
 from experiments.run import roofline
 from experiments.run.markdown import fmt, table
+from experiments.studies.paper import claims as claims_lib
+from experiments.studies.paper import paper_results as results_lib
 from laq_jax import data as data_lib
 from laq_jax import plotting
 from laq_jax import schedule as schedule_lib
