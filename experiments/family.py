@@ -97,14 +97,14 @@ def run_study(study, workdir: pathlib.Path) -> list[str]:
   from configs import sweep_compressors  # pylint: disable=g-import-not-at-top
   from experiments.run import config as config_lib  # pylint: disable=g-import-not-at-top
   from experiments.run import grid  # pylint: disable=g-import-not-at-top
-  from experiments.studies.paper import paper_results  # pylint: disable=g-import-not-at-top
+  from experiments.run import outputs  # pylint: disable=g-import-not-at-top
   failed = []
   for arg, folder in study.sweeps.values():
     config = sweep_compressors.get_config(arg)
     out = workdir / study.name / folder
-    wanted = paper_results.as_json(config_lib.to_dict(config))
+    wanted = outputs.as_json(config_lib.to_dict(config))
     try:
-      done = (paper_results.same_config(
+      done = (outputs.same_config(
           json.loads((out / 'config.json').read_text()), wanted)
               and (out / 'sweep.json').is_file())
     except (OSError, ValueError):
@@ -165,8 +165,8 @@ def main(argv):
   family_report.report(selected, workdir, budget != 'full', command, notes)
   logging.info('report: %s', workdir / family_report.REPORT)
   if FLAGS.copy_to:
-    from experiments.studies.paper import report as paper_report  # pylint: disable=g-import-not-at-top
-    paper_report.copy_report(workdir, pathlib.Path(FLAGS.copy_to))
+    from experiments.run import outputs  # pylint: disable=g-import-not-at-top
+    outputs.copy_report(workdir, pathlib.Path(FLAGS.copy_to))
   if failed:
     sys.exit(f'error: {", ".join(failed)} failed; the report lists them as '
              'missing')

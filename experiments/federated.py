@@ -137,10 +137,10 @@ def deadline_from(loaded: dict) -> float:
 
 def _done(config, out: pathlib.Path) -> bool:
   from experiments.run import config as config_lib  # pylint: disable=g-import-not-at-top
-  from experiments.studies.paper import paper_results  # pylint: disable=g-import-not-at-top
-  wanted = paper_results.as_json(config_lib.to_dict(config))
+  from experiments.run import outputs  # pylint: disable=g-import-not-at-top
+  wanted = outputs.as_json(config_lib.to_dict(config))
   try:
-    return (paper_results.same_config(
+    return (outputs.same_config(
         json.loads((out / 'config.json').read_text()), wanted)
             and (out / 'sweep.json').is_file())
   except (OSError, ValueError):
@@ -577,8 +577,8 @@ def main(argv):
   report(workdir, list(FLAGS.problems), budget, command, mlp_iters)
   logging.info('report: %s', workdir / REPORT)
   if FLAGS.copy_to:
-    from experiments.studies.paper import report as paper_report  # pylint: disable=g-import-not-at-top
-    paper_report.copy_report(workdir, pathlib.Path(FLAGS.copy_to))
+    from experiments.run import outputs  # pylint: disable=g-import-not-at-top
+    outputs.copy_report(workdir, pathlib.Path(FLAGS.copy_to))
   if failed:
     sys.exit(f'error: {", ".join(failed)} failed; the report lists them as '
              'missing')

@@ -133,7 +133,7 @@ def run_experiment(experiment: paper.Experiment, workdir: pathlib.Path,
     old = None
   # The folder is reproduce's own: results of an earlier config of this
   # experiment (another budget, older code) are replaced, not refused.
-  stale = old is not None and old != results_lib.as_json(config.to_dict())
+  stale = old is not None and old != outputs.as_json(config.to_dict())
   if stale:
     logging.warning('%s: replacing the results of an earlier config in %s',
                     experiment.name, out)
@@ -185,7 +185,7 @@ def run_crosscheck(experiment: paper.Experiment, workdir: pathlib.Path
     out = workdir / results_lib.CROSSCHECK / name
     config = results_lib.crosscheck_config(experiment, name)
     try:
-      done = (results_lib.same_config(
+      done = (outputs.same_config(
           json.loads((out / 'config.json').read_text()), config)
               and (out / 'summary.json').is_file())
     except (OSError, ValueError):
@@ -296,7 +296,7 @@ def main(argv):
                     FLAGS.quick)
   logging.info('report: %s', workdir / report_lib.REPORT)
   if FLAGS.copy_to:
-    copied = report_lib.copy_report(workdir, pathlib.Path(FLAGS.copy_to))
+    copied = outputs.copy_report(workdir, pathlib.Path(FLAGS.copy_to))
     logging.info('copied %d files to %s', len(copied), FLAGS.copy_to)
   if failed:
     sys.exit(f'error: {", ".join(failed)} failed; the report lists them as '

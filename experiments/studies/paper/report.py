@@ -10,8 +10,6 @@ Every number is read from the per-experiment results
 from __future__ import annotations
 
 import pathlib
-import re
-import shutil
 from typing import Any, Sequence
 
 from configs import paper
@@ -316,15 +314,3 @@ def report(selected: Sequence[paper.Experiment], workdir: pathlib.Path,
   text = '\n'.join(lines)
   outputs.atomic_write(workdir / REPORT, text)
   return text
-
-
-def copy_report(workdir: pathlib.Path, dest: pathlib.Path) -> list[str]:
-  """Copies REPORT.md and the PNGs it links into `dest` (same layout)."""
-  text = (workdir / REPORT).read_text()
-  paths = re.findall(r'!\[[^\]]*\]\(([^)]+\.png)\)', text)
-  dest.mkdir(parents=True, exist_ok=True)
-  for path in paths:
-    (dest / path).parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(workdir / path, dest / path)
-  shutil.copyfile(workdir / REPORT, dest / REPORT)
-  return [REPORT] + paths
