@@ -300,8 +300,8 @@ class LauncherTest(absltest.TestCase):
     # summary.json, the participants from participants.npy): the same
     # times as in the loop.
     from experiments.run import outputs  # pylint: disable=g-import-not-at-top
-    from experiments import timeline  # pylint: disable=g-import-not-at-top
-    replayed = timeline.time_run(timeline.load(where), 'mobile', {})
+    from experiments.run import replay  # pylint: disable=g-import-not-at-top
+    replayed = replay.time_run(replay.load(where), 'mobile', {})
     m = outputs.read_metrics(os.path.join(where, 'metrics.csv'))
     np.testing.assert_allclose(replayed['time_s'], m['time_s'], rtol=1e-12)
     self.assertGreater(len(set(np.round(m['time_s'], 9))), 5)

@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 
 from experiments.run import build
-from experiments import compare
+from experiments.run import comparison
 from experiments.run import config as config_lib
 from experiments.run import outputs
 from experiments.run import train
@@ -241,7 +241,7 @@ class RunFilesTest(parameterized.TestCase):
   def test_compare_two_runs(self):
     (laq_dir, laq), (gd_dir, gd) = _Runs.get('laq'), _Runs.get('gd')
     out = workdir('compare')
-    table_rows = compare.compare([str(gd_dir), str(laq_dir)], str(out))
+    table_rows = comparison.compare([str(gd_dir), str(laq_dir)], str(out))
     for name in ('table.md', 'comparison.json', 'loss_vs_iterations.png',
                  'loss_vs_uploads.png', 'loss_vs_bits.png',
                  'upload_raster_gd.png', 'upload_raster_laq.png'):

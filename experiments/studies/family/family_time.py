@@ -175,8 +175,8 @@ def downlink_per_worker(cum_bits_down_T, num_workers: int) -> np.ndarray:
 
 
 def _sweep_flops(config: dict, info: dict) -> Callable[[str], float]:
-  from experiments import timeline  # pylint: disable=g-import-not-at-top
-  return lambda algo: timeline.flops_per_worker_step(
+  from experiments.run import replay  # pylint: disable=g-import-not-at-top
+  return lambda algo: replay.flops_per_worker_step(
       {**config, 'algo': algo}, num_train=info.get('num_train'))[0]
 
 
@@ -192,7 +192,7 @@ def load_sweep(folder, flops: Callable[[str], float] | None = None
   Args:
     folder: the sweep's folder.
     flops: algo -> FLOPs of one worker's step; default: from the sweep's
-      problem (`timeline.flops_per_worker_step`, its minibatch or its shard
+      problem (`replay.flops_per_worker_step`, its minibatch or its shard
       of sweep.json `num_train` images).
 
   Raises:
