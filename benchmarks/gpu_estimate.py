@@ -28,6 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from configs import paper  # pylint: disable=g-import-not-at-top
 from experiments.run import config as config_lib
 from experiments.run import roofline
+from experiments.studies.family import study as family_study
 from laq_jax import hyper as hyper_lib
 
 # NVIDIA H200 SXM (datasheet): FP64 and FP64 tensor 34 / 67 TFLOP/s, FP32
@@ -45,8 +46,6 @@ OVERHEAD_S = 120             # start-up, compiling, loading, f*, accuracy
 
 def programs():
   """(label, config, points) of every sweep or run gpu.sh launches."""
-  # (imported here: the launcher defines absl flags)
-  from experiments import family  # pylint: disable=g-import-not-at-top
   out = []
   for e in paper.experiments(quick=False, mlp_iters=NETWORK_FULL_ITERS):
     config = paper.sweep_config(e)
@@ -59,7 +58,7 @@ def programs():
     if e.stochastic:  # the lazy row with authors_code
       out.append((f'paper {e.name} authors_code', paper.run_config(e, e.lazy),
                   [{'algo': e.lazy}]))
-  for study in family.studies('full', NETWORK_FULL_ITERS, 0):
+  for study in family_study.studies('full', NETWORK_FULL_ITERS, 0):
     for kind, (arg, _) in study.sweeps.items():
       config = importlib.import_module(
           'configs.sweep_compressors').get_config(arg)
