@@ -17,8 +17,9 @@ bits, test accuracy, and iterations and bits to the target (convex) or the
 loss at the budget; which methods beat LAQ (SLAQ for the minibatch ones)
 where, computed from the numbers; every preset's simulated time to target on
 each network profile, a time-to-target-against-bandwidth figure and its
-crossover bandwidths (`experiments.studies.family.family_time`, replayed from the sweeps'
-per-worker bits); the settings of each.
+crossover bandwidths (`experiments.studies.family.family_time`, replayed
+from the sweeps' per-worker bits); the settings of each. The study's code is
+experiments/studies/family/ (study.py runs it).
 
 Sweeps already finished in WORKDIR with the same config are kept; run the
 same command after an interruption. `--network_iters` and
