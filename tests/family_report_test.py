@@ -11,9 +11,9 @@ import sys
 from absl.testing import absltest
 import pytest
 
-from experiments.studies.family import family_report
 from experiments.run import markdown
 from experiments.run import outputs
+from experiments.studies.family import family_report
 import laq_jax as lj
 from tests import common
 
