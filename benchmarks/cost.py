@@ -12,10 +12,10 @@ interleaved (best of the repeats), per iteration of the whole program:
 - **cost**: a sweep's iteration against N (6,000 / 60,000 images), G (1, 4,
   16, 64 points, `grid_axis='auto'`) and the problem (logistic regression in
   float64 as the convex experiment runs it; the network in float32 as its
-  full-batch experiment runs it), with the floor (`experiments.roofline`:
+  full-batch experiment runs it), with the floor (`experiments.run.roofline`:
   matmul FLOPs at the measured dense rate, or the passes over the features
   at the measured read bandwidth) and wall / floor beside each: what
-  `experiments.predict` multiplies a sweep's floor by to predict its time.
+  `experiments.run.predict` multiplies a sweep's floor by to predict its time.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from benchmarks import machine
 from benchmarks.grids import grid_point
 from benchmarks.timing import aot_run_chunk, block
 from benchmarks.workloads import load_shards
-from experiments import roofline
+from experiments.run import roofline
 from laq_jax import layouts
 from laq_jax import sweep as sweep_lib
 

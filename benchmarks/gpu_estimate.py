@@ -7,7 +7,7 @@ budgets, the network at its 8,000 full-batch iterations, the cross-check and
 authors_code runs, and the family's four sweeps at full budget): its
 iterations x (the larger of its matrix-product FLOPs at a fraction of the
 GPU's peak and its passes over the features at a fraction of its memory
-bandwidth, `experiments.roofline.cost`) + a fixed cost per iteration for
+bandwidth, `experiments.run.roofline.cost`) + a fixed cost per iteration for
 the kernels of the rule and the loop (launch-bound on a GPU: small [M, P]
 elementwise work). On an accelerator `grid_axis='auto'` vmaps every grid,
 so a grid's points share each pass and each kernel launch.
@@ -26,8 +26,9 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from configs import paper  # pylint: disable=g-import-not-at-top
-from experiments import config as config_lib
-from experiments import roofline
+from experiments.run import config as config_lib
+from experiments.run import roofline
+from experiments.studies.family import study as family_study
 from laq_jax import hyper as hyper_lib
 
 # NVIDIA H200 SXM (datasheet): FP64 and FP64 tensor 34 / 67 TFLOP/s, FP32
@@ -45,8 +46,6 @@ OVERHEAD_S = 120             # start-up, compiling, loading, f*, accuracy
 
 def programs():
   """(label, config, points) of every sweep or run gpu.sh launches."""
-  # (imported here: the launcher defines absl flags)
-  from experiments import family  # pylint: disable=g-import-not-at-top
   out = []
   for e in paper.experiments(quick=False, mlp_iters=NETWORK_FULL_ITERS):
     config = paper.sweep_config(e)
@@ -59,7 +58,7 @@ def programs():
     if e.stochastic:  # the lazy row with authors_code
       out.append((f'paper {e.name} authors_code', paper.run_config(e, e.lazy),
                   [{'algo': e.lazy}]))
-  for study in family.studies('full', NETWORK_FULL_ITERS, 0):
+  for study in family_study.studies('full', NETWORK_FULL_ITERS, 0):
     for kind, (arg, _) in study.sweeps.items():
       config = importlib.import_module(
           'configs.sweep_compressors').get_config(arg)

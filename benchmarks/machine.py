@@ -11,7 +11,7 @@ import jax
 import numpy as np
 
 from benchmarks.timing import time_interleaved
-from experiments import roofline
+from experiments.run import roofline
 
 
 def _lscpu_field(name: str) -> str | None:
@@ -82,7 +82,8 @@ def device_memory_limit() -> tuple[int | None, str]:
   return _meminfo('MemAvailable'), '/proc/meminfo MemAvailable (host RAM)'
 
 
-# The probes are experiments.roofline's (the reproduction measures the same).
+# The probes are experiments.run.roofline's (the reproduction measures the
+# same).
 Probe = roofline.Probe
 matmul_probe = roofline.matmul_probe
 bandwidth_probe = roofline.bandwidth_probe

@@ -14,7 +14,7 @@ compared with each other are timed interleaved. Ratios are A's time over B's.
 
 Sections (and the module of benchmarks/ that holds each):
   machine   the dense matmul FLOP/s and read bandwidth this machine reaches
-            (machine.py; the probes are experiments/roofline.py's).
+            (machine.py; the probes are experiments/run/roofline.py's).
   floor     logistic regression's LAQ iteration (full MNIST, M = 10) against
             its floor, max(gradient FLOPs / matmul rate, feature bytes /
             read bandwidth), float32 and float64: logreg_floor_fraction(_

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import laq_jax
-from experiments import roofline
+from experiments.run import roofline
 from laq_jax import collectives
 from laq_jax import data as data_lib
 from laq_jax import layouts
@@ -201,7 +201,7 @@ def bench_logreg_floor(x, y, dtype, num_steps: int, repeats: int) -> dict:
 
   The floor of one iteration is max(gradient matmul FLOPs / the dense
   matmul rate in `dtype`, the features' bytes as stored / the read
-  bandwidth) (`experiments.roofline`), both rates measured interleaved with
+  bandwidth) (`experiments.run.roofline`), both rates measured interleaved with
   the programs. Programs: laq through `run_chunk` on the launchers' layouts
   (`laq_jax.fast_layout`) and on plain data (autodiff of the loss: the
   code before the fast gradient), and plain gradient descent on each (the

@@ -13,9 +13,9 @@ import ast
 
 import ml_collections
 
-from experiments import cli
 from laq_jax import hyper as hyper_lib
 from laq_jax import parts as parts_lib
+from laq_jax import show
 
 # Shrunken settings for `:quick` (a few minutes on a 2-core CPU) and `:tiny`
 # (seconds; what the tests use).
@@ -105,7 +105,7 @@ def add_sweep_fields(config: ml_collections.ConfigDict, grid: dict, *,
   line (`--config.sweep_grid_axis=vmap`,
   `--config.algo_settings="{'slaq': {'step_size': 0.01}}"`).
 
-  Fields (experiments.config.SWEEP_FIELDS + OPTIONAL_SWEEP_FIELDS):
+  Fields (experiments.run.config.SWEEP_FIELDS + OPTIONAL_SWEEP_FIELDS):
     sweep: {key: [values]}, the grid (keys from laq_jax.sweep.GRID_KEYS).
     sweep_batch_size: grid points per compiled call (0: all at once).
     sweep_grid_axis: 'auto', 'map' or 'vmap' (laq_jax.RunSpec.grid_axis).
@@ -190,13 +190,13 @@ def apply_arg(config: ml_collections.ConfigDict, arg: str | None,
       name, text = (s.strip() for s in item.split('=', 1))
       if name not in config:
         raise ValueError(f'config argument {item!r}: '
-                         f'{cli.unknown(name, config.keys())}')
+                         f'{show.unknown(name, config.keys())}')
       config[name] = _parse_value(name, text, config[name],
                                   _declared_type(config, name))
     elif item in variants:
       config.update(variants[item])
     else:
-      near = cli.closest(item, variants)
+      near = show.closest(item, variants)
       hint = ('did you mean ' + ' or '.join(map(repr, near)) + '? '
               if near else '')
       raise ValueError(f'config argument {item!r}: unknown variant; {hint}'

@@ -12,7 +12,7 @@ import sys
 from absl import app
 from absl import flags
 
-from experiments import cli
+from experiments.run import cli
 from laq_jax import data
 
 _DIR = flags.DEFINE_string(

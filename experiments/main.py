@@ -5,7 +5,7 @@ r"""Runs one experiment from a config file into a workdir.
 
 `--config=FILE.py:ARG` passes ARG to the file's get_config (e.g.
 `configs/mnist_logreg.py:algo=lag,quick`); `--config.FIELD=VALUE` overrides any
-field. See experiments/train.py for what the workdir receives.
+field. See experiments/run/train.py for what the workdir receives.
 
 Restarting: with `--config.checkpoint_every=N` the run saves checkpoints; the
 same command in the same workdir continues from the last one. A workdir that
@@ -26,7 +26,7 @@ from absl import app
 from absl import flags
 from ml_collections import config_flags
 
-from experiments import cli
+from experiments.run import cli
 
 EXIT_DIVERGED = 3
 
@@ -50,7 +50,7 @@ flags.mark_flags_as_required(['config', 'workdir'])
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'unexpected arguments: {" ".join(argv[1:])}')
-  from experiments import progress  # pylint: disable=g-import-not-at-top
+  from experiments.run import progress  # pylint: disable=g-import-not-at-top
   progress.quiet_start()  # before JAX probes its backends
   # Before any JAX work: joining a multi-process run must come first.
   from laq_jax import distributed  # pylint: disable=g-import-not-at-top
@@ -62,11 +62,11 @@ def main(argv):
   import jax  # pylint: disable=g-import-not-at-top
   # Precision is set once, here: float64 configs need x64; float32 configs
   # stay float32 (every array carries its dtype).
-  from experiments import startup  # pylint: disable=g-import-not-at-top
+  from experiments.run import startup  # pylint: disable=g-import-not-at-top
   startup.setup_jax()  # float64 on, the persistent compilation cache
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use('Agg')
-  from experiments import config, outputs, train  # pylint: disable=g-import-not-at-top
+  from experiments.run import config, outputs, train  # pylint: disable=g-import-not-at-top
   from laq_jax import checkpoint, data  # pylint: disable=g-import-not-at-top
   try:
     summary = train.train_and_evaluate(FLAGS.config, FLAGS.workdir,

@@ -5,10 +5,12 @@ r"""Reproduces the LAQ paper's experiments with one command, and reports.
 
 The experiments are `configs/paper.py`'s: per experiment, its algorithms
 (gd/qgd/lag/laq or sgd/qsgd/ssgd/slaq) run as a grid axis of ONE compiled
-program (`experiments.grid.sweep_and_evaluate`), all experiments in this one
-process (precision is set once: x64 on, float32 experiments stay float32).
-WORKDIR receives, per experiment NAME:
-  NAME/config.json, results.csv, curves.npz, sweep.json   (experiments.grid)
+program (`experiments.run.grid.sweep_and_evaluate`), all experiments in this
+one process (precision is set once: x64 on, float32 experiments stay
+float32); the study's code is experiments/studies/paper/ (reproduce.py runs,
+report.py writes the report). WORKDIR receives, per experiment NAME:
+  NAME/config.json, results.csv, curves.npz, sweep.json
+                            (experiments.run.grid)
   NAME/reproduce.json       hardware, software, wall time of the experiment
   NAME/loss_vs_iterations.png, loss_vs_uploads.png, loss_vs_bits.png
                             the algorithms overlaid: the exact residual
@@ -21,7 +23,7 @@ WORKDIR receives, per experiment NAME:
                             history window, blocks, no forced k = 0
                             upload, b*p bits), set beside the table
   crosscheck/single, crosscheck/devices   the convex LAQ row run alone
-                            (experiments.train) and with its workers on 2
+                            (experiments.run.train) and with its workers on 2
                             CPU devices (experiments.main in a subprocess,
                             since forced CPU devices need a fresh process),
                             compared step by step with the grid program's
@@ -38,30 +40,15 @@ experiments are listed as missing). `--copy_to=docs/paper` copies REPORT.md
 and its figures there.
 """
 
-from __future__ import annotations
-
-import json
-import os
 import pathlib
-import platform
-import subprocess
 import sys
-import time
-from typing import Any, Sequence
 
 from absl import app
 from absl import flags
-from absl import logging
 
-from configs import paper
-from experiments import cli
-from experiments import grid
-from experiments import outputs
-from experiments import paper_results as results_lib
-from experiments import progress as progress_lib
-from experiments import report as report_lib
-from experiments import roofline
-from experiments import train
+from experiments.run import cli
+from experiments.run import progress as progress_lib
+from experiments.studies.paper import reproduce as reproduce_lib
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string('workdir', None, 'Folder for the results and REPORT.md.')
@@ -87,184 +74,6 @@ flags.DEFINE_bool('authors_code', True, 'Also run the minibatch '
 flags.mark_flags_as_required(['workdir'])
 
 
-def hardware() -> dict[str, Any]:
-  """The machine and software the experiment runs on."""
-  import jax  # pylint: disable=g-import-not-at-top
-  import jaxlib  # pylint: disable=g-import-not-at-top
-  cpu = platform.processor() or platform.machine()
-  try:
-    for line in pathlib.Path('/proc/cpuinfo').read_text().splitlines():
-      if line.startswith('model name'):
-        cpu = line.split(':', 1)[1].strip()
-        break
-  except OSError:
-    pass
-  try:
-    cores = len(os.sched_getaffinity(0))
-  except AttributeError:
-    cores = os.cpu_count()
-  return {
-      'cpu': cpu, 'cores_available': cores, 'cpu_count': os.cpu_count(),
-      'load_average_at_start': (list(os.getloadavg())
-                                if hasattr(os, 'getloadavg') else None),
-      'platform': platform.platform(), 'python': platform.python_version(),
-      'jax': jax.__version__, 'jaxlib': jaxlib.__version__,
-      'backend': jax.default_backend(),
-      'devices': [str(d) for d in jax.devices()],
-  }
-
-
-def run_experiment(experiment: paper.Experiment, workdir: pathlib.Path,
-                   quick: bool) -> None:
-  """Runs one experiment (one compiled program over its algorithms) in this
-  process; reproduce.json is written last."""
-  out = workdir / experiment.name
-  info = {'experiment': experiment.name, 'quick': quick,
-          'started_utc': time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime()),
-          'hardware': hardware(),
-          # the machine's matmul rate and read bandwidth, measured now, for
-          # the report's floor on this experiment's wall time
-          'roofline': roofline.measure()}
-  start = time.perf_counter()
-  config = paper.sweep_config(experiment)
-  try:
-    old = json.loads((out / 'config.json').read_text())
-  except (OSError, ValueError):
-    old = None
-  # The folder is reproduce's own: results of an earlier config of this
-  # experiment (another budget, older code) are replaced, not refused.
-  stale = old is not None and old != results_lib.as_json(config.to_dict())
-  if stale:
-    logging.warning('%s: replacing the results of an earlier config in %s',
-                    experiment.name, out)
-  grid.sweep_and_evaluate(config, out, overwrite=stale)
-  info['wall_time_s'] = round(time.perf_counter() - start, 1)
-  info['finished_utc'] = time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())
-  outputs.write_json(out / results_lib.INFO, info)
-
-
-def run_all(selected: Sequence[paper.Experiment], workdir: pathlib.Path,
-            quick: bool) -> list[str]:
-  """Runs the experiments not yet done, in this process (each its own
-  compiled program); returns the names that failed."""
-  failed = []
-  with progress_lib.Progress('experiments', len(selected),
-                             unit='experiment') as progress:
-    for done, experiment in enumerate(selected, start=1):
-      if results_lib.is_done(experiment, workdir):
-        logging.info('%s: results already in %s, not run again',
-                     experiment.name, workdir / experiment.name)
-      else:
-        logging.info('%s: running %s on %s', experiment.name,
-                     ', '.join(experiment.algos), experiment.config)
-        try:
-          run_experiment(experiment, workdir, quick)
-        except Exception:  # pylint: disable=broad-except
-          logging.exception('%s failed; its results are missing from the '
-                            'report', experiment.name)
-          failed.append(experiment.name)
-      progress.update(done, f'{experiment.name} '
-                      f'{"failed" if experiment.name in failed else "done"}')
-  return failed
-
-
-def run_crosscheck(experiment: paper.Experiment, workdir: pathlib.Path
-                   ) -> list[str]:
-  """Runs the lazy row of `experiment` alone and on devices; returns the
-  names that failed. Runs already in WORKDIR/crosscheck with the same config
-  are kept.
-
-  The single run goes through `experiments.train` in this process. The
-  devices run is a subprocess of `experiments.main`: forcing CPU devices
-  (XLA_FLAGS) only works before JAX starts, the one reason left for a
-  process of its own.
-  """
-  failed = []
-  arg = ','.join(a for a in (f'algo={experiment.lazy}', experiment.arg) if a)
-  for name, (words, workers_on) in results_lib.CROSSCHECK_RUNS.items():
-    out = workdir / results_lib.CROSSCHECK / name
-    config = results_lib.crosscheck_config(experiment, name)
-    try:
-      done = (results_lib.same_config(
-          json.loads((out / 'config.json').read_text()), config)
-              and (out / 'summary.json').is_file())
-    except (OSError, ValueError):
-      done = False
-    if done:
-      logging.info('cross-check %s: results already in %s', name, out)
-      continue
-    logging.info('cross-check %s: %s', name, words)
-    if workers_on == 'vmap':
-      try:
-        train.train_and_evaluate(paper.run_config(experiment,
-                                                  experiment.lazy),
-                                 out, overwrite=True)
-      except Exception:  # pylint: disable=broad-except
-        logging.exception('cross-check %s failed', name)
-        failed.append(f'{results_lib.CROSSCHECK}/{name}')
-      continue
-    env = dict(os.environ, JAX_PLATFORMS='cpu',
-               XLA_FLAGS='--xla_force_host_platform_device_count='
-                         f'{results_lib.CROSSCHECK_DEVICES}')
-    command = [sys.executable, '-m', 'experiments.main',
-               f'--config=configs/{experiment.config}.py:{arg}',
-               f'--config.workers_on={workers_on}', f'--workdir={out}',
-               '--overwrite', '--alsologtostderr']
-    if subprocess.run(command, check=False, env=env).returncode:
-      failed.append(f'{results_lib.CROSSCHECK}/{name}')
-  return failed
-
-
-def run_authors(experiment: paper.Experiment, workdir: pathlib.Path
-                ) -> list[str]:
-  """Runs the lazy row of `experiment` with `authors_code` on (in this
-  process, `experiments.train`) unless it is there; returns what failed."""
-  if results_lib.authors_run(experiment, workdir) is not None:
-    logging.info('%s with authors_code: results already there',
-                 experiment.name)
-    return []
-  out = workdir / results_lib.AUTHORS / experiment.name
-  logging.info('%s: %s with authors_code (the authors\' scripts)',
-               experiment.name, experiment.lazy)
-  try:
-    train.train_and_evaluate(results_lib.authors_config(experiment), out,
-                             overwrite=True)
-  except Exception:  # pylint: disable=broad-except
-    logging.exception('%s with authors_code failed', experiment.name)
-    return [f'{results_lib.AUTHORS}/{experiment.name}']
-  return []
-
-
-def select(only: Sequence[str] | None, quick: bool, mlp_iters: int
-           ) -> list[paper.Experiment]:
-  """configs/paper.py's experiments, or those named in `only`."""
-  everything = paper.experiments(quick, mlp_iters)
-  if not only:
-    return list(everything)
-  names = [e.name for e in everything]
-  unknown = [n for n in only if n not in names]
-  if unknown:
-    raise app.UsageError(f'--only={",".join(only)}: unknown experiment(s) '
-                         f'{", ".join(unknown)}; allowed: {", ".join(names)}')
-  return [e for e in everything if e.name in only]
-
-
-def mlp_iterations(workdir: pathlib.Path, report_only: bool) -> int:
-  """The full-batch MLP's budget: --mlp_iters; else, rewriting a report,
-  the budget of the results there; else by the machine (the authors'
-  8,000 iterations with a GPU/TPU, paper.MLP_CPU_ITERS on a CPU)."""
-  if FLAGS.mlp_iters:
-    return FLAGS.mlp_iters
-  if report_only:
-    try:
-      return int(json.loads((workdir / 'mlp' / 'config.json').read_text())
-                 ['num_iters'])
-    except (OSError, ValueError, KeyError):
-      pass
-  import jax  # pylint: disable=g-import-not-at-top
-  return paper.mlp_budget(jax.default_backend() != 'cpu')
-
-
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'unexpected arguments: {" ".join(argv[1:])}')
@@ -273,31 +82,15 @@ def main(argv):
   # Precision is set once, here: the float64 experiments need x64, the
   # float32 ones stay float32 (every array carries its dtype), so every
   # experiment runs in this one process.
-  from experiments import startup  # pylint: disable=g-import-not-at-top
+  from experiments.run import startup  # pylint: disable=g-import-not-at-top
   startup.setup_jax()  # float64 on, the persistent compilation cache
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use('Agg')
-  workdir = pathlib.Path(FLAGS.workdir)
-  mlp_iters = mlp_iterations(workdir, FLAGS.report_only)
-  selected = select(FLAGS.only, FLAGS.quick, mlp_iters)
-  failed = []
-  if not FLAGS.report_only:
-    failed = run_all(selected, workdir, FLAGS.quick)
-    check = next((e for e in selected
-                  if e.name == results_lib.CROSSCHECK_EXPERIMENT), None)
-    if check is not None and FLAGS.crosscheck:
-      failed += run_crosscheck(check, workdir)
-    if FLAGS.authors_code:
-      for e in selected:
-        if (e.name in results_lib.AUTHORS_EXPERIMENTS
-            and results_lib.is_done(e, workdir)):
-          failed += run_authors(e, workdir)
-  report_lib.report(paper.experiments(FLAGS.quick, mlp_iters), workdir,
-                    FLAGS.quick)
-  logging.info('report: %s', workdir / report_lib.REPORT)
-  if FLAGS.copy_to:
-    copied = report_lib.copy_report(workdir, pathlib.Path(FLAGS.copy_to))
-    logging.info('copied %d files to %s', len(copied), FLAGS.copy_to)
+  failed = reproduce_lib.reproduce(
+      pathlib.Path(FLAGS.workdir), quick=FLAGS.quick, only=FLAGS.only,
+      report_only=FLAGS.report_only, copy_to=FLAGS.copy_to,
+      mlp_iters=FLAGS.mlp_iters, crosscheck=FLAGS.crosscheck,
+      authors_code=FLAGS.authors_code)
   if failed:
     sys.exit(f'error: {", ".join(failed)} failed; the report lists them as '
              'missing')

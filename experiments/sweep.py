@@ -44,14 +44,14 @@ The workdir receives:
                                bits, the Pareto front marked.
   tensorboard/NNN_KEY=VALUE,.../
                                TensorBoard events of each grid point
-                               (experiments/events.py), written when the
+                               (experiments/run/events.py), written when the
                                sweep finishes;
   checkpoints/                 with config.checkpoint_every > 0: orbax
                                checkpoints (laq_jax/checkpoint.py).
 Every file is written whole or not at all (temporary file, then rename;
 event files excepted).
 One point of the sweep reproduces `experiments.main` run on
-`experiments.config.point_config(config, point)`.
+`experiments.run.config.point_config(config, point)`.
 
 Restarting the same command in the same workdir resumes from the last
 checkpoint; a workdir holding another config's results is refused unless
@@ -65,7 +65,7 @@ from absl import app
 from absl import flags
 from ml_collections import config_flags
 
-from experiments import cli
+from experiments.run import cli
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string('workdir', None, 'Folder for the results.')
@@ -81,7 +81,7 @@ flags.mark_flags_as_required(['config', 'workdir'])
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'unexpected arguments: {" ".join(argv[1:])}')
-  from experiments import progress  # pylint: disable=g-import-not-at-top
+  from experiments.run import progress  # pylint: disable=g-import-not-at-top
   progress.quiet_start()  # before JAX probes its backends
   # Joins a multi-process run when $LAQ_JAX_COORDINATOR etc. are set
   # (`laq_jax.distributed`); process 0 writes the files.
@@ -91,11 +91,11 @@ def main(argv):
   except ValueError as e:
     sys.exit(f'error: {e}')
   import jax  # pylint: disable=g-import-not-at-top
-  from experiments import startup  # pylint: disable=g-import-not-at-top
+  from experiments.run import startup  # pylint: disable=g-import-not-at-top
   startup.setup_jax()  # float64 on, the persistent compilation cache
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use('Agg')
-  from experiments import config, grid, outputs  # pylint: disable=g-import-not-at-top
+  from experiments.run import config, grid, outputs  # pylint: disable=g-import-not-at-top
   from laq_jax import checkpoint, data  # pylint: disable=g-import-not-at-top
   try:
     grid.sweep_and_evaluate(FLAGS.config, FLAGS.workdir,

@@ -60,7 +60,7 @@ def summarize_sweep(result, *, fstar, target: float, test_accuracy=None
     the algorithms of an experiment.
 
   A point whose loss became NaN or inf at step k (`metrics.diverged_at`) is
-  summarized as `experiments.train` summarizes a run stopped there: its
+  summarized as `experiments.run.train` summarizes a run stopped there: its
   steps 0..k count, its final loss and accuracy are None, `diverged` is
   True and `diverged_at` is k. The other points are unaffected (each point
   of the vmapped program computes on its own).

@@ -1,10 +1,11 @@
-"""experiments.claims: the report's verdicts, from numbers worked by hand."""
+"""experiments.studies.paper.claims: the report's verdicts, from numbers worked
+by hand."""
 
 from absl.testing import absltest
 import numpy as np
 
 from configs import paper
-from experiments import claims
+from experiments.studies.paper import claims
 
 
 def result(rows, uploads_TxM=None):

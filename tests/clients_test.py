@@ -273,8 +273,8 @@ class ThousandClientsTest(absltest.TestCase):
 class LauncherTest(absltest.TestCase):
 
   def test_a_run_on_unequal_clients(self):
-    from experiments import build  # pylint: disable=g-import-not-at-top
-    from experiments import train  # pylint: disable=g-import-not-at-top
+    from experiments.run import build  # pylint: disable=g-import-not-at-top
+    from experiments.run import train  # pylint: disable=g-import-not-at-top
     # 600 images among 7 clients (7 does not divide 600), minibatch SLAQ
     # with half the clients in each round on the mobile network.
     config = common.tiny_config(
@@ -299,9 +299,9 @@ class LauncherTest(absltest.TestCase):
     # Replayed on the same network from its files (per-client F_m from
     # summary.json, the participants from participants.npy): the same
     # times as in the loop.
-    from experiments import outputs  # pylint: disable=g-import-not-at-top
-    from experiments import timeline  # pylint: disable=g-import-not-at-top
-    replayed = timeline.time_run(timeline.load(where), 'mobile', {})
+    from experiments.run import outputs  # pylint: disable=g-import-not-at-top
+    from experiments.run import replay  # pylint: disable=g-import-not-at-top
+    replayed = replay.time_run(replay.load(where), 'mobile', {})
     m = outputs.read_metrics(os.path.join(where, 'metrics.csv'))
     np.testing.assert_allclose(replayed['time_s'], m['time_s'], rtol=1e-12)
     self.assertGreater(len(set(np.round(m['time_s'], 9))), 5)

@@ -1,4 +1,5 @@
-"""Tests of experiments/compare.py on run folders written here by hand.
+"""Tests of experiments/run/comparison.py (and the experiments.compare
+launcher) on run folders written here by hand.
 
 Every number of the table comes from a summary.json written in this file,
 so each cell is checked against a value typed here (formatted by hand). The
@@ -23,8 +24,8 @@ def rec(loss, grad, sent, bits, bits_down):
   return Record.from_arrays(loss=loss, grad_norm_sq=grad, sent_M=sent,
                             bits_M=bits, bits_down_M=bits_down)
 
-from experiments import compare
-from experiments import outputs
+from experiments.run import comparison
+from experiments.run import outputs
 from tests import common
 
 DASH = '\u2014'
@@ -97,7 +98,7 @@ class CompareTest(absltest.TestCase):
 
   def test_table_and_files(self):
     out = pathlib.Path(_tmp.name, 'out')
-    rows = compare.compare([self.gd, self.laq], str(out))
+    rows = comparison.compare([self.gd, self.laq], str(out))
     self.assertEqual([r['label'] for r in rows], ['gd', 'laq'])
     self.assertEqual([r['uploads'] for r in rows], [6, 3])
     self.assertEqual(rows[1]['bits'], 3 * (4 * P + 32))
@@ -125,19 +126,19 @@ class CompareTest(absltest.TestCase):
   def test_labels(self):
     no_figures(self)
     out = pathlib.Path(_tmp.name, 'labelled')
-    rows = compare.compare([self.gd, self.laq], str(out),
+    rows = comparison.compare([self.gd, self.laq], str(out),
                            labels=['GD b=32', 'laq/4'])
     self.assertEqual([r['label'] for r in rows], ['GD b=32', 'laq/4'])
     self.assertTrue((out / 'upload_raster_GD_b_32.png').is_file())
     self.assertTrue((out / 'upload_raster_laq_4.png').is_file())
     with self.assertRaisesRegex(ValueError, '--labels has 1 entries for 2 '
                                 'workdirs'):
-      compare.compare([self.gd, self.laq], str(out), labels=['x'])
+      comparison.compare([self.gd, self.laq], str(out), labels=['x'])
 
   def test_repeated_algorithms_are_labelled_by_folder(self):
     no_figures(self)
     other = write_run('gd_again', 'gd', [[1, 1]] * 3)
-    rows = compare.compare([self.gd, other],
+    rows = comparison.compare([self.gd, other],
                            str(pathlib.Path(_tmp.name, 'repeated')))
     self.assertEqual([r['label'] for r in rows], ['gd', 'gd_again'])
 
@@ -146,14 +147,14 @@ class CompareTest(absltest.TestCase):
     no_fstar = write_run('mlp', 'laq', [[1, 0]] * 3, fstar=None,
                          final_residual=None, model='mlp')
     out = pathlib.Path(_tmp.name, 'no_fstar')
-    compare.compare([no_fstar], str(out))
+    comparison.compare([no_fstar], str(out))
     lines = (out / 'table.md').read_text().splitlines()
     self.assertIn('| final loss |', lines[0])
     self.assertIn('| 2.500e+00 |', lines[2])
 
   def test_unfinished_run_is_named(self):
     with self.assertRaisesRegex(FileNotFoundError, 'not a finished run'):
-      compare.compare([str(pathlib.Path(_tmp.name, 'nothing'))],
+      comparison.compare([str(pathlib.Path(_tmp.name, 'nothing'))],
                       str(pathlib.Path(_tmp.name, 'never')))
 
   def test_command_line(self):

@@ -1,4 +1,4 @@
-"""Tests of the config layer: experiments/config.py and configs/*.py.
+"""Tests of the config layer: experiments/run/config.py and configs/*.py.
 
 Every config file validates; `:ARG` arguments (variants, name=value) apply
 left to right; the stochastic configs hold the LAQ authors' SLAQ settings and
@@ -22,8 +22,8 @@ from configs import default as default_config
 from configs import paper
 from configs import sweep_algos
 from configs import sweep_bits_xi
-from experiments import build
-from experiments import config as config_lib
+from experiments.run import build
+from experiments.run import config as config_lib
 from laq_jax import schedule
 from tests import common
 
@@ -569,7 +569,8 @@ class AlgoSettingsTest(absltest.TestCase):
 
 
 class BuildTest(absltest.TestCase):
-  """The config's dataset and precision, as `experiments.build` sees them."""
+  """The config's dataset and precision, as `experiments.run.build` sees
+  them."""
 
   def test_builtin_dataset_builds(self):
     built = build.build(tiny_config(dataset='builtin:heart_scale',
@@ -584,7 +585,7 @@ class BuildTest(absltest.TestCase):
     # ConfigError that says how to turn it on; a float32 one stays float32.
     code = '\n'.join([
         'import jax, configs',
-        'from experiments import build, config',
+        'from experiments.run import build, config',
         'assert not jax.config.jax_enable_x64',
         "c = configs.load('mnist_logreg', 'tiny,dataset=builtin:heart_scale,"
         "train_subset=0')",

@@ -1,4 +1,4 @@
-"""experiments/events.py, read back with TensorBoard's own reader."""
+"""experiments/run/events.py, read back with TensorBoard's own reader."""
 
 import pathlib
 import shutil
@@ -10,7 +10,7 @@ import numpy as np
 from laq_jax.record import Record
 from tensorboard.backend.event_processing import event_accumulator
 
-from experiments import events
+from experiments.run import events
 from laq_jax import sweep as sweep_lib
 
 

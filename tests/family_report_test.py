@@ -1,7 +1,7 @@
-"""experiments.family_report: who beats LAQ, computed from numbers by hand;
-and (slow) the whole launcher at a tiny budget, its tables checked against
-the sweeps' results.csv, its time-to-target part present for both problems
-(experiments.family_time has its own tests)."""
+"""experiments.studies.family.family_report: who beats LAQ, computed from
+numbers by hand; and (slow) the whole launcher at a tiny budget, its tables
+checked against the sweeps' results.csv, its time-to-target part present for
+both problems (experiments.studies.family.family_time has its own tests)."""
 
 import pathlib
 import re
@@ -11,9 +11,9 @@ import sys
 from absl.testing import absltest
 import pytest
 
-from experiments import family_report
-from experiments import markdown
-from experiments import outputs
+from experiments.run import markdown
+from experiments.run import outputs
+from experiments.studies.family import family_report
 import laq_jax as lj
 from tests import common
 

@@ -1,4 +1,5 @@
-"""experiments.family_time: the family's presets on modeled networks.
+"""experiments/studies/family/ (timed_sweep, network_replay, crossovers,
+family_time): the family's presets on modeled networks.
 
 Per-worker bits rebuilt only where exact; the target rule; the stacked
 replay against the NumPy transcription of the round time
@@ -15,9 +16,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from experiments import family_time as ft
-from experiments import outputs
-from experiments.family_report import Study
+from experiments.run import outputs
+from experiments.studies.family import crossovers as cr
+from experiments.studies.family import family_time as ft
+from experiments.studies.family import network_replay as nr
+from experiments.studies.family import timed_sweep as ts
+from experiments.studies.family.family_report import Study
 import laq_jax as lj
 from laq_jax import hyper
 from laq_jax import metrics
@@ -40,7 +44,7 @@ def make_sweep(algos, bits_up, *, bits_down=None, loss=None,
     bits_down = np.full((g, steps, workers), 32.0 * num_params)
   if loss is None:
     loss = np.tile(np.linspace(10.0, 5.0, steps), (g, 1))
-  return ft.TimedSweep(
+  return ts.TimedSweep(
       path=pathlib.Path('/synthetic'), algos=tuple(algos),
       loss=np.asarray(loss, np.float64),
       final_loss=np.asarray(final_loss if final_loss is not None
@@ -73,24 +77,24 @@ class PerWorkerBitsTest(absltest.TestCase):
     sent = rng.random((8, 4)) < 0.6
     sent[3] = False  # a step without uploads
     bits = np.where(sent, 4 * 7850 + 32, 0).astype(np.int64)
-    got, why = ft.per_worker_bits(sent, np.cumsum(bits.sum(1)), 'uniform')
+    got, why = ts.per_worker_bits(sent, np.cumsum(bits.sum(1)), 'uniform')
     self.assertIsNone(why)
     np.testing.assert_array_equal(got, bits)
     self.assertEqual(got.dtype, np.int64)
-    none, why = ft.per_worker_bits(np.zeros((3, 2), bool), np.zeros(3),
+    none, why = ts.per_worker_bits(np.zeros((3, 2), bool), np.zeros(3),
                                    'identity')
     np.testing.assert_array_equal(none, np.zeros((3, 2)))
 
   def test_refused_where_not_exact(self):
     sent = np.ones((2, 2), bool)
     # Step 0: 10 + 21 bits over 2 uploads do not divide evenly.
-    _, why = ft.per_worker_bits(sent, np.cumsum([31, 30]), 'top_k')
+    _, why = ts.per_worker_bits(sent, np.cumsum([31, 30]), 'top_k')
     self.assertIn('divide evenly', why)
     # Even steps of 15 and 16 bits per upload: two sizes.
-    _, why = ft.per_worker_bits(sent, np.cumsum([30, 32]), 'top_k')
+    _, why = ts.per_worker_bits(sent, np.cumsum([30, 32]), 'top_k')
     self.assertIn('2 different sizes (15 to 16 bits)', why)
     # Bits on a step nobody uploaded at.
-    _, why = ft.per_worker_bits(np.array([[1, 1], [0, 0]], bool),
+    _, why = ts.per_worker_bits(np.array([[1, 1], [0, 0]], bool),
                                 np.cumsum([30, 5]), 'top_k')
     self.assertIn('without uploads has bits', why)
     # Uploads of 10 and 20 bits then one of 15 pass the totals' checks
@@ -98,15 +102,15 @@ class PerWorkerBitsTest(absltest.TestCase):
     # name, whatever its totals.
     sent = np.array([[1, 1], [1, 0]], bool)
     for compressor in ('rand_p', 'qsgd'):
-      got, why = ft.per_worker_bits(sent, np.cumsum([30, 15]), compressor)
+      got, why = ts.per_worker_bits(sent, np.cumsum([30, 15]), compressor)
       self.assertIsNone(got)
       self.assertIn(f'its compressor {compressor} sends uploads of '
                     'data-dependent size', why)
     with self.assertRaisesRegex(ValueError, r'cum_bits has shape \(3,\)'):
-      ft.per_worker_bits(sent, np.zeros(3), 'top_k')
+      ts.per_worker_bits(sent, np.zeros(3), 'top_k')
 
   def test_downlink_is_the_broadcast_over_the_workers(self):
-    got = ft.downlink_per_worker(np.cumsum([30, 0, 60]), 3)
+    got = ts.downlink_per_worker(np.cumsum([30, 0, 60]), 3)
     np.testing.assert_array_equal(got, [[10] * 3, [0] * 3, [20] * 3])
 
 
@@ -119,12 +123,12 @@ class TargetTest(absltest.TestCase):
     sweep = make_sweep(['gd', 'laq', 'lag'], [self.bits()] * 3,
                        target_residual=1e-6, target_iteration=(4, None, 6),
                        diverged=[False, False, False])
-    target = ft.choose_target(sweep, residual=True)
+    target = ts.choose_target(sweep, residual=True)
     self.assertEqual(target.kind, 'residual')
     self.assertEqual(target.level, 1e-6)
     np.testing.assert_array_equal(target.iteration, [4, -1, 6])
     self.assertIn('2 of 3 presets reach it', target.rule)
-    self.assertEqual(ft.untimed(sweep, target, 1), 'target not reached')
+    self.assertEqual(ts.untimed(sweep, target, 1), 'target not reached')
 
   def test_loss_level_every_surviving_preset_reaches(self):
     # Logged every 2: the 4.5 at k = 3 is not an iterate that counts.
@@ -135,7 +139,7 @@ class TargetTest(absltest.TestCase):
                        final_loss=[4.0, 6.5, np.nan], loss_every=2,
                        diverged=[False, False, True], target_residual=1e-6)
     # Residual asked for, but nobody reached it: the loss level instead.
-    target = ft.choose_target(sweep, residual=True)
+    target = ts.choose_target(sweep, residual=True)
     self.assertEqual(target.kind, 'loss')
     self.assertEqual(target.level, 6.5)  # slaq's final loss
     # sgd at k = 2 (6 <= 6.5); slaq only at theta^T (k = T = 6).
@@ -144,22 +148,22 @@ class TargetTest(absltest.TestCase):
     self.assertIn('f(θ^k) ≤ 6.5: the highest final loss f(θ^T) among the 2 '
                   'presets that ended below their initial loss (that of '
                   'slaq)', target.rule)
-    self.assertEqual(ft.untimed(sweep, target, 2), 'diverged')
+    self.assertEqual(ts.untimed(sweep, target, 2), 'diverged')
     # A preset that ran away (finite, above where it started) does not set
     # the level; it is timed where it passed the level on the way.
     away = sweep._replace(final_loss=np.array([4.0, 1e7, np.nan]))
-    target = ft.choose_target(away, residual=False)
+    target = ts.choose_target(away, residual=False)
     self.assertEqual(target.level, 4.0)  # sgd's, not slaq's 1e7
     np.testing.assert_array_equal(target.iteration, [6, -1, -1])
     self.assertIn('slaq ended above where it started', target.rule)
     low = away._replace(loss=np.where(np.isnan(loss), np.nan, 3.5 + 0 * loss)
                         )._replace(final_loss=np.array([4.0, 1e7, np.nan]))
     self.assertRaisesRegex(ValueError, 'ended below its initial loss',
-                           ft.choose_target, low, residual=False)
+                           ts.choose_target, low, residual=False)
     everyone = sweep._replace(diverged=np.ones(3, bool))
     with self.assertRaisesRegex(ValueError, 'every point of /synthetic '
                                 'diverged'):
-      ft.choose_target(everyone, residual=False)
+      ts.choose_target(everyone, residual=False)
 
 
 class ReplayTest(absltest.TestCase):
@@ -174,8 +178,8 @@ class ReplayTest(absltest.TestCase):
     sweep = make_sweep(['gd', 'laq'], [gd, laq], bits_down=down,
                        flops=[3e9, 5e8], seeds=[3, 5], num_params=p,
                        target_residual=1e-6, target_iteration=(4, 6))
-    target = ft.choose_target(sweep, residual=True)
-    times = ft.profile_times(sweep, target)
+    target = ts.choose_target(sweep, residual=True)
+    times = nr.profile_times(sweep, target)
     self.assertEqual(list(times), ['gd', 'laq'])
     self.assertEqual(list(times['gd']['mobile']), ['star', 'ring'])
     self.assertEqual(list(times['laq']['mobile']), ['star'])
@@ -201,7 +205,7 @@ class ReplayTest(absltest.TestCase):
         mobile, np.full(M, 5e8), laq, down[1], seed=5).time_s.sum(), 1,
                            delta=1e-12)
     # Mobile's stragglers are drawn: the seed matters.
-    other = ft.profile_times(sweep._replace(seeds=np.array([4, 5])), target)
+    other = nr.profile_times(sweep._replace(seeds=np.array([4, 5])), target)
     self.assertNotEqual(other['gd']['mobile']['star'],
                         times['gd']['mobile']['star'])
     self.assertEqual(other['gd']['cross_silo']['star'],
@@ -210,14 +214,14 @@ class ReplayTest(absltest.TestCase):
   def test_a_grid_of_bandwidths_is_one_program(self):
     sweep = make_sweep(['gd'], [np.full((T, M), 3200.0)],
                        target_residual=1e-6, target_iteration=(T,))
-    target = ft.choose_target(sweep, residual=True)
-    grid = ft.bandwidth_grid(2)
+    target = ts.choose_target(sweep, residual=True)
+    grid = nr.bandwidth_grid(2)
     self.assertLen(grid, 11)
-    self.assertEqual((grid[0], grid[-1]), ft.BANDWIDTH_RANGE)
-    ft.bandwidth_times(sweep, target, grid)
-    before = ft._program()._cache_size()
-    curves = ft.bandwidth_times(sweep, target, grid * 1.5)
-    self.assertEqual(ft._program()._cache_size(), before)  # no recompile
+    self.assertEqual((grid[0], grid[-1]), nr.BANDWIDTH_RANGE)
+    nr.bandwidth_times(sweep, target, grid)
+    before = nr._program()._cache_size()
+    curves = nr.bandwidth_times(sweep, target, grid * 1.5)
+    self.assertEqual(nr._program()._cache_size(), before)  # no recompile
     for i in (0, 5, 10):
       for topology in ('star', 'ring'):
         net = net_lib.make_network('cross_silo', num_workers=M,
@@ -246,9 +250,9 @@ class CrossoverTest(absltest.TestCase):
                         np.full((steps, m), float(up_laq))],
                        flops=0.0, num_params=p, target_residual=1e-6,
                        target_iteration=(k_gd, k_laq))
-    target = ft.choose_target(sweep, residual=True)
-    grid = ft.bandwidth_grid(4)
-    curves = ft.bandwidth_times(sweep, target, grid)
+    target = ts.choose_target(sweep, residual=True)
+    grid = nr.bandwidth_grid(4)
+    curves = nr.bandwidth_times(sweep, target, grid)
     star = lambda k, up, x: k * (0.08 + (up + down) / min(x, 1e8))
     for i, x in enumerate(grid):
       self.assertAlmostEqual(curves['gd']['star'][i] / star(k_gd, up_gd, x),
@@ -262,13 +266,13 @@ class CrossoverTest(absltest.TestCase):
     want = ((k_laq * (up_laq + down) - k_gd * (up_gd + down))
             / (0.08 * (k_gd - k_laq)))
     self.assertAlmostEqual(want, 2_498_800.0)
-    segments = ft.fastest_segments(grid, curves, ft.Exact(sweep, target),
-                                   ft.contenders(curves))
+    segments = cr.fastest_segments(grid, curves, nr.Exact(sweep, target),
+                                   cr.contenders(curves))
     self.assertEqual([(s.algo, s.topology) for s in segments],
                      [('laq', 'star'), ('gd', 'star')])
-    self.assertAlmostEqual(segments[0].hi / want, 1, delta=ft.RTOL)
+    self.assertAlmostEqual(segments[0].hi / want, 1, delta=cr.RTOL)
     self.assertEqual(segments[1].lo, segments[0].hi)
-    self.assertEqual(ft.describe_segments(segments),
+    self.assertEqual(cr.describe_segments(segments),
                      'below 2.5 Mbit/s **laq**; above 2.5 Mbit/s **gd (star)**')
 
   def test_ring_against_star_by_hand(self):
@@ -279,28 +283,28 @@ class CrossoverTest(absltest.TestCase):
     sweep = make_sweep(['gd'], [np.full((steps, m), 32.0 * p)], flops=0.0,
                        num_params=p, target_residual=1e-6,
                        target_iteration=(2,))
-    target = ft.choose_target(sweep, residual=True)
-    grid = ft.bandwidth_grid(4)
-    curves = ft.bandwidth_times(sweep, target, grid)
-    segments = ft.fastest_segments(grid, curves, ft.Exact(sweep, target),
-                                   ft.contenders(curves))
+    target = ts.choose_target(sweep, residual=True)
+    grid = nr.bandwidth_grid(4)
+    curves = nr.bandwidth_times(sweep, target, grid)
+    segments = cr.fastest_segments(grid, curves, nr.Exact(sweep, target),
+                                   cr.contenders(curves))
     self.assertEqual([s.topology for s in segments], ['ring', 'star', 'ring'])
-    self.assertAlmostEqual(segments[0].hi / 1.5e7, 1, delta=ft.RTOL)
-    self.assertAlmostEqual(segments[1].hi / 2.7e8, 1, delta=ft.RTOL)
-    self.assertEqual(ft.describe_segments(segments),
+    self.assertAlmostEqual(segments[0].hi / 1.5e7, 1, delta=cr.RTOL)
+    self.assertAlmostEqual(segments[1].hi / 2.7e8, 1, delta=cr.RTOL)
+    self.assertEqual(cr.describe_segments(segments),
                      'below 15 Mbit/s **gd (ring)**; from 15 Mbit/s to 270 '
                      'Mbit/s **gd (star)**; above 270 Mbit/s **gd (ring)**')
 
   def test_no_crossover_and_the_bandwidth_format(self):
-    only = [ft.Segment(1e6, 1e11, 'laq', 'star')]
-    self.assertEqual(ft.describe_segments(only, 'faster'),
+    only = [cr.Segment(1e6, 1e11, 'laq', 'star')]
+    self.assertEqual(cr.describe_segments(only, 'faster'),
                      'no crossover from 1 Mbit/s to 100 Gbit/s: **laq** is '
                      'the faster throughout')
-    self.assertEqual([ft.bps(x) for x in (999.7e6, 4.24e7, 1.55e9, 950.0)],
+    self.assertEqual([cr.bps(x) for x in (999.7e6, 4.24e7, 1.55e9, 950.0)],
                      ['1 Gbit/s', '42 Mbit/s', '1.6 Gbit/s', '950 bit/s'])
     self.assertAlmostEqual(
-        ft.bisect_crossing(lambda x: x - 3e7, 1e7, 1e8) / 3e7, 1,
-        delta=ft.RTOL)
+        cr.bisect_crossing(lambda x: x - 3e7, 1e7, 1e8) / 3e7, 1,
+        delta=cr.RTOL)
 
 
 class TableTest(absltest.TestCase):
@@ -311,8 +315,8 @@ class TableTest(absltest.TestCase):
                         np.ones((T, M))],
                        flops=[1e6, 1e6, 2e6, 1e6], target_residual=1e-6,
                        target_iteration=(3, 5, 4, 2),
-                       notes={'ssgd': ft.STALE + ': why'})
-    target = ft.choose_target(sweep, residual=True)
+                       notes={'ssgd': ts.STALE + ': why'})
+    target = ts.choose_target(sweep, residual=True)
     times = {'gd': {'datacenter': {'star': 2.0, 'ring': 1.0},
                     'mobile': {'star': 5.0, 'ring': 6.0}},
              'laq': {'datacenter': {'star': 3.0}, 'mobile': {'star': 4.0}},
@@ -337,7 +341,7 @@ class TableTest(absltest.TestCase):
 
 def write_sweep(folder, algos, uploads, cum_bits, *, per_worker=None,
                 config=None, num_train=600):
-  """A finished sweep's four files as `experiments.grid` writes them
+  """A finished sweep's four files as `experiments.run.grid` writes them
   (older sweeps: `bits` is each point's b; newer ones: per-worker)."""
   g, steps, workers = uploads.shape
   folder.mkdir(parents=True)
@@ -379,7 +383,7 @@ class LoadSweepTest(absltest.TestCase):
     per = sent * sizes[:, None, None]
     write_sweep(self.dir / 'full', ['gd', 'laq'], sent,
                 np.cumsum(per.sum(2), 1))
-    sweep = ft.load_sweep(self.dir / 'full')  # FLOPs from the problem
+    sweep = ts.load_sweep(self.dir / 'full')  # FLOPs from the problem
     # 600 images over M workers, 4 D C FLOPs a sample.
     np.testing.assert_array_equal(sweep.flops, [600 // M * 4 * 784 * 10] * 2)
     for g in range(2):
@@ -396,14 +400,14 @@ class LoadSweepTest(absltest.TestCase):
     algos = ['sgd', 'ssgd']
     write_sweep(self.dir / 'new', algos, sent, np.cumsum(per.sum(2), 1),
                 per_worker=per)
-    sweep = ft.load_sweep(self.dir / 'new', flops=lambda a: 7.0)
+    sweep = ts.load_sweep(self.dir / 'new', flops=lambda a: 7.0)
     np.testing.assert_array_equal(sweep.bits_up[1], per[1])
     self.assertEqual(sweep.notes, {})
     # The same files without per-worker bits: ssgd cannot be rebuilt.
     write_sweep(self.dir / 'old', algos, sent, np.cumsum(per.sum(2), 1))
-    old = ft.load_sweep(self.dir / 'old')
+    old = ts.load_sweep(self.dir / 'old')
     self.assertIsNone(old.bits_up[1])
-    self.assertEqual(old.notes['ssgd'], f'{ft.STALE}: its compressor rand_p '
+    self.assertEqual(old.notes['ssgd'], f'{ts.STALE}: its compressor rand_p '
                      'sends uploads of data-dependent size')
     # Minibatch presets compute on their batch (20 samples).
     self.assertEqual(old.flops[0], 20 * 4 * 784 * 10)
@@ -440,14 +444,14 @@ class RealSweepTest(absltest.TestCase):
     result = sweep_lib.run_sweep(spec, data, points, 8)
     curves = metrics.curve_arrays(result)
     for g, algo in enumerate(algos):
-      got, why = ft.per_worker_bits(
+      got, why = ts.per_worker_bits(
           curves['uploads'][g], curves['cum_bits'][g],
           hyper.get_algorithm(algo).compressor)
       if algo in ('ssgd', 'qsgd'):
         self.assertIsNone(got, algo)
         self.assertIn('data-dependent size', why)
         # Their totals alone give them away too.
-        self.assertIsNotNone(ft.per_worker_bits(
+        self.assertIsNotNone(ts.per_worker_bits(
             curves['uploads'][g], curves['cum_bits'][g])[1], algo)
       else:
         self.assertIsNone(why, algo)

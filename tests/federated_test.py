@@ -1,4 +1,5 @@
-"""The federated experiment (configs/federated.py, experiments/federated.py):
+"""The federated experiment (configs/federated.py, experiments/federated.py,
+experiments/studies/federated/):
 its settings, the deadline it derives, its report's numbers against the
 sweeps' own files."""
 
@@ -8,8 +9,9 @@ from absl.testing import absltest
 import numpy as np
 import pytest
 
-from experiments import config as config_lib
-from experiments import federated
+from experiments.run import config as config_lib
+from experiments.studies.federated import report
+from experiments.studies.federated import sweeps
 from tests import common
 
 _ENV = common.IsolatedEnv('laq_federated_test_')
@@ -45,14 +47,14 @@ class ConfigTest(absltest.TestCase):
                      (100, 'dirichlet', 0.5, 1500))
     # lam and alpha given on the command line win
     self.assertEqual(cfg.get_config('step_size=0.5').step_size, 0.5)
-    laziness = federated.sweep_config('logreg', 'laziness', 'full')
+    laziness = sweeps.sweep_config('logreg', 'laziness', 'full')
     points = config_lib.points_from_config(laziness)
     self.assertLen(points, 12)
     self.assertEqual({(p['algo'], p['participation'], p['absent'])
                       for p in points},
                      {(a, q, s) for a in ('sgd', 'slaq')
                       for q in (1.0, 0.5, 0.1) for s in ('stale', 'drop')})
-    deadline = federated.sweep_config('mlp', 'deadline', 'quick', 0.25)
+    deadline = sweeps.sweep_config('mlp', 'deadline', 'quick', 0.25)
     self.assertEqual(deadline.deadline_s, 0.25)
 
 
@@ -61,11 +63,11 @@ class PipelineTest(absltest.TestCase):
 
   def test_tiny_pipeline_and_its_numbers(self):
     workdir = pathlib.Path(_ENV.name, 'fed')
-    for sweep in federated.SWEEPS:
+    for sweep in sweeps.SWEEPS:
       self.assertFalse((workdir / 'logreg' / sweep).exists())
-    failed = federated.run_problem('logreg', workdir, 'tiny')
+    failed = sweeps.run_problem('logreg', workdir, 'tiny')
     self.assertEqual(failed, [])
-    main = federated.load_sweep(workdir / 'logreg' / 'main')
+    main = sweeps.load_sweep(workdir / 'logreg' / 'main')
     c = main['curves']
     # the deadline: SGD's 90th-percentile arrival, recomputed here from the
     # mobile profile's numbers
@@ -75,16 +77,16 @@ class PipelineTest(absltest.TestCase):
     arrive = (c['slowdown'][sgd] * flops / 22.5e9 + 0.055
               + c['bits'][sgd] / 6.3e6)[present]
     deadline = float(np.percentile(arrive, 90))
-    self.assertAlmostEqual(federated.deadline_from(main), deadline,
+    self.assertAlmostEqual(sweeps.deadline_from(main), deadline,
                            places=12)
-    cut = federated.load_sweep(workdir / 'logreg' / 'deadline')
+    cut = sweeps.load_sweep(workdir / 'logreg' / 'deadline')
     self.assertEqual(float(cut['rows'][0]['deadline_s']), deadline)
     dropped = cut['curves']['dropped'][sgd]
     self.assertGreater(dropped.sum(), 0)
     # a cut client never counts as uploading
     self.assertFalse((dropped & cut['curves']['uploads'][sgd]).any())
     # The summary of a point against its curves, by hand.
-    s = federated.point_summary(main, sgd, 0.3)
+    s = report.point_summary(main, sgd, 0.3)
     acc = c['test_accuracy'][sgd]
     steps = c['test_accuracy_steps']
     hit = steps[np.argmax(acc >= 0.3)]
@@ -95,12 +97,12 @@ class PipelineTest(absltest.TestCase):
     self.assertEqual(s['upload_rate'], 1.0)  # sgd uploads when present
     self.assertEqual(s['participations'], int(present.sum()))
     # The report: rerun of run_problem does nothing new; report writes.
-    self.assertEqual(federated.run_problem('logreg', workdir, 'tiny'), [])
-    text = federated.report(workdir, ['logreg'], 'tiny', 'cmd')
+    self.assertEqual(sweeps.run_problem('logreg', workdir, 'tiny'), [])
+    text = report.report(workdir, ['logreg'], 'tiny', 'cmd')
     self.assertIn(f'With a deadline of {deadline:.4g} s', text)
     self.assertIn('| slaq | 0.1 | drop |', text)
     self.assertTrue((workdir / 'logreg_accuracy.png').is_file())
-    rates = federated.rates_by_absence(main, sgd)
+    rates = report.rates_by_absence(main, sgd)
     self.assertEqual(sum(n for _, n, _ in rates), int(present.sum()))
     self.assertEqual({r for _, n, r in rates if n}, {1.0})
 

@@ -1,4 +1,4 @@
-"""Tests of experiments/fstar.py: where f* comes from, and its cache.
+"""Tests of experiments/run/fstar.py: where f* comes from, and its cache.
 
 The solver is replaced by a stand-in that counts its calls (optimum_test
 checks the solver itself), so these tests see exactly when f* is solved,
@@ -16,8 +16,8 @@ import ml_collections
 import numpy as np
 
 import configs
-from experiments import build
-from experiments import fstar
+from experiments.run import build
+from experiments.run import fstar
 from laq_jax import data as data_lib
 from laq_jax import optimum
 from laq_jax import sweep as sweep_lib

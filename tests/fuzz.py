@@ -58,7 +58,7 @@ MUST_LINE = 2000  # characters: a message may list the allowed names
 # Names: real fields, near misses, made up ones.
 
 def _config_fields(sweep: bool) -> tuple[str, ...]:
-  from experiments import config as config_lib  # pylint: disable=g-import-not-at-top
+  from experiments.run import config as config_lib  # pylint: disable=g-import-not-at-top
   return config_lib.FIELDS + ((config_lib.SWEEP_FIELDS
                                + config_lib.OPTIONAL_SWEEP_FIELDS)
                               if sweep else ())
@@ -166,8 +166,8 @@ def cli_outcome(case, workdir: str):
   run them before anything is loaded or written."""
   from absl import flags  # pylint: disable=g-import-not-at-top
   from ml_collections import config_flags  # pylint: disable=g-import-not-at-top
-  from experiments import cli  # pylint: disable=g-import-not-at-top
-  from experiments import config as config_lib  # pylint: disable=g-import-not-at-top
+  from experiments.run import cli  # pylint: disable=g-import-not-at-top
+  from experiments.run import config as config_lib  # pylint: disable=g-import-not-at-top
   argv = cli_argv(case, workdir)
   values = flags.FlagValues()
   flags.DEFINE_string('workdir', None, '', flag_values=values)

@@ -192,7 +192,7 @@ def test_every_documented_field_is_settable(name):
   field (the optional ones too), can be set from the command line, in both
   forms, and a value that passes the check is the value the run takes."""
   import importlib  # pylint: disable=g-import-not-at-top
-  from experiments import config as config_lib  # pylint: disable=g-import-not-at-top
+  from experiments.run import config as config_lib  # pylint: disable=g-import-not-at-top
   sweep = name in fuzz.SWEEP_CONFIGS
   current = importlib.import_module(f'configs.{name}').get_config('tiny')
   values = {'sweep_grid_axis': 'vmap', 'sweep_batch_size': '2',

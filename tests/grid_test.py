@@ -1,7 +1,7 @@
-"""experiments.grid and the sweep configs: a sweep into a workdir.
+"""experiments.run.grid and the sweep configs: a sweep into a workdir.
 
 The reference for a grid point is the same configuration run alone through
-`experiments.train.train_and_evaluate` (what `experiments.main` calls); the
+`experiments.run.train.train_and_evaluate` (what `experiments.main` calls); the
 reference for results.csv is a recomputation from curves.npz with the bit
 costs of docs/algorithm.md (b * P + 32 per quantized upload, 32 * P
 otherwise). The tiny sweep runs once per module (slow tier).
@@ -17,10 +17,10 @@ from absl.testing import parameterized
 import numpy as np
 import pytest
 
-from experiments import config as config_lib
-from experiments import events
-from experiments import outputs
-from experiments import train
+from experiments.run import config as config_lib
+from experiments.run import events
+from experiments.run import outputs
+from experiments.run import train
 from tests import common
 from tests import events_test
 from tests import reference
@@ -85,7 +85,7 @@ def tiny_config(**overrides):
 @functools.cache
 def tiny_sweep():
   """Runs the tiny sweep once per process: (config, rows, workdir)."""
-  from experiments import grid  # pylint: disable=g-import-not-at-top
+  from experiments.run import grid  # pylint: disable=g-import-not-at-top
   config = tiny_config()
   workdir = pathlib.Path(_env.name, 'sweep')
   rows = grid.sweep_and_evaluate(config, workdir)
@@ -94,7 +94,8 @@ def tiny_sweep():
 
 @pytest.mark.slow
 class PointEqualsSingleRunTest(parameterized.TestCase):
-  """A grid point equals experiments.train on the same config, step by step."""
+  """A grid point equals experiments.run.train on the same config, step by
+  step."""
 
   @parameterized.parameters(dict(algo='laq', bits=3, xi=1.6),
                             dict(algo='lag', bits=8, xi=0.2))

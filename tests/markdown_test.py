@@ -1,4 +1,5 @@
-"""Tests of experiments/markdown.py: cells, tables and column tables by hand."""
+"""Tests of experiments/run/markdown.py: cells, tables and column tables by
+hand."""
 
 import math
 
@@ -6,7 +7,7 @@ from absl.testing import absltest
 from absl.testing import parameterized
 import numpy as np
 
-from experiments import markdown
+from experiments.run import markdown
 
 DASH = '\u2014'
 

@@ -1,4 +1,5 @@
-"""Tests of experiments/outputs.py: atomic files, the workdir, CSVs read back.
+"""Tests of experiments/run/outputs.py: atomic files, the workdir, CSVs read
+back.
 
 A write killed half-way (a real process, killed by the kernel) leaves the old
 file whole; a workdir holds one config's results; metrics.csv and
@@ -28,7 +29,7 @@ def rec(loss, grad, sent, bits, bits_down, time_s=None):
   return Record.from_arrays(loss=loss, grad_norm_sq=grad, sent_M=sent,
                             bits_M=bits, bits_down_M=bits_down, **extra)
 
-from experiments import outputs
+from experiments.run import outputs
 from tests import common
 
 METRICS_COLUMNS = ('step', 'loss', 'residual', 'paper_residual',
@@ -65,7 +66,7 @@ def folder(name):
 
 _CRASH_MID_WRITE = r'''
 import pathlib, resource, signal
-from experiments import outputs
+from experiments.run import outputs
 path = pathlib.Path(PATH)
 old = OLD
 outputs.atomic_write(path, old)

@@ -1,4 +1,5 @@
-"""experiments.paper_results: the cross-check's step-by-step comparison."""
+"""experiments.studies.paper.paper_results: the cross-check's step-by-step
+comparison."""
 
 import json
 import pathlib
@@ -8,7 +9,8 @@ from absl.testing import absltest
 import numpy as np
 
 from configs import paper
-from experiments import paper_results
+from experiments.run import outputs
+from experiments.studies.paper import paper_results
 
 
 class CrosscheckTest(absltest.TestCase):
@@ -43,16 +45,16 @@ class CrosscheckTest(absltest.TestCase):
 class SameConfigTest(absltest.TestCase):
 
   def test_older_results_stand_when_new_fields_keep_their_defaults(self):
-    wanted = paper_results.as_json(paper.sweep_config(
+    wanted = outputs.as_json(paper.sweep_config(
         paper.experiments(quick=True)[0]).to_dict())
-    self.assertTrue(paper_results.same_config(dict(wanted), wanted))
+    self.assertTrue(outputs.same_config(dict(wanted), wanted))
     older = {k: v for k, v in wanted.items() if k != 'levels'}
-    self.assertTrue(paper_results.same_config(older, wanted))  # a default
-    self.assertFalse(paper_results.same_config(
+    self.assertTrue(outputs.same_config(older, wanted))  # a default
+    self.assertFalse(outputs.same_config(
         older, dict(wanted, levels=wanted['levels'] + 1)))  # not the default
-    self.assertFalse(paper_results.same_config(
+    self.assertFalse(outputs.same_config(
         dict(wanted, bits=wanted['bits'] + 1), wanted))
-    self.assertFalse(paper_results.same_config(dict(wanted, extra=1), wanted))
+    self.assertFalse(outputs.same_config(dict(wanted, extra=1), wanted))
 
 
 if __name__ == '__main__':

@@ -1,13 +1,13 @@
-"""experiments.predict: a sweep's time before it starts, from its floor."""
+"""experiments.run.predict: a sweep's time before it starts, from its floor."""
 from unittest import mock
 
 from absl.testing import absltest
 import ml_collections
 
 import configs
-from experiments import build as build_lib
-from experiments import config as config_lib
-from experiments import predict
+from experiments.run import build as build_lib
+from experiments.run import config as config_lib
+from experiments.run import predict
 from tests import common
 
 RATES = {'matmul_flops_per_s': {'float32': 1e11, 'float64': 5e10},

@@ -1,4 +1,4 @@
-"""experiments/progress.py: bars on a terminal, log lines elsewhere, a quiet
+"""experiments/run/progress.py: bars on a terminal, log lines elsewhere, a quiet
 start."""
 
 import io
@@ -10,7 +10,7 @@ from absl import logging
 from absl.testing import absltest
 from rich import console as rich_console
 
-from experiments import progress
+from experiments.run import progress
 
 
 def _console(buffer):

@@ -1,8 +1,9 @@
-"""experiments.report: the wall-time floor of an experiment, by hand."""
+"""experiments.studies.paper.report: the wall-time floor of an experiment, by
+hand."""
 
 from absl.testing import absltest
 
-from experiments import report
+from experiments.studies.paper import report
 
 RATES = {'matmul_flops_per_s': {'float32': 2e11, 'float64': 1e11},
          'read_bytes_per_s': 1e10}

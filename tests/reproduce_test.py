@@ -23,8 +23,8 @@ import numpy as np
 import pytest
 
 from configs import paper
-from experiments import paper_results
-from experiments import report
+from experiments.studies.paper import paper_results
+from experiments.studies.paper import report
 from tests import common
 
 pytestmark = pytest.mark.slow

@@ -27,10 +27,10 @@ import numpy as np
 import pytest
 
 from configs import sweep_bits_xi
-from experiments import build
-from experiments import grid
-from experiments import outputs
-from experiments import train
+from experiments.run import build
+from experiments.run import grid
+from experiments.run import outputs
+from experiments.run import train
 import laq_jax
 from laq_jax import checkpoint
 from laq_jax import distributed
@@ -223,7 +223,7 @@ import jax
 jax.config.update('jax_enable_x64', True)  # as the launchers do
 assert (jax.process_count(), jax.device_count()) == (2, 2), jax.devices()
 import configs
-from experiments import train
+from experiments.run import train
 from laq_jax import checkpoint
 out = pathlib.Path(sys.argv[1])
 config = configs.load('mnist_logreg', 'tiny')

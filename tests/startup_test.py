@@ -1,4 +1,4 @@
-"""experiments.startup: float64 and JAX's persistent compilation cache."""
+"""experiments.run.startup: float64 and JAX's persistent compilation cache."""
 import pathlib
 import tempfile
 
@@ -8,7 +8,7 @@ from tests import common
 
 PROBE = """
 import os, jax, jax.numpy as jnp
-from experiments import startup
+from experiments.run import startup
 startup.setup_jax()
 print('x64', jax.config.jax_enable_x64)
 print('dir', jax.config.jax_compilation_cache_dir)

@@ -1,5 +1,6 @@
-"""experiments.timeline: finished runs replayed on networks, post hoc,
-against the NumPy transcription of the round time."""
+"""experiments.run.replay (what experiments.timeline runs): finished runs
+replayed on networks, post hoc, against the NumPy transcription of the round
+time."""
 
 import pathlib
 import tempfile
@@ -9,8 +10,8 @@ import numpy as np
 import pytest
 
 from configs import default
-from experiments import outputs
-from experiments import timeline
+from experiments.run import outputs
+from experiments.run import replay
 from laq_jax import network as net_lib
 from laq_jax.record import Record
 from tests import network_test
@@ -52,8 +53,8 @@ class TimelineTest(absltest.TestCase):
     bits, down = write_run(self.dir / 'laq', 'laq', sent, fstar=2.0,
                            target_iteration=3)
     write_run(self.dir / 'gd', 'gd', np.ones((T, M)))
-    rows = timeline.timeline([str(self.dir / 'laq'), str(self.dir / 'gd')],
-                             ['mobile', 'cross_silo'], {'up_bps': 2e6})
+    rows = replay.timeline([str(self.dir / 'laq'), str(self.dir / 'gd')],
+                           ['mobile', 'cross_silo'], {'up_bps': 2e6})
     self.assertEqual([(r['network'], r['algo']) for r in rows],
                      [('mobile', 'laq'), ('mobile', 'gd'),
                       ('mobile', 'gd (ring)'), ('cross_silo', 'laq'),
@@ -73,9 +74,9 @@ class TimelineTest(absltest.TestCase):
     ring = rows[2]
     self.assertEqual(ring['topology'], 'ring')
     self.assertGreater(ring['total_time_s'], 0)
-    text = timeline.table(rows)
+    text = replay.table(rows)
     self.assertIn('| mobile | laq |', text)
-    timeline.write(rows, self.dir / 'out')
+    replay.write(rows, self.dir / 'out')
     for name in ('timeline.csv', 'timeline.md', 'loss_vs_time_mobile.png',
                  'loss_vs_time_cross_silo.png'):
       self.assertTrue((self.dir / 'out' / name).is_file(), name)
@@ -83,16 +84,16 @@ class TimelineTest(absltest.TestCase):
   def test_refusals(self):
     write_run(self.dir / 'laq', 'laq', np.ones((T, M)))
     (self.dir / 'laq' / 'bits.npy').unlink()
-    with self.assertRaisesRegex(timeline.TimelineError, 'no bits.npy'):
-      timeline.timeline([str(self.dir / 'laq')], ['mobile'], {})
-    with self.assertRaisesRegex(timeline.TimelineError,
+    with self.assertRaisesRegex(replay.TimelineError, 'no bits.npy'):
+      replay.timeline([str(self.dir / 'laq')], ['mobile'], {})
+    with self.assertRaisesRegex(replay.TimelineError,
                                 "unknown network profile 'lan'"):
-      timeline.timeline([str(self.dir / 'laq')], ['lan'], {})
-    with self.assertRaisesRegex(timeline.TimelineError, 'FIELD=VALUE'):
-      timeline.parse_overrides(['up=1'])
+      replay.timeline([str(self.dir / 'laq')], ['lan'], {})
+    with self.assertRaisesRegex(replay.TimelineError, 'FIELD=VALUE'):
+      replay.parse_overrides(['up=1'])
     with self.assertRaisesRegex(ValueError, 'network.up_bps=-1.0'):
-      timeline.timeline([str(self.dir / 'laq')], ['mobile'],
-                        timeline.parse_overrides(['up_bps=-1']))
+      replay.timeline([str(self.dir / 'laq')], ['mobile'],
+                      replay.parse_overrides(['up_bps=-1']))
 
 
 class InTheRunTest(absltest.TestCase):
@@ -103,7 +104,7 @@ class InTheRunTest(absltest.TestCase):
   def test_a_runs_files_carry_its_times(self):
     import jax  # pylint: disable=g-import-not-at-top
     import configs  # pylint: disable=g-import-not-at-top
-    from experiments import train  # pylint: disable=g-import-not-at-top
+    from experiments.run import train  # pylint: disable=g-import-not-at-top
     self.assertTrue(jax.config.jax_enable_x64)
     where = pathlib.Path(tempfile.mkdtemp(prefix='laq_timed_run_'))
     config = configs.load('mnist_logreg', 'tiny,network=mobile,'
@@ -131,8 +132,8 @@ class InTheRunTest(absltest.TestCase):
     self.assertEqual(summary['network']['profile'], 'mobile')
     self.assertEqual(summary['network']['up_bps'], 2e6)
     self.assertEqual(summary['network']['server_in_bps'], 'inf')
-    replayed = timeline.time_run(timeline.load(where), 'mobile',
-                                 {'up_bps': 2e6})
+    replayed = replay.time_run(replay.load(where), 'mobile',
+                               {'up_bps': 2e6})
     np.testing.assert_array_equal(replayed['time_s'], m['time_s'])
     self.assertTrue((where / 'loss_vs_time.png').is_file())
 

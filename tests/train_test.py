@@ -1,4 +1,5 @@
-"""Integration tests of experiments/train.py and the experiments.main launcher.
+"""Integration tests of experiments/run/train.py and the experiments.main
+launcher.
 
 Tiny runs (600 MNIST images, M = 10 shards of 60, 30 iterations, chunks of
 10) through `train_and_evaluate` and `python -m experiments.main`. Every
@@ -24,11 +25,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from experiments import build
-from experiments import compare
-from experiments import config as config_lib
-from experiments import outputs
-from experiments import train
+from experiments.run import build
+from experiments.run import comparison
+from experiments.run import config as config_lib
+from experiments.run import outputs
+from experiments.run import train
 import laq_jax
 from laq_jax import data as data_lib
 from tests import common
@@ -240,7 +241,7 @@ class RunFilesTest(parameterized.TestCase):
   def test_compare_two_runs(self):
     (laq_dir, laq), (gd_dir, gd) = _Runs.get('laq'), _Runs.get('gd')
     out = workdir('compare')
-    table_rows = compare.compare([str(gd_dir), str(laq_dir)], str(out))
+    table_rows = comparison.compare([str(gd_dir), str(laq_dir)], str(out))
     for name in ('table.md', 'comparison.json', 'loss_vs_iterations.png',
                  'loss_vs_uploads.png', 'loss_vs_bits.png',
                  'upload_raster_gd.png', 'upload_raster_laq.png'):

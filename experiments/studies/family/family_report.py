@@ -3,12 +3,13 @@
     text = report(studies, workdir, quick)    # writes WORKDIR/REPORT.md
 
 A study is one problem (logistic regression or the network) with its two
-sweeps (the full-batch presets and the minibatch ones, `experiments.grid`).
-Every number is read from their results.csv; the verdicts are computed from
-those numbers, not written by hand. Where each method wins in simulated
-seconds (every preset on every network profile, time to target against the
-link bandwidth and the crossovers) is `experiments.family_time`, replayed
-from the sweeps' curves.npz.
+sweeps (the full-batch presets and the minibatch ones,
+`experiments.run.grid`). Every number is read from their results.csv; the
+verdicts are computed from those numbers, not written by hand. Where each
+method wins in simulated seconds (every preset on every network profile, time
+to target against the link bandwidth and the crossovers) is
+`experiments.studies.family.family_time`, replayed from the sweeps'
+curves.npz.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ import pathlib
 from typing import NamedTuple, Sequence
 
 from configs import compressors as compressors_config
-from experiments import family_time
-from experiments import outputs
-from experiments.markdown import fmt, table
+from experiments.run import outputs
+from experiments.run.markdown import fmt, table
+from experiments.studies.family import family_time
 from laq_jax import hyper as hyper_lib
 from laq_jax import metrics
 from laq_jax import plotting

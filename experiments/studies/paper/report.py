@@ -3,27 +3,24 @@
     text = report(experiments, workdir, quick)    # writes WORKDIR/REPORT.md
 
 Every number is read from the per-experiment results
-(`experiments.paper_results`); the claims are computed
-(`experiments.claims`), not written by hand.
+(`experiments.studies.paper.paper_results`); the claims are computed
+(`experiments.studies.paper.claims`), not written by hand.
 """
 
 from __future__ import annotations
 
 import pathlib
-import re
-import shutil
 from typing import Any, Sequence
 
 from configs import paper
-from experiments import claims as claims_lib
-from experiments import outputs
-from experiments import paper_results as results_lib
-from experiments.markdown import columns_table, table
+from experiments.run import outputs
+from experiments.run.markdown import columns_table, table
+from experiments.studies.paper import claims as claims_lib
+from experiments.studies.paper import paper_results as results_lib
 # (floor_seconds and fmt_rate are also read from here)
-from experiments.report_sections import (FIGURE_DPI,  # noqa: F401
-                                         authors_section, crosscheck_section,
-                                         floor_seconds, fmt_rate,
-                                         loss_every, timing_section)
+from experiments.studies.paper.report_sections import (  # noqa: F401
+    FIGURE_DPI, authors_section, crosscheck_section, floor_seconds, fmt_rate,
+    loss_every, timing_section)
 from laq_jax import plotting
 from laq_jax import schedule as schedule_lib
 
@@ -317,15 +314,3 @@ def report(selected: Sequence[paper.Experiment], workdir: pathlib.Path,
   text = '\n'.join(lines)
   outputs.atomic_write(workdir / REPORT, text)
   return text
-
-
-def copy_report(workdir: pathlib.Path, dest: pathlib.Path) -> list[str]:
-  """Copies REPORT.md and the PNGs it links into `dest` (same layout)."""
-  text = (workdir / REPORT).read_text()
-  paths = re.findall(r'!\[[^\]]*\]\(([^)]+\.png)\)', text)
-  dest.mkdir(parents=True, exist_ok=True)
-  for path in paths:
-    (dest / path).parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(workdir / path, dest / path)
-  shutil.copyfile(workdir / REPORT, dest / REPORT)
-  return [REPORT] + paths

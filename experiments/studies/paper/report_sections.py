@@ -1,6 +1,6 @@
 """The paper report's sections that are not one experiment's own: the
 timing against the roofline floors, the authors' scripts and the
-cross-check (`experiments.report` assembles them)."""
+cross-check (`experiments.studies.paper.report` assembles them)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ import pathlib
 from typing import Any, Sequence
 
 from configs import paper
-from experiments import claims as claims_lib
-from experiments import config as config_lib
-from experiments import outputs
-from experiments import paper_results as results_lib
-from experiments import roofline
-from experiments.markdown import fmt, table
+from experiments.run import config as config_lib
+from experiments.run import outputs
+from experiments.run import roofline
+from experiments.run.markdown import fmt, table
+from experiments.studies.paper import claims as claims_lib
+from experiments.studies.paper import paper_results as results_lib
 from laq_jax import data as data_lib
 from laq_jax import plotting
 from laq_jax import schedule as schedule_lib
@@ -38,7 +38,7 @@ def loss_every(result: dict[str, Any]) -> int:
 
 def floor_seconds(result: dict[str, Any], rates: dict[str, Any]) -> float:
   """What the machine's measured limits allow for an experiment's
-  iterations (`experiments.roofline`): every grid point's matrix products
+  iterations (`experiments.run.roofline`): every grid point's matrix products
   at the dense-matmul rate, or the passes over the training features at the
   read bandwidth (one per point and iteration when the points are mapped,
   the default; one per iteration when vmapped), whichever is longer."""
@@ -153,7 +153,7 @@ def timing_section(selected: Sequence[paper.Experiment],
         'over the training features at the read bandwidth, whichever is '
         'longer, both measured '
         'on the machine at the start of the experiment '
-        '(`experiments/roofline.py`; here '
+        '(`experiments/run/roofline.py`; here '
         f'{"; ".join(fmt_rate(r) for r in measured.values())}). Not in the '
         'floor: compiling, loading, f*, the test accuracy, the elementwise '
         'work (softmax, ReLU, the quantizer and the trigger, O(M p) per '

@@ -187,7 +187,7 @@ class Events:
       yield
     except OSError as e:
       self._failed = True
-      from experiments import outputs  # pylint: disable=g-import-not-at-top
+      from experiments.run import outputs  # pylint: disable=g-import-not-at-top
       raise outputs.WorkdirError(
           f'could not write the TensorBoard events in {self.logdir}: '
           f'{e.strerror or e}; the event files up to the last flush, the '

@@ -2,9 +2,9 @@
 
     result = load_results(experiment, workdir)   # None when missing or stale
 
-Per experiment NAME, WORKDIR/NAME holds the files of `experiments.grid`
+Per experiment NAME, WORKDIR/NAME holds the files of `experiments.run.grid`
 (config.json, results.csv, curves.npz, sweep.json) and INFO, written last.
-WORKDIR/crosscheck holds the cross-check's runs (`experiments.train`).
+WORKDIR/crosscheck holds the cross-check's runs (`experiments.run.train`).
 """
 
 from __future__ import annotations
@@ -15,10 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from configs import default as default_config
 from configs import paper
-from experiments import config as config_lib
-from experiments import outputs
+from experiments.run import config as config_lib
+from experiments.run import outputs
 from laq_jax import metrics
 
 INFO = 'reproduce.json'
@@ -38,32 +37,15 @@ CROSSCHECK_RUNS = {
 }
 
 
-def as_json(obj) -> Any:
-  """JSON round trip (tuples become lists), to compare configs."""
-  return json.loads(json.dumps(obj))
-
-
-def same_config(written: dict, wanted: dict) -> bool:
-  """Whether a config.json `written` by a run stands for the config `wanted`.
-
-  Equal, or written before the schema grew a field that `wanted` leaves at
-  its default (configs/default.py): such a field did not exist then, and
-  its default keeps the behaviour it had.
-  """
-  defaults = as_json(config_lib.to_dict(default_config.get_config()))
-  new = set(wanted) - set(written)
-  return (set(written) <= set(wanted)
-          and all(written[k] == wanted[k] for k in written)
-          and all(k in defaults and wanted[k] == defaults[k] for k in new))
-
-
 def is_done(experiment: paper.Experiment, workdir: pathlib.Path) -> bool:
   """Whether `workdir/NAME` holds this experiment's finished results."""
   out = workdir / experiment.name
   if not all((out / f).is_file() for f in RESULT_FILES):
     return False
-  wanted = as_json(config_lib.to_dict(paper.sweep_config(experiment)))
-  return same_config(json.loads((out / 'config.json').read_text()), wanted)
+  wanted = outputs.as_json(config_lib.to_dict(
+      paper.sweep_config(experiment)))
+  return outputs.same_config(json.loads((out / 'config.json').read_text()),
+                             wanted)
 
 
 def load_results(experiment: paper.Experiment, workdir: pathlib.Path
@@ -128,7 +110,7 @@ def crosscheck_config(experiment: paper.Experiment, name: str) -> dict:
   """The config of a cross-check run: the lazy row of `experiment`."""
   config = config_lib.to_dict(paper.run_config(experiment, experiment.lazy))
   config['workers_on'] = CROSSCHECK_RUNS[name][1]
-  return as_json(config)
+  return outputs.as_json(config)
 
 
 def crosscheck(experiment: paper.Experiment, result: dict[str, Any],
@@ -152,7 +134,8 @@ def crosscheck(experiment: paper.Experiment, result: dict[str, Any],
       run = outputs.load_run(run_dir)
     except FileNotFoundError:
       continue
-    if not same_config(run.config, crosscheck_config(experiment, name)):
+    if not outputs.same_config(run.config,
+                               crosscheck_config(experiment, name)):
       continue
     sent, loss = run.sent_TxM, run.metrics['loss']
     if sent.shape != grid_sent.shape:
@@ -194,6 +177,6 @@ def authors_run(experiment: paper.Experiment, workdir: pathlib.Path):
     run = outputs.load_run(workdir / AUTHORS / experiment.name)
   except FileNotFoundError:
     return None
-  wanted = as_json(config_lib.to_dict(authors_config(experiment)))
-  return run if same_config(run.config, wanted) else None
+  wanted = outputs.as_json(config_lib.to_dict(authors_config(experiment)))
+  return run if outputs.same_config(run.config, wanted) else None
 

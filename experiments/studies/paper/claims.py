@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 
 from configs import paper
-from experiments.markdown import fmt
-from experiments.paper_results import curve
+from experiments.run.markdown import fmt
+from experiments.studies.paper.paper_results import curve
 
 # "Far fewer": at most this fraction of the other algorithm's count.
 FAR_FEWER = 0.5

@@ -3,7 +3,7 @@
     seconds, words = predict(built, points, num_iters, grid_axis)
 
 The floor of each kind of program the sweep compiles (full-batch or
-minibatch; `experiments.roofline`: the matrix products at this machine's
+minibatch; `experiments.run.roofline`: the matrix products at this machine's
 dense-matmul rate, or the passes over the features at its read bandwidth,
 both measured now in about a second) times the wall / floor measured for
 that kind of program on a CPU (`WALL_OVER_FLOOR`, from `benchmarks/cost.py`
@@ -20,7 +20,7 @@ from typing import Any, Sequence
 
 import jax
 
-from experiments import roofline
+from experiments.run import roofline
 from laq_jax import hyper as hyper_lib
 from laq_jax import spec as spec_lib
 

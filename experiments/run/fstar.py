@@ -3,7 +3,7 @@
 f* is the minimum of the full objective f = sum_m f_m (convex models only),
 solved by `laq_jax.optimum.solve` and cached under $LAQ_JAX_CACHE (default
 `~/.cache/laq_jax`) by a key of everything that determines f
-(`experiments.build.objective_key`, which carries a format version).
+(`experiments.run.build.objective_key`, which carries a format version).
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from typing import Any, Sequence
 
 from absl import logging
 
-from experiments import build as build_lib
-from experiments import config as config_lib
-from experiments import outputs
-from experiments.progress import info
+from experiments.run import build as build_lib
+from experiments.run import config as config_lib
+from experiments.run import outputs
+from experiments.run.progress import info
 from laq_jax import data as data_lib
 from laq_jax import distributed
 

@@ -18,7 +18,7 @@ import ml_collections
 import numpy as np
 
 from configs import default as default_config
-from experiments import cli
+from experiments.run import cli
 from laq_jax import data as data_lib
 from laq_jax import parts as parts_lib
 from laq_jax import sharding
@@ -261,7 +261,7 @@ def validate_config(config, *, allow_extra: Iterable[str] = ()) -> None:
 def point_config(config, point: Mapping[str, Any]
                  ) -> ml_collections.ConfigDict:
   """The run config of one grid point: `config` without the sweep fields,
-  with the point's algo and hyperparameters (what `experiments.train` runs).
+  with the point's algo and hyperparameters (what `experiments.run.train` runs).
   """
   values = to_dict(config)
   for name in SWEEP_FIELDS + OPTIONAL_SWEEP_FIELDS:

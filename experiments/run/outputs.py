@@ -17,13 +17,16 @@ import json
 import math
 import os
 import pathlib
+import re
 import shutil
 import tempfile
 from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
-from experiments import events
+from configs import default as default_config
+from experiments.run import config as config_lib
+from experiments.run import events
 from laq_jax import distributed
 from laq_jax import metrics
 from laq_jax import record as record_lib
@@ -148,7 +151,7 @@ def metrics_columns() -> tuple[str, ...]:
 def metrics_csv(record: record_lib.Record, fstar: float | None,
                 accuracy_at: dict[int, float], paper_reference: float,
                 loss_every: int = 1) -> str:
-  """The text of metrics.csv (see experiments/train.py's docstring) from a
+  """The text of metrics.csv (see experiments/run/train.py's docstring) from a
   run's record; the loss and residual cells of iterations that do not log
   the objective (`laq_jax.metrics.logged`) are empty."""
   loss_T = record.loss
@@ -275,6 +278,25 @@ def prepare_workdir(workdir: pathlib.Path, config_dict: dict, *,
   barrier('laq_jax_prepare_workdir')
 
 
+def as_json(obj) -> Any:
+  """JSON round trip (tuples become lists), to compare configs."""
+  return json.loads(json.dumps(obj))
+
+
+def same_config(written: dict, wanted: dict) -> bool:
+  """Whether a config.json `written` by a run stands for the config `wanted`.
+
+  Equal, or written before the schema grew a field that `wanted` leaves at
+  its default (configs/default.py): such a field did not exist then, and
+  its default keeps the behaviour it had.
+  """
+  defaults = as_json(config_lib.to_dict(default_config.get_config()))
+  new = set(wanted) - set(written)
+  return (set(written) <= set(wanted)
+          and all(written[k] == wanted[k] for k in written)
+          and all(k in defaults and wanted[k] == defaults[k] for k in new))
+
+
 def barrier(name: str) -> None:
   """Waits for every process (a no-op in a single-process run)."""
   if distributed.process_count() > 1:
@@ -337,3 +359,20 @@ def run_curve(run: RunResult, label: str | None = None,
                             np.nan if final_loss is None else final_loss,
                             run.metrics['uploads'], run.metrics['bits'],
                             fstar, run.metrics.get('bits_down'), time_T)
+
+
+# ----------------------------------------------------------------------------
+# A study's report, copied (e.g. into docs/).
+
+def copy_report(workdir: pathlib.Path, dest: pathlib.Path,
+                report: str = 'REPORT.md') -> list[str]:
+  """Copies a study's REPORT.md and the PNGs it links into `dest` (same
+  layout)."""
+  text = (workdir / report).read_text()
+  paths = re.findall(r'!\[[^\]]*\]\(([^)]+\.png)\)', text)
+  dest.mkdir(parents=True, exist_ok=True)
+  for path in paths:
+    (dest / path).parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(workdir / path, dest / path)
+  shutil.copyfile(workdir / report, dest / report)
+  return [report] + paths

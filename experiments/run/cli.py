@@ -10,7 +10,7 @@ the process with exit status 1 and ONE line on stderr,
     error: --config.bitz: no field 'bitz'; did you mean 'bits'?
 
 never a traceback. Values of the right type that are not allowed are the
-launchers' config check's (`experiments.config.validate_config`), with the
+launchers' config check's (`experiments.run.config.validate_config`), with the
 same kind of line.
 """
 

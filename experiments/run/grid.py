@@ -4,8 +4,8 @@
 
 See `experiments/sweep.py` for the files a workdir receives. Every grid point
 runs in one compiled program (in batches of `config.sweep_batch_size`
-points); one point of the sweep reproduces `experiments.train` on
-`experiments.config.point_config(config, point)`.
+points); one point of the sweep reproduces `experiments.run.train` on
+`experiments.run.config.point_config(config, point)`.
 """
 
 from __future__ import annotations
@@ -21,13 +21,13 @@ import jax
 import numpy as np
 
 import laq_jax
-from experiments import build as build_lib
-from experiments import config as config_lib
-from experiments import events as events_lib
-from experiments import fstar as fstar_lib
-from experiments import outputs
-from experiments import predict as predict_lib
-from experiments import progress as progress_lib
+from experiments.run import build as build_lib
+from experiments.run import config as config_lib
+from experiments.run import events as events_lib
+from experiments.run import fstar as fstar_lib
+from experiments.run import outputs
+from experiments.run import predict as predict_lib
+from experiments.run import progress as progress_lib
 from laq_jax import distributed
 from laq_jax import metrics
 from laq_jax import plotting
@@ -81,11 +81,11 @@ def sweep_and_evaluate(config, workdir: str | os.PathLike, *,
   the same config in the same workdir resumes from the last one and ends
   bit-identical to a sweep that never stopped. A grid point whose loss
   becomes NaN/inf is marked in results.csv (`diverged`, `diverged_at`, its
-  figures cut at that iteration, as `experiments.train` does for a run);
+  figures cut at that iteration, as `experiments.run.train` does for a run);
   the other points finish. Only process 0 of a multi-process run writes.
 
   Args:
-    config: a sweep config (see `experiments.config.points_from_config`).
+    config: a sweep config (see `experiments.run.config.points_from_config`).
     workdir: output folder (created).
     overwrite: replace another config's results in `workdir` (otherwise
       refused), or start this sweep over instead of resuming it.
@@ -94,9 +94,9 @@ def sweep_and_evaluate(config, workdir: str | os.PathLike, *,
     The rows of results.csv (dicts, numbers as numbers).
 
   Raises:
-    experiments.config.ConfigError: a field or grid value is not allowed.
+    experiments.run.config.ConfigError: a field or grid value is not allowed.
     laq_jax.data.DataError: the data are missing or corrupt.
-    experiments.outputs.WorkdirError: `workdir` holds another config's
+    experiments.run.outputs.WorkdirError: `workdir` holds another config's
       results.
   """
   wall_start = time.perf_counter()
@@ -120,7 +120,7 @@ def sweep_and_evaluate(config, workdir: str | os.PathLike, *,
       or 'a single point', config.dataset, config.model, built.num_params,
       config.num_workers, config.precision, config.num_iters, num_batches,
       min(batch_size, len(points)), config.workers_on)
-  if writer:  # the cost before it starts (experiments.predict)
+  if writer:  # the cost before it starts (experiments.run.predict)
     try:
       progress_lib.info('%s', predict_lib.predict(
           built, points, config.num_iters, config_lib.grid_axis(config))[1])

@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from experiments import config as config_lib
+from experiments.run import config as config_lib
 from laq_jax import data as data_lib
 from laq_jax import layouts
 from laq_jax import sharding
@@ -138,7 +138,7 @@ def build(config) -> Built:
     A Built.
 
   Raises:
-    experiments.config.ConfigError: a field is not allowed (see
+    experiments.run.config.ConfigError: a field is not allowed (see
       `validate_config`).
     laq_jax.data.DataError: the data are missing or corrupt.
   """

@@ -1,0 +1,2 @@
+"""The family study: every preset of the family, side by side, and where
+each wins on modeled networks."""

@@ -1,0 +1,2 @@
+"""The federated study: many clients, partial participation, a deadline,
+and its report."""

@@ -1,0 +1,143 @@
+"""The federated study's sweeps: their configs, running them, reading them.
+
+    config = sweep_config('logreg', 'main', 'quick')
+    failed = run_problem('logreg', workdir, 'quick')   # the sweeps missing
+    loaded = load_sweep(workdir / 'logreg' / 'main')
+
+Per problem (logistic regression, the 200-ReLU network), the sweeps of
+configs/federated.py, each one compiled program (see
+experiments/federated.py for what each sweep is).
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+from absl import logging
+import numpy as np
+
+SWEEPS = ('main', 'deadline', 'laziness', 'slaq_bits')
+# SLAQ's b on the network: the logistic settings' b = 3 against the
+# network script's b = 6, under both readings of absence (network only;
+# 300 iterations at the full budget, what showed the difference on a CPU).
+SLAQ_BITS_GRID = {'algo': ('slaq',), 'absent': ('stale', 'drop'),
+                  'bits': (3, 6)}
+SLAQ_BITS_ITERS = 300
+DEADLINE_PERCENTILE = 90
+LAZINESS_GRID = {'algo': ('sgd', 'slaq'), 'participation': (1.0, 0.5, 0.1),
+                 'absent': ('stale', 'drop')}
+TITLES = {'logreg': 'Logistic regression (convex)',
+          'mlp': 'The 200-ReLU network (nonconvex)'}
+
+
+class FederatedError(RuntimeError):
+  """A sweep of the experiment is missing or cannot be read."""
+
+
+CPU_MLP_ITERS = 500
+
+
+def sweep_config(problem: str, sweep: str, budget: str,
+                 deadline_s: float = 0.0, mlp_iters: int | None = None):
+  """The config of one sweep of the experiment (`mlp_iters`: the network's
+  iterations at the full budget, None for the config's)."""
+  import ml_collections  # pylint: disable=g-import-not-at-top
+  from configs import federated  # pylint: disable=g-import-not-at-top
+  arg = problem + ('' if budget == 'full' else f',{budget}')
+  if problem == 'mlp' and budget == 'full' and mlp_iters:
+    arg += f',num_iters={int(mlp_iters)}'
+  if sweep == 'deadline':
+    arg += f',deadline_s={deadline_s!r}'
+  if sweep == 'slaq_bits':
+    arg += (f',num_iters={SLAQ_BITS_ITERS}' if budget == 'full' else ''
+            ) + ',algo=slaq'
+  config = federated.get_config(arg)
+  if sweep == 'laziness':
+    config.sweep = ml_collections.ConfigDict(dict(LAZINESS_GRID))
+  if sweep == 'slaq_bits':
+    config.sweep = ml_collections.ConfigDict(dict(SLAQ_BITS_GRID))
+  return config
+
+
+def load_sweep(folder: pathlib.Path) -> dict:
+  """A finished sweep's results.csv rows, curves.npz and sweep.json."""
+  from experiments.run import outputs  # pylint: disable=g-import-not-at-top
+  if not (folder / 'sweep.json').is_file():
+    raise FederatedError(f'{folder} has no finished sweep (sweep.json); run '
+                         'python -m experiments.federated again')
+  with np.load(folder / 'curves.npz', allow_pickle=False) as c:
+    curves = {k: c[k] for k in c.files}
+  for need in ('participants', 'uploads', 'bits', 'time_s',
+               'test_accuracy'):
+    if need not in curves:
+      raise FederatedError(f'{folder}/curves.npz lacks {need!r} (a sweep of '
+                           'older code, or too large to keep it): run it '
+                           'again')
+  return {'rows': outputs.read_results(folder / 'results.csv'),
+          'curves': curves,
+          'info': json.loads((folder / 'sweep.json').read_text()),
+          'config': json.loads((folder / 'config.json').read_text())}
+
+
+def arrivals(loaded: dict, point: int) -> np.ndarray:
+  """[T, M] each participant's compute + upload time (NaN for the absent),
+  on the point's network (its profile: the experiment overrides no field)."""
+  from laq_jax import network  # pylint: disable=g-import-not-at-top
+  c, row = loaded['curves'], loaded['rows'][point]
+  net = network.PROFILES[row['network']]
+  flops = float(row['flops_per_worker_step'])
+  time = (c['slowdown'][point] * flops / net['flops_per_s']
+          + net['up_latency_s'] + c['bits'][point] / net['up_bps'])
+  return np.where(c['participants'][point], time, np.nan)
+
+
+def deadline_from(loaded: dict) -> float:
+  """The DEADLINE_PERCENTILE-th percentile of SGD's arrivals in `main`."""
+  sgd = next(i for i, r in enumerate(loaded['rows']) if r['algo'] == 'sgd')
+  return float(np.nanpercentile(arrivals(loaded, sgd), DEADLINE_PERCENTILE))
+
+
+def _done(config, out: pathlib.Path) -> bool:
+  from experiments.run import config as config_lib  # pylint: disable=g-import-not-at-top
+  from experiments.run import outputs  # pylint: disable=g-import-not-at-top
+  wanted = outputs.as_json(config_lib.to_dict(config))
+  try:
+    return (outputs.same_config(
+        json.loads((out / 'config.json').read_text()), wanted)
+            and (out / 'sweep.json').is_file())
+  except (OSError, ValueError):
+    return False
+
+
+def run_problem(problem: str, workdir: pathlib.Path, budget: str,
+                sweeps=SWEEPS, mlp_iters: int | None = None) -> list[str]:
+  """Runs the problem's sweeps not yet done; returns those that failed."""
+  from experiments.run import grid  # pylint: disable=g-import-not-at-top
+  failed = []
+  deadline = 0.0
+  for sweep in sweeps:
+    out = workdir / problem / sweep
+    if sweep == 'slaq_bits' and problem != 'mlp':
+      continue
+    if sweep == 'deadline':
+      try:
+        deadline = deadline_from(load_sweep(workdir / problem / 'main'))
+      except FederatedError as e:
+        logging.error('%s/deadline not run: %s', problem, e)
+        failed.append(f'{problem}/deadline')
+        continue
+    config = sweep_config(problem, sweep, budget, deadline, mlp_iters)
+    if _done(config, out):
+      logging.info('%s/%s: results already there, not run again', problem,
+                   sweep)
+      continue
+    logging.info('%s/%s%s', problem, sweep,
+                 f' (deadline_s={deadline:.4g})' if sweep == 'deadline'
+                 else '')
+    try:
+      grid.sweep_and_evaluate(config, out, overwrite=True)
+    except Exception:  # pylint: disable=broad-except
+      logging.exception('%s/%s failed', problem, sweep)
+      failed.append(f'{problem}/{sweep}')
+  return failed

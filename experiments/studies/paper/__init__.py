@@ -1,0 +1,1 @@
+"""The paper study: the LAQ paper's experiments, checked, and REPORT.md."""
