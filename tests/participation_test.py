@@ -233,10 +233,16 @@ class RefusedTest(absltest.TestCase):
     spec = lj.RunSpec(lj.get_problem('logreg', D, C), M, participation=True)
     with self.assertRaisesRegex(ValueError, 'at most num_workers=6'):
       spec.check_hyper(lj.make_hyper('laq', clients_per_round=7))
-    with self.assertRaisesRegex(ValueError, "deadline_s > 0 is not allowed "
-                                "with topology='ring'"):
-      spec.check_hyper(lj.make_hyper('gd', deadline_s=1.0,
-                                     network_topology='ring'))
+    # The ring's rules live in one place (network.check_ring): make_hyper,
+    # the config and RunSpec (a Network put in by hand) all refuse alike.
+    with self.assertRaisesRegex(ValueError, r"deadline_s=1\.0 is not allowed: "
+                                "it must be 0 with network_topology='ring'"):
+      lj.make_hyper('gd', deadline_s=1.0, network_topology='ring')
+    ring = lj.make_network('cross_silo', topology='ring')
+    with self.assertRaisesRegex(ValueError, r"hyper\.deadline_s=1\.0 is not "
+                                'allowed'):
+      spec.check_hyper(lj.make_hyper('gd', deadline_s=1.0)._replace(
+          network=ring))
 
 
 if __name__ == '__main__':
