@@ -42,17 +42,23 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # '300:2,500:6'), err_weight (c_e), threshold_offset (c_0), max_staleness
   # (tbar), l2 (lam, per worker), seed, levels (qsgd's s), keep_prob (ssgd's
   # p), top_k, zeta (CLAG), downlink_bits (two_laq's broadcast, 0: b).
-  # Then the modeled network the rounds are timed on (laq_jax.network,
-  # docs/algorithm.md): network, a profile (datacenter, cross_silo, mobile),
-  # and network_FIELD overrides of its fields, None for the profile's:
-  # network_up_bps, network_down_bps, network_up_latency_s,
-  # network_down_latency_s, network_flops_per_s, network_straggler (none,
-  # exp, lognormal), network_straggler_scale, network_server_in_bps,
-  # network_server_out_bps, network_topology (star; ring for gd, sgd).
+  # Then the group `network`, the modeled network the rounds are timed on
+  # (laq_jax.network, docs/algorithm.md): network.profile (datacenter,
+  # cross_silo, mobile) and overrides of its fields, None for the profile's:
+  # network.up_bps, network.down_bps, network.up_latency_s,
+  # network.down_latency_s, network.flops_per_s, network.straggler (none,
+  # exp, lognormal), network.straggler_scale, network.server_in_bps,
+  # network.server_out_bps, network.topology (star; ring for gd, sgd).
   for field in hyper_lib.CONFIG_FIELDS:
-    config[field.name] = (
-        field.default if field.default is not None else
-        ml_collections.config_dict.placeholder(field.value_type))
+    value = (field.default if field.default is not None else
+             ml_collections.config_dict.placeholder(field.value_type))
+    group, _, name = field.name.rpartition('.')
+    if group:  # a nested group: config.network.up_bps
+      if group not in config:
+        config[group] = ml_collections.ConfigDict()
+      config[group][name] = value
+    else:
+      config[name] = value
   # The parts' own parameters (laq_jax.parts), one group per part that
   # declares some, at their defaults: `--config.params.momentum.momentum=0.5`.
   # A value that differs from the default overrides the preset's; a group of
@@ -168,7 +174,8 @@ def apply_arg(config: ml_collections.ConfigDict, arg: str | None,
   """Applies a big_vision style argument: 'algo=lag,bits=3,quick'.
 
   Items are comma-separated; `name=value` sets a field (parsed as the field's
-  type), a bare word picks a variant from VARIANTS. Items apply left to right.
+  type; `network.up_bps=5e6` a nested group's), a bare word picks a variant
+  from VARIANTS. Items apply left to right.
 
   Args:
     config: the config to change (in place).
@@ -188,11 +195,19 @@ def apply_arg(config: ml_collections.ConfigDict, arg: str | None,
       continue
     if '=' in item:
       name, text = (s.strip() for s in item.split('=', 1))
-      if name not in config:
+      group, leaf = config, name
+      while '.' in leaf:  # a nested group's field: network.up_bps=5e6
+        head, leaf = leaf.split('.', 1)
+        if head not in group or not isinstance(group[head],
+                                               ml_collections.ConfigDict):
+          raise ValueError(f'config argument {item!r}: '
+                           f'{show.unknown(head, group.keys())}')
+        group = group[head]
+      if leaf not in group:
         raise ValueError(f'config argument {item!r}: '
-                         f'{show.unknown(name, config.keys())}')
-      config[name] = _parse_value(name, text, config[name],
-                                  _declared_type(config, name))
+                         f'{show.unknown(leaf, group.keys())}')
+      group[leaf] = _parse_value(name, text, group[leaf],
+                                 _declared_type(group, leaf))
     elif item in variants:
       config.update(variants[item])
     else:

@@ -197,6 +197,8 @@ class Field:
       return (f'{stem}_steps', f'{stem}_factors')
     if self.kind == 'network_field':
       return ()
+    if self.kind == 'network':
+      return ('network',)
     return (self.name,)
 
   @property
@@ -211,7 +213,7 @@ class Field:
   @property
   def network_field(self) -> str:
     """The Network field a 'network_field' overrides ('' otherwise)."""
-    return (self.name.removeprefix('network_')
+    return (self.name.removeprefix('network.')
             if self.kind == 'network_field' else '')
 
 
@@ -296,11 +298,12 @@ FIELDS: tuple[Field, ...] = (
        'end later is dropped from the round (0: none)'),
     # The modeled network a run's rounds are timed on (laq_jax.network;
     # docs/algorithm.md, "Time on a modeled network"): a profile, then any
-    # of its fields overridden (None: the profile's value).
-    _f('network', 'network', 'cross_silo', None,
+    # of its fields overridden (None: the profile's value); a config's
+    # `network` group (config.network.profile, config.network.up_bps, ...).
+    _f('network.profile', 'network', 'cross_silo', None,
        f'one of {", ".join(network_lib.PROFILES)} (or a laq_jax.Network)',
        'the network profile the rounds are timed on'),
-    *(_f(f'network_{name}', 'network_field', None, None,
+    *(_f(f'network.{name}', 'network_field', None, None,
          f'{network_lib.allowed(name)}, or None (the profile\'s)',
          network_lib.DOCS[name])
       for name in network_lib.FIELDS),
@@ -400,7 +403,7 @@ def check_value(name: str, value, where: str | None = None) -> None:
   numbers (not bools), each in the field's range; a schedule field takes its
   text or pairs. `where` names the value in the message (default `name`).
   """
-  if isinstance(name, str) and '.' in name:
+  if isinstance(name, str) and '.' in name and name not in FIELD:
     parts_lib.check_value(name, value, where)
     return
   field = FIELD.get(name)
@@ -469,9 +472,10 @@ def make_hyper(algo: str | Algorithm = 'laq', *, dtype=jnp.float32,
       preset's `params` first; array values make a grid (see
       `stack_hypers` for the usual way). `xi_schedule` is text
       ('300:2,500:6') or (step, factor) pairs (`laq_jax.schedule`).
-      `network` is a profile name (its fields overridden by any
-      `network_FIELD` given) or a `laq_jax.Network` (e.g. from
-      `make_network(..., num_workers=M)` with per-worker values).
+      `network` (or 'network.profile') is a profile name, its fields
+      overridden by any 'network.FIELD' given (`**{'network.up_bps':
+      5e6}`), or a `laq_jax.Network` (e.g. from `make_network(...,
+      num_workers=M)` with per-worker values).
 
   Returns:
     A Hyper of jnp arrays.
@@ -481,8 +485,11 @@ def make_hyper(algo: str | Algorithm = 'laq', *, dtype=jnp.float32,
       for a preset that cannot all-reduce (named, with what is allowed).
   """
   algorithm = algo if isinstance(algo, Algorithm) else get_algorithm(algo)
-  dotted = {k: v for k, v in overrides.items() if '.' in k}
-  overrides = {k: v for k, v in overrides.items() if '.' not in k}
+  if 'network' in overrides:  # the library's name for network.profile
+    overrides['network.profile'] = overrides.pop('network')
+  dotted = {k: v for k, v in overrides.items()
+            if '.' in k and k not in DEFAULTS}
+  overrides = {k: v for k, v in overrides.items() if k not in dotted}
   for name in overrides:
     if name not in DEFAULTS:
       raise ValueError('make_hyper: ' + show_lib.unknown(
@@ -547,7 +554,7 @@ def check_participation(values, algorithm: Algorithm | None = None,
 
 
 def network_overrides(values) -> dict[str, Any]:
-  """{Network field: value} of the `network_FIELD` values set (not None)
+  """{Network field: value} of the `network.FIELD` values set (not None)
   in `values` (a dict or a config)."""
   get = (values.get if isinstance(values, dict) else
          lambda name: getattr(values, name, None))
@@ -557,18 +564,18 @@ def network_overrides(values) -> dict[str, Any]:
 
 def make_network(values, algorithm: Algorithm | None = None
                  ) -> network_lib.Network:
-  """The Network of `values['network']` (a profile name or a Network) with
-  the `network_FIELD` overrides, checked against the preset and the
+  """The Network of `values['network.profile']` (or `values['network']`: a
+  profile name or a Network) with the `network.FIELD` overrides, checked against the preset and the
   deadline (`network.check_ring`: a ring needs a preset that can
   all-reduce, and no deadline)."""
   get = (values.get if isinstance(values, dict) else
          lambda name: getattr(values, name, None))
-  net = get('network') or 'cross_silo'
+  net = get('network.profile') or get('network') or 'cross_silo'
   overrides = network_overrides(values)
   if isinstance(net, network_lib.Network):
     if overrides:
       raise ValueError(
-          f'network_{sorted(overrides)[0]} is not allowed with a Network '
+          f'network.{sorted(overrides)[0]} is not allowed with a Network '
           'value of `network`: give the overrides to laq_jax.make_network')
     if algorithm is not None:
       network_lib.check_topology(net, algorithm, get('deadline_s') or 0.0)

@@ -447,15 +447,15 @@ def check_ring(ring, *, can_ring=True, deadline_s=0.0, name=None,
     preset = f' for {show(name)}' if name else ' with a compressed, lazy, ' \
         'error-feedback or quantized-broadcast rule'
     raise ValueError(
-        f"{where}network_topology='ring' is not allowed{preset}: a ring "
+        f"{where}network.topology='ring' is not allowed{preset}: a ring "
         'all-reduce sums full-precision messages in transit, so only '
         'full-precision eager presets (gd, sgd) can use it; use '
-        f"{where}network_topology='star'")
+        f"{where}network.topology='star'")
   deadline = np.asarray(deadline_s)
   if np.any(ring & (deadline > 0)):
     raise ValueError(
         f'{where}deadline_s={show(deadline.tolist())} is not allowed: it must '
-        f"be 0 with {where}network_topology='ring' (a ring all-reduce has no "
+        f"be 0 with {where}network.topology='ring' (a ring all-reduce has no "
         'round to cut a late worker from; use the star)')
 
 

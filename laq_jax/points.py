@@ -103,9 +103,27 @@ def check_value(key: str, value, where: str | None = None) -> None:
 
 
 def _get(base, key, default=None):
+  """base[key] (a flat mapping), or a nested group's ('network.up_bps':
+  base.network.up_bps), else `default`."""
+  if isinstance(base, Mapping) and key in base:
+    return base[key]
+  group, dot, rest = key.partition('.')
+  if dot:
+    inner = _get(base, group)
+    return default if inner is None else _get(inner, rest, default)
   if isinstance(base, Mapping):
     return base.get(key, default)
   return getattr(base, key, default)
+
+
+_MISSING = object()
+
+
+def _base_value(base, key):
+  value = _get(base, key, _MISSING)
+  if value is _MISSING:
+    raise ValueError(f'config lacks field {key!r} (the base of the sweep)')
+  return value
 
 
 def part_values(base) -> dict[str, Any]:
@@ -156,7 +174,7 @@ def expand_grid(grid: Mapping[str, Sequence[Any]], base: Any
   for key in GRID_KEYS:
     if key in axes:
       continue
-    value = base[key] if isinstance(base, Mapping) else getattr(base, key)
+    value = _base_value(base, key)
     check_value(key, value, where=f'config.{key}')
     fixed[key] = value
   explicit = part_values(base)
@@ -164,7 +182,7 @@ def expand_grid(grid: Mapping[str, Sequence[Any]], base: Any
   used = {name for algo in algos for name in algorithm_parts(algo)}
   dotted = [k for k in parts_lib.param_keys() if k.split('.')[0] in used]
   for key in axes:
-    if '.' in key and key not in dotted:
+    if '.' in key and key not in GRID_KEYS and key not in dotted:
       raise ValueError(f'sweep[{key!r}] is not allowed: no point of the sweep '
                        f'uses the part {key.split(".")[0]!r} (its presets: '
                        f'{", ".join(map(str, algos))})')
@@ -188,8 +206,7 @@ def expand_grid(grid: Mapping[str, Sequence[Any]], base: Any
             part).param(name).default
     for key, owner in OWNERS.items():
       if key in axes and owner not in own:
-        point[key] = fixed.get(key, base[key] if isinstance(base, Mapping)
-                               else getattr(base, key))
+        point[key] = fixed.get(key, _base_value(base, key))
     point = {k: point[k] for k in keys}
     frozen = tuple(point.items())
     if frozen not in seen:
@@ -236,7 +253,8 @@ def parts_of(points: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 def varying_keys(points: Sequence[Mapping[str, Any]]) -> list[str]:
   """The keys (GRID_KEYS, then dotted part parameters) whose value differs
   between points."""
-  keys = GRID_KEYS + tuple(k for k in points[0] if '.' in k)
+  keys = GRID_KEYS + tuple(k for k in points[0]
+                           if '.' in k and k not in GRID_KEYS)
   return [k for k in keys if len({p[k] for p in points}) > 1]
 
 

@@ -224,11 +224,11 @@ class MinibatchTest(parameterized.TestCase):
                       participation=True)
     hyper = lj.make_hyper(
         'sgd', dtype=jnp.float64, network='datacenter', participation=0.6,
-        network_up_bps=float('inf'), network_down_bps=float('inf'),
-        network_up_latency_s=0.0, network_down_latency_s=0.0,
-        network_server_in_bps=float('inf'),
-        network_server_out_bps=float('inf'),
-        network_straggler='none', network_flops_per_s=1e6)
+        **{'network.up_bps': float('inf'), 'network.down_bps': float('inf'),
+           'network.up_latency_s': 0.0, 'network.down_latency_s': 0.0,
+           'network.server_in_bps': float('inf'),
+           'network.server_out_bps': float('inf'),
+           'network.straggler': 'none', 'network.flops_per_s': 1e6})
     _, trace = lj.run(spec, data, hyper, 40)
     flops_M = problem.grad_flops_per_sample * np.minimum(10, s.count_M)
     np.testing.assert_allclose(

@@ -161,20 +161,24 @@ class ArgumentTest(absltest.TestCase):
                                   ).num_iters, 30)
 
   def test_network_fields_from_the_command_line(self):
-    c = configs.load('mnist_logreg', 'network=mobile,network_up_bps=5e6,'
-                     'network_server_in_bps=inf,network_topology=star')
-    self.assertEqual((c.network, c.network_up_bps, c.network_topology),
-                     ('mobile', 5e6, 'star'))
-    self.assertEqual(c.network_server_in_bps, math.inf)
-    self.assertIsNone(c.network_down_bps)  # the profile's
+    # The network is a nested group: config.network.up_bps.
+    c = configs.load('mnist_logreg', 'network.profile=mobile,'
+                     'network.up_bps=5e6,network.server_in_bps=inf,'
+                     'network.topology=star')
+    self.assertEqual((c.network.profile, c.network.up_bps,
+                      c.network.topology), ('mobile', 5e6, 'star'))
+    self.assertEqual(c.network.server_in_bps, math.inf)
+    self.assertIsNone(c.network.down_bps)  # the profile's
     config_lib.validate_config(c)
-    gd = configs.load('mnist_logreg', 'algo=gd,network_topology=ring')
+    gd = configs.load('mnist_logreg', 'algo=gd,network.topology=ring')
     config_lib.validate_config(gd)  # gd can all-reduce
     with self.assertRaisesRegex(
-        config_lib.ConfigError, "^config.network_topology='ring' is not "
+        config_lib.ConfigError, "^config.network.topology='ring' is not "
         "allowed for 'laq': .*gd, sgd"):
       config_lib.validate_config(configs.load(
-          'mnist_logreg', 'network_topology=ring'))
+          'mnist_logreg', 'network.topology=ring'))
+    with self.assertRaisesRegex(ValueError, "did you mean 'up_bps'"):
+      configs.load('mnist_logreg', 'network.up_bpz=5e6')
 
   def test_participation_fields_together(self):
     with self.assertRaisesRegex(config_lib.ConfigError,
@@ -348,28 +352,30 @@ class ValidationTest(parameterized.TestCase):
       _case('absent', dict(absent='gone'), 'absent', "'gone'",
             'one of stale, drop'),
       _case('deadline_on_a_ring',
-            dict(algo='gd', network_topology='ring', deadline_s=1.0),
-            'deadline_s', '1.0', "0 with network_topology='ring'"),
+            {'algo': 'gd', 'network.topology': 'ring', 'deadline_s': 1.0},
+            'deadline_s', '1.0', "0 with network.topology='ring'"),
       # The modeled network.
-      _case('network_profile', dict(network='lan'), 'network', "'lan'",
+      _case('network_profile', {'network.profile': 'lan'}, 'network.profile',
+            "'lan'",
             'one of datacenter, cross_silo, mobile'),
-      _case('network_bandwidth_zero', dict(network_up_bps=0.0),
-            'network_up_bps', '0.0', r'a number > 0 \(inf: no limit\)'),
-      _case('network_bandwidth_nan', dict(network_down_bps=float('nan')),
-            'network_down_bps', 'nan', 'not NaN'),
-      _case('network_latency_negative', dict(network_up_latency_s=-0.01),
-            'network_up_latency_s', '-0.01', 'a finite number >= 0'),
-      _case('network_latency_inf', dict(network_down_latency_s=math.inf),
-            'network_down_latency_s', 'inf', 'a finite number >= 0'),
-      _case('network_topology', dict(network_topology='tree'),
-            'network_topology', "'tree'", 'one of star, ring'),
-      _case('network_straggler', dict(network_straggler='gamma'),
-            'network_straggler', "'gamma'", 'none, exp, lognormal'),
+      _case('network_bandwidth_zero', {'network.up_bps': 0.0},
+            'network.up_bps', '0.0', r'a number > 0 \(inf: no limit\)'),
+      _case('network_bandwidth_nan', {'network.down_bps': float('nan')},
+            'network.down_bps', 'nan', 'not NaN'),
+      _case('network_latency_negative', {'network.up_latency_s': -0.01},
+            'network.up_latency_s', '-0.01', 'a finite number >= 0'),
+      _case('network_latency_inf', {'network.down_latency_s': math.inf},
+            'network.down_latency_s', 'inf', 'a finite number >= 0'),
+      _case('network_topology', {'network.topology': 'tree'},
+            'network.topology', "'tree'", 'one of star, ring'),
+      _case('network_straggler', {'network.straggler': 'gamma'},
+            'network.straggler', "'gamma'", 'none, exp, lognormal'),
   )
   def test_rule(self, overrides, field, value, allowed):
     # A plain dict: ConfigDict's own type checks would catch some first.
     config = tiny_config().to_dict()
-    config.update(overrides)
+    for key, given in overrides.items():  # network.up_bps: nested
+      config_lib.set_path(config, key, given)
     with self.assertRaises(config_lib.ConfigError) as raised:
       config_lib.validate_config(config)
     message = str(raised.exception)

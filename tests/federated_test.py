@@ -39,7 +39,7 @@ class ConfigTest(absltest.TestCase):
           self.assertAlmostEqual(p['l2'], 0.1 / m)
           self.assertAlmostEqual(p['step_size'], 0.2 / m)
           self.assertEqual(p['participation'], 0.1)
-          self.assertEqual(p['network'], 'mobile')
+          self.assertEqual(p['network.profile'], 'mobile')
           self.assertEqual(p['absent'], 'stale' if arg == 'stale' else 'drop')
     config = cfg.get_config()
     self.assertEqual((config.num_workers, config.split,

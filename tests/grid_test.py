@@ -46,11 +46,11 @@ HYPER_KEYS = ['algo', 'step_size', 'bits', 'xi', 'err_weight',
               'threshold_offset', 'max_staleness', 'l2', 'seed', 'levels',
               'keep_prob', 'top_k', 'zeta', 'downlink_bits', 'xi_schedule',
               'participation', 'clients_per_round', 'absent', 'deadline_s',
-              'network', 'network_up_bps', 'network_down_bps',
-              'network_up_latency_s', 'network_down_latency_s',
-              'network_flops_per_s', 'network_straggler',
-              'network_straggler_scale', 'network_server_in_bps',
-              'network_server_out_bps', 'network_topology']
+              'network.profile', 'network.up_bps', 'network.down_bps',
+              'network.up_latency_s', 'network.down_latency_s',
+              'network.flops_per_s', 'network.straggler',
+              'network.straggler_scale', 'network.server_in_bps',
+              'network.server_out_bps', 'network.topology']
 SPEC_TABLE = reference.PRESETS  # docs/algorithm.md's table
 
 

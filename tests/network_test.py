@@ -256,7 +256,7 @@ class InTheLoopTest(parameterized.TestCase):
 
   def test_gd_on_a_ring(self):
     spec, hyper, trace = _small_run('gd', 'cross_silo',
-                                    network_topology='ring')
+                                    **{'network.topology': 'ring'})
     p = spec.problem.num_params()
     compute = 4 * 6 * 3 * 30 / 3.6e12
     want = compute + 2 * 3 * (0.040 + (32 * p / 4) / 1e9)
@@ -264,10 +264,10 @@ class InTheLoopTest(parameterized.TestCase):
 
   def test_a_grid_over_bandwidths_is_one_program(self):
     import laq_jax as lj  # pylint: disable=g-import-not-at-top
-    grid = [dict(network_up_bps=b) for b in (1e6, 1e7, 1e8)]
+    grid = [{'network.up_bps': b} for b in (1e6, 1e7, 1e8)]
     spec, hyper, trace = _small_run('laq', 'cross_silo', grid=grid)
     before = lj.run_chunk._cache_size()
-    _small_run('laq', 'cross_silo', grid=[dict(network_up_bps=b)
+    _small_run('laq', 'cross_silo', grid=[{'network.up_bps': b}
                                           for b in (2e6, 3e7, 5e9)])
     self.assertEqual(lj.run_chunk._cache_size(), before)  # no recompile
     for g, point in enumerate(grid):
@@ -284,18 +284,19 @@ class InTheLoopTest(parameterized.TestCase):
 
   def test_a_ring_for_a_lazy_rule_is_refused_before_running(self):
     import laq_jax as lj  # pylint: disable=g-import-not-at-top
-    with self.assertRaisesRegex(ValueError, "network_topology='ring' is not "
+    with self.assertRaisesRegex(ValueError, "network.topology='ring' is not "
                                 "allowed for 'laq'"):
-      lj.make_hyper('laq', network_topology='ring')
+      lj.make_hyper('laq', **{'network.topology': 'ring'})
     spec = lj.RunSpec(lj.get_problem('logreg', 6, 3), 2)
     ring = net_lib.make_network('cross_silo', topology='ring')
     hyper = lj.make_hyper('laq')._replace(network=ring)
     with self.assertRaisesRegex(ValueError, "topology='ring' is not allowed"):
       spec.check_hyper(hyper)
-    with self.assertRaisesRegex(ValueError, 'network_up_bps=0.0 is not '
+    with self.assertRaisesRegex(ValueError, 'network.up_bps=0.0 is not '
                                 'allowed.*> 0'):
-      lj.make_hyper('gd', network_up_bps=0.0)
-    with self.assertRaisesRegex(ValueError, "network='lan' is not allowed"):
+      lj.make_hyper('gd', **{'network.up_bps': 0.0})
+    with self.assertRaisesRegex(ValueError, "network.profile='lan' is not "
+                                'allowed'):
       lj.make_hyper('gd', network='lan')
 
 

@@ -236,8 +236,8 @@ class RefusedTest(absltest.TestCase):
     # The ring's rules live in one place (network.check_ring): make_hyper,
     # the config and RunSpec (a Network put in by hand) all refuse alike.
     with self.assertRaisesRegex(ValueError, r"deadline_s=1\.0 is not allowed: "
-                                "it must be 0 with network_topology='ring'"):
-      lj.make_hyper('gd', deadline_s=1.0, network_topology='ring')
+                                "it must be 0 with network.topology='ring'"):
+      lj.make_hyper('gd', deadline_s=1.0, **{'network.topology': 'ring'})
     ring = lj.make_network('cross_silo', topology='ring')
     with self.assertRaisesRegex(ValueError, r"hyper\.deadline_s=1\.0 is not "
                                 'allowed'):

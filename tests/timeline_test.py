@@ -107,8 +107,8 @@ class InTheRunTest(absltest.TestCase):
     from experiments.run import train  # pylint: disable=g-import-not-at-top
     self.assertTrue(jax.config.jax_enable_x64)
     where = pathlib.Path(tempfile.mkdtemp(prefix='laq_timed_run_'))
-    config = configs.load('mnist_logreg', 'tiny,network=mobile,'
-                          'network_up_bps=2e6,seed=3')
+    config = configs.load('mnist_logreg', 'tiny,network.profile=mobile,'
+                          'network.up_bps=2e6,seed=3')
     summary = train.train_and_evaluate(config, where)
     m = outputs.read_metrics(where / 'metrics.csv')
     bits = np.load(where / 'bits.npy')

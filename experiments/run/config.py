@@ -53,10 +53,25 @@ class ConfigError(ValueError):
 
 
 def get(config, name):
-  """config[name] or config.name."""
+  """config[name] or config.name; a dotted name reads a nested group
+  ('network.up_bps': config.network.up_bps), or a flat key of that name."""
+  if isinstance(config, Mapping) and name in config:
+    return config[name]
+  group, dot, rest = name.partition('.')
+  if dot:
+    return get(get(config, group), rest)
   if isinstance(config, Mapping):
     return config[name]
   return getattr(config, name)
+
+
+def set_path(values: dict, name: str, value) -> None:
+  """values[name] = value, a dotted name into its nested group."""
+  group, dot, rest = name.partition('.')
+  if dot:
+    set_path(values.setdefault(group, {}), rest, value)
+  else:
+    values[name] = value
 
 
 def keys(config) -> list[str]:
@@ -138,6 +153,16 @@ def validate_config(config, *, allow_extra: Iterable[str] = ()) -> None:
     raise ConfigError('config: ' + '; '.join(
         cli.unknown(name, known) for name in extra))
   c = {f: get(config, f) for f in FIELDS}
+  for group in dict.fromkeys(f.partition('.')[0] for f in HYPER_FIELDS
+                             if '.' in f):  # the nested groups: network
+    known = [f.partition('.')[2] for f in HYPER_FIELDS
+             if f.startswith(group + '.')]
+    extra = [k for k in keys(c[group]) if k not in known]
+    if extra:
+      raise ConfigError(f'config.{group}: ' + '; '.join(
+          cli.unknown(k, known) for k in extra))
+    c.update({f: get(config, f) for f in HYPER_FIELDS
+              if f.startswith(group + '.')})
 
   def choice(name, allowed):
     if c[name] not in allowed:
@@ -266,10 +291,11 @@ def point_config(config, point: Mapping[str, Any]
   values = to_dict(config)
   for name in SWEEP_FIELDS + OPTIONAL_SWEEP_FIELDS:
     values.pop(name, None)
-  values.update({k: point[k] for k in sweep_lib.GRID_KEYS})
+  for key in sweep_lib.GRID_KEYS:
+    set_path(values, key, point[key])
   params = parts_lib.default_groups()
   for key, value in point.items():
-    if '.' in key:
+    if '.' in key and key not in sweep_lib.GRID_KEYS:  # a part's parameter
       part, name = key.split('.')
       params[part][name] = value
   values['params'] = params

@@ -141,7 +141,8 @@ def summarize(config, built, ran: Ran, fstar_info, workdir) -> dict:
       model=config.model, dataset=config.dataset,
       num_workers=config.num_workers, num_params=built.num_params,
       precision=config.precision, test_set=built.test_set,
-      network=network_lib.describe(built.hyper.network, config.network),
+      network=network_lib.describe(built.hyper.network,
+                                   config.network.profile),
       flops_per_worker_step=np.broadcast_to(laq_jax.flops_per_worker_step(
           built.spec, built.host_data.sample_counts()),
           (config.num_workers,)).tolist())

@@ -85,7 +85,7 @@ def arrivals(loaded: dict, point: int) -> np.ndarray:
   on the point's network (its profile: the experiment overrides no field)."""
   from laq_jax import network  # pylint: disable=g-import-not-at-top
   c, row = loaded['curves'], loaded['rows'][point]
-  net = network.PROFILES[row['network']]
+  net = network.PROFILES[row['network.profile']]
   flops = float(row['flops_per_worker_step'])
   time = (c['slowdown'][point] * flops / net['flops_per_s']
           + net['up_latency_s'] + c['bits'][point] / net['up_bps'])
