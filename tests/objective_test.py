@@ -29,13 +29,15 @@ def numpy_logreg(theta, x_NxD, y_N, l2):
   """f_m = mean softmax cross-entropy + (l2 / 2) ||theta||^2 and its
   gradient, for flat parameters [b (C), w (D x C) row-major]: the layout of
   ravel_pytree on {'b', 'w'} (keys sorted)."""
-  b, w = theta[:C], theta[C:].reshape(D, C)
+  d = x_NxD.shape[1]
+  c = len(theta) // (d + 1)
+  b, w = theta[:c], theta[c:].reshape(d, c)
   z = x_NxD @ w + b
   z = z - z.max(axis=1, keepdims=True)
   log_p = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
   n = len(y_N)
   loss = -log_p[np.arange(n), y_N].mean() + 0.5 * l2 * theta @ theta
-  r = (np.exp(log_p) - np.eye(C)[y_N]) / n
+  r = (np.exp(log_p) - np.eye(c)[y_N]) / n
   grad = np.concatenate([r.sum(axis=0), (x_NxD.T @ r).ravel()]) + l2 * theta
   return loss, grad
 
