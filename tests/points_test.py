@@ -50,7 +50,7 @@ class ExpandGridTest(parameterized.TestCase):
 
   def test_no_grid_is_the_base_point(self):
     (point,) = points.expand_grid({}, base(bits=3))
-    self.assertEqual(point, {**{k: base(bits=3)[k] for k in points.GRID_KEYS}})
+    self.assertEqual(point, {k: base(bits=3)[k] for k in points.GRID_KEYS})
     self.assertEqual(list(point), list(points.GRID_KEYS))  # laq: no params
 
   def test_first_grid_key_varies_slowest_in_grid_keys_order(self):
