@@ -6,8 +6,8 @@ folder: NaN and infinite values refused naming their physical line (comments
 and blank lines counted), float64 values read exactly, class ids of
 multi-class and fractional labels, an error in a pair's test file located
 there, a slow Python parser of the format agreeing with the loader on the
-shipped heart_scale, and, skipped as a bug, the located errors of a gzip
-file.
+shipped heart_scale, and the located errors of a gzip file (its lines, not
+the compressed bytes).
 """
 
 import gzip
@@ -144,12 +144,6 @@ class GzipTest(_TmpTest):
     np.testing.assert_array_equal(x, [[0.5, 0], [0, 2]])
     np.testing.assert_array_equal(y, [1, 0])
 
-  @absltest.skip('BUG: a .gz LIBSVM file loads (scikit-learn decompresses it '
-                 'by name), but its errors are located in the compressed '
-                 'bytes: libsvm._located_error and _check_finite read '
-                 'path.read_bytes() undecompressed, so the message says '
-                 '"line 1" and quotes binary garbage instead of line 2 '
-                 "'-1 2:x'.")
   def test_errors_in_a_gzip_file_name_the_line(self):
     path = self.file(gzip.compress(b'+1 1:0.5\n-1 2:x\n'), name='train.gz')
     with self.assertRaisesRegex(data.DataError, r"line 2: .*'-1 2:x'"):

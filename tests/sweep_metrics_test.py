@@ -16,9 +16,6 @@ import sys
 from absl.testing import absltest
 import numpy as np
 
-# laq_jax.metrics first: imported on its own, sweep_metrics fails on a
-# circular import (ImportTest below).
-from laq_jax import metrics  # noqa: F401  pylint: disable=unused-import
 from laq_jax import sweep_metrics
 from laq_jax.sweep import SweepResult
 from tests import common
@@ -56,11 +53,6 @@ def result(extra=None, participants_all=True):
 
 class ImportTest(absltest.TestCase):
 
-  @absltest.skip('BUG: `from laq_jax import sweep_metrics` in a fresh process '
-                 'raises ImportError (circular import): sweep_metrics imports '
-                 'laq_jax.metrics, whose last line imports names back from the '
-                 'partially initialized sweep_metrics. It works only when '
-                 'laq_jax.metrics was imported first.')
   def test_the_module_imports_on_its_own(self):
     out = subprocess.run(
         [sys.executable, '-c', 'from laq_jax import sweep_metrics; '

@@ -43,6 +43,19 @@ def _read(paths: Sequence[pathlib.Path], num_features, zero_based):
   return pairs
 
 
+def _text_bytes(path: pathlib.Path) -> bytes:
+  """The file's text as bytes, decompressed as scikit-learn reads it (by
+  the name: .gz, .bz2), so an error names the line the user sees."""
+  path = pathlib.Path(path)
+  if path.suffix == '.gz':
+    import gzip  # pylint: disable=g-import-not-at-top
+    return gzip.decompress(path.read_bytes())
+  if path.suffix == '.bz2':
+    import bz2  # pylint: disable=g-import-not-at-top
+    return bz2.decompress(path.read_bytes())
+  return path.read_bytes()
+
+
 def _check_finite(path: pathlib.Path, x, y: np.ndarray) -> None:
   """A NaN or infinite label or feature value: the DataError naming its
   line (a class needs a finite label; the features must be finite)."""
@@ -53,7 +66,7 @@ def _check_finite(path: pathlib.Path, x, y: np.ndarray) -> None:
   if not rows.size:
     return
   row, number = int(rows.min()), 0
-  for number, line in enumerate(path.read_bytes().splitlines(), 1):
+  for number, line in enumerate(_text_bytes(path).splitlines(), 1):
     if line.split(b'#', 1)[0].strip():
       if row == 0:
         break
@@ -80,7 +93,7 @@ def _located_error(paths, kwargs, error: ValueError) -> DataError:
     return False
 
   for path in paths:
-    lines = path.read_bytes().splitlines(keepends=True)
+    lines = _text_bytes(path).splitlines(keepends=True)
     if not fails(lines):
       continue
     lo, hi = 0, len(lines)  # lines[:lo] loads, lines[:hi] fails
