@@ -163,8 +163,9 @@ def expand_grid(grid: Mapping[str, Sequence[Any]], base: Any
     One dict per point: every key of GRID_KEYS, then the dotted parameters
     of the parts the sweep's presets use (their value from the grid, else
     `base`'s params, else the preset's, else the part's default), the last
-    grid key varying fastest. A key of a part a point does not use keeps
-    its base value there, and points made equal by that are listed once.
+    grid key varying fastest. A key of a part a point does not use holds
+    that part's default there (a built-in field one part alone reads, its
+    base value), and points made equal by that are listed once.
 
   Raises:
     ValueError: as `check_grid`; a grid key of a part no point uses.
