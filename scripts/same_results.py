@@ -5,7 +5,9 @@ compared exactly (NaN equal to NaN); wall-clock fields are skipped.
     python scripts/same_results.py runs/before runs/after
 
 Prints one line per file and exits 1 on any difference (or a file that is
-in one folder only).
+in one folder only). Columns and arrays renamed since the folder `before`
+was written (RENAMED: the network's nested config group) are matched by
+their new names.
 """
 
 from __future__ import annotations
@@ -20,17 +22,32 @@ import numpy as np
 WALL = ('wall', 'seconds', 'elapsed', 'it_per_s', 'duration', 'compile')
 
 
+# Old name -> new name, where a column or array was renamed.
+RENAMED = {'network': 'network.profile',
+           **{f'network_{f}': f'network.{f}' for f in (
+               'up_bps', 'down_bps', 'up_latency_s', 'down_latency_s',
+               'flops_per_s', 'straggler', 'straggler_scale', 'server_in_bps',
+               'server_out_bps', 'topology')}}
+
+
+def _new_name(name: str) -> str:
+  prefix = 'grid_' if name.startswith('grid_') else ''
+  return prefix + RENAMED.get(name.removeprefix(prefix), name.removeprefix(
+      prefix))
+
+
 def _is_wall(name: str) -> bool:
   return any(w in name.lower() for w in WALL)
 
 
 def _npz(a: pathlib.Path, b: pathlib.Path) -> list[str]:
   x, y = np.load(a, allow_pickle=False), np.load(b, allow_pickle=False)
-  bad = sorted(set(x.files) ^ set(y.files))
-  for name in sorted(set(x.files) & set(y.files)):
+  old = {_new_name(n): n for n in x.files}
+  bad = sorted(set(old) ^ set(y.files))
+  for name in sorted(set(old) & set(y.files)):
     if _is_wall(name):
       continue
-    u, v = x[name], y[name]
+    u, v = x[old[name]], y[name]
     same = u.shape == v.shape and (
         np.array_equal(u, v, equal_nan=u.dtype.kind in 'fc')
         if u.dtype.kind in 'fcb iu' else np.array_equal(u, v))
@@ -41,6 +58,7 @@ def _npz(a: pathlib.Path, b: pathlib.Path) -> list[str]:
 
 def _csv(a: pathlib.Path, b: pathlib.Path) -> list[str]:
   rows = [list(csv.DictReader(open(p, newline=''))) for p in (a, b)]
+  rows[0] = [{_new_name(k): v for k, v in r.items()} for r in rows[0]]
   if len(rows[0]) != len(rows[1]):
     return [f'{len(rows[0])} rows vs {len(rows[1])}']
   bad = set()
