@@ -209,7 +209,7 @@ def expand_grid(grid: Mapping[str, Sequence[Any]], base: Any
       if key in axes and owner not in own:
         point[key] = fixed.get(key, _base_value(base, key))
     point = {k: point[k] for k in keys}
-    frozen = tuple(point.items())
+    frozen = repr(tuple(point.items()))  # values may be unhashable (lists)
     if frozen not in seen:
       seen.add(frozen)
       points.append(point)
