@@ -430,7 +430,14 @@ def run_chunk(spec: RunSpec, state: LoopState, data: Data, hyper: Hyper,
   return _compiled_chunk(spec, state, data, hyper, num_steps)
 
 
-run_chunk._cache_size = _compiled_chunk._cache_size  # for tests
+def _lower(spec, state, data, hyper, num_steps):
+  spec.check_hyper(hyper)
+  return _compiled_chunk.lower(spec, state, data, hyper, num_steps)
+
+
+# As jit's: the cache size (tests) and ahead-of-time lowering (benchmarks).
+run_chunk._cache_size = _compiled_chunk._cache_size
+run_chunk.lower = _lower
 run_chunk.__doc__ = """Runs `num_steps` iterations from `state` as one compiled program.
 
 `spec.check_hyper` runs first on the concrete `hyper`: a Hyper that picks a
