@@ -280,7 +280,8 @@ class LauncherTest(absltest.TestCase):
     config = common.tiny_config(
         algo='slaq', num_workers=7, split='dirichlet_unequal',
         batch_size=40, dirichlet_size_alpha=0.8, participation=0.5,
-        network='mobile', num_iters=20)
+        num_iters=20)
+    config.network.profile = 'mobile'  # the network: a nested group
     built = build.build(config)
     count = np.asarray(built.host_data.count_M)
     self.assertEqual(count.sum(), 600)

@@ -194,10 +194,11 @@ def _matches(text: str, value) -> bool:
     return text.lower() in (('1', 'true', 'yes') if value else
                             ('0', 'false', 'no'))
   if isinstance(value, int) and not isinstance(value, bool):
-    try:
-      return int(text) == value
-    except ValueError:
-      pass
+    for base in (10, 0):  # '010'; any Python literal: '0x10', '0o20'
+      try:
+        return int(text, base) == value
+      except ValueError:
+        pass
   if isinstance(value, (int, float)) and not isinstance(value, bool):
     try:
       wanted = float(text)
