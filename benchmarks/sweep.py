@@ -49,11 +49,9 @@ from benchmarks.timing import aot_run_chunk, block
 
 NUM_WORKERS = 10
 GRID = {'bits': [2, 3, 4, 8], 'xi': [0.2, 0.4, 0.8, 1.6], 'seed': [0, 1, 2]}
-# Every Hyper field a grid point holds (laq_jax.sweep.HYPER_KEYS); levels and
-# keep_prob matter only to qsgd and ssgd.
+# Every Hyper field a grid point holds (laq_jax.sweep.HYPER_KEYS).
 BASE = dict(algo='laq', step_size=0.02, bits=4, xi=0.8, err_weight=3.0,
-            threshold_offset=0.0, max_staleness=100, l2=0.01, seed=0,
-            levels=10_000, keep_prob=0.5)
+            threshold_offset=0.0, max_staleness=100, l2=0.01, seed=0)
 
 
 def _timed(fn):

@@ -40,8 +40,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # *sum* of the M worker gradients), bits (b), xi, xi_schedule (xi's
   # multipliers by iteration, 'K1:C1,K2:C2'; the authors' minibatch network:
   # '300:2,500:6'), err_weight (c_e), threshold_offset (c_0), max_staleness
-  # (tbar), l2 (lam, per worker), seed, levels (qsgd's s), keep_prob (ssgd's
-  # p), top_k, zeta (CLAG), downlink_bits (two_laq's broadcast, 0: b).
+  # (tbar), l2 (lam, per worker), seed, downlink_bits (two_laq's broadcast,
+  # 0: b).
   # Then the group `network`, the modeled network the rounds are timed on
   # (laq_jax.network, docs/algorithm.md): network.profile (datacenter,
   # cross_silo, mobile) and overrides of its fields, None for the profile's:
@@ -60,7 +60,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     else:
       config[name] = value
   # The parts' own parameters (laq_jax.parts), one group per part that
-  # declares some, at their defaults: `--config.params.momentum.momentum=0.5`.
+  # declares some, at their defaults: `--config.params.qsgd.levels=256`
+  # (QSGD's s), params.rand_p.keep_prob (SSGD's p), params.top_k.k (a
+  # fraction of p or a count), params.clag.zeta, params.momentum.momentum, ...
   # A value that differs from the default overrides the preset's; a group of
   # a part the run does not use must stay at its defaults.
   config.params = ml_collections.ConfigDict(parts_lib.default_groups())

@@ -20,8 +20,9 @@ target 1e-6), `minibatch` (the 10 minibatch presets, float32 as the
 paper's SLAQ experiments), `mlp` (the network:
 b = 8 full batch, float32), `quick` (6,000 images, minutes), `tiny`
 (seconds). A grid over a part's parameter is one program too, e.g.
-`--config.sweep.top_k='(0.001, 0.01, 0.1)'` with `algo` set to `('ef21',)`,
-or `configs/sweep_compressors.py:zeta` (CLAG over zeta).
+`--config.sweep="{'algo': ('ef21',), 'top_k': {'k': (0.001, 0.01, 0.1)}}"`
+(a part's parameter as a nested group: `top_k.k`), or
+`configs/sweep_compressors.py:zeta` (CLAG over `clag.zeta`).
 """
 
 from __future__ import annotations
@@ -49,7 +50,8 @@ VARIANTS = {
                   target_residual=1e-2),
     'tiny': dict(train_subset=600, num_iters=30, eval_every=10,
                  batch_size=20),
-    'zeta': dict(sweep={'algo': ('clag',), 'zeta': (1.0, 5.0, 20.0, 100.0)}),
+    'zeta': dict(sweep={'algo': ('clag',),
+                        'clag': {'zeta': (1.0, 5.0, 20.0, 100.0)}}),
 }
 
 

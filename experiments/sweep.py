@@ -15,7 +15,9 @@ The workdir receives:
   results.csv                  one row per grid point: `point`, every
                                grid key (algo, step_size, bits, xi,
                                err_weight, threshold_offset, max_staleness,
-                               l2, seed, levels, keep_prob), then the
+                               l2, seed, ..., and the dotted
+                               parameters of the parts the points use:
+                               qsgd.levels, rand_p.keep_prob, ...), then the
                                figures of `laq_jax.metrics.summarize`:
                                iterations, total_uploads, total_bits,
                                final_loss, final_residual,

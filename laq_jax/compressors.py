@@ -44,6 +44,7 @@ from typing import Any, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from laq_jax import collectives
 from laq_jax import parts as parts_lib
@@ -91,17 +92,18 @@ def elias_gamma_bits(level):
   return 2 * (exponent.astype(jnp.int32) - 1) + 1
 
 
-def qsgd(grad_P, ref_P, key, hyper) -> Compressed:
+def qsgd(grad_P, ref_P, key, hyper, *, params=None) -> Compressed:
   """QSGD's unbiased stochastic quantizer with s levels (Alistarh et al. 2017).
 
   C(v)_i = ||v||_2 sign(v_i) l_i / s, where l_i = floor(s |v_i| / ||v||_2),
   plus 1 with probability equal to the fractional part it dropped.
   """
+  params = hyper.params['qsgd'] if params is None else params
   v = grad_P - ref_P
   dtype = v.dtype
   norm = jnp.sqrt(collectives.sum_sq(v))
   safe_norm = jnp.where(norm > 0, norm, jnp.ones_like(norm))
-  s = hyper.levels.astype(dtype)
+  s = params['levels'].astype(dtype)
   scaled = s * jnp.abs(v) / safe_norm
   low = jnp.floor(scaled)
   u = jax.random.uniform(key, v.shape, dtype)
@@ -143,11 +145,12 @@ def iterated_log_bits(level_P):
   return total
 
 
-def rand_p(grad_P, ref_P, key, hyper) -> Compressed:
+def rand_p(grad_P, ref_P, key, hyper, *, params=None) -> Compressed:
   """Random sparsification (Wangni et al. 2018): keep with probability p,
   scale by 1/p (unbiased)."""
+  params = hyper.params['rand_p'] if params is None else params
   v = grad_P - ref_P
-  p = hyper.keep_prob.astype(v.dtype)
+  p = params['keep_prob'].astype(v.dtype)
   keep = jax.random.uniform(key, v.shape, v.dtype) < p
   value = ref_P + jnp.where(keep, v / p, jnp.zeros_like(v))
   # The authors' scripts count 32 per kept value, no seed.
@@ -156,7 +159,7 @@ def rand_p(grad_P, ref_P, key, hyper) -> Compressed:
 
 
 def top_k_count(top_k, num_params: int):
-  """k for `Hyper.top_k`: a fraction of p when < 1 (at least 1), else a
+  """k for top_k's parameter `top_k.k`: a fraction of p when < 1 (at least 1), else a
   count (at most p). int32."""
   top_k = jnp.asarray(top_k)
   k = jnp.where(top_k < 1, jnp.floor(top_k * num_params + 0.5),
@@ -199,12 +202,13 @@ def top_k_mask(v_P, k):
   return above | (tied & (rank < room))
 
 
-def top_k(grad_P, ref_P, key, hyper) -> Compressed:
+def top_k(grad_P, ref_P, key, hyper, *, params=None) -> Compressed:
   """The k largest |v_i|, the rest 0 (Stich et al. 2018; Lin et al. 2018)."""
   del key
+  params = hyper.params['top_k'] if params is None else params
   v = grad_P - ref_P
   num_params = v.shape[-1]
-  k = top_k_count(hyper.top_k, num_params)
+  k = top_k_count(params['k'], num_params)
   keep = top_k_mask(v, k)
   per_value = 32 + math.ceil(math.log2(num_params)) if num_params > 1 else 32
   return Compressed(ref_P + jnp.where(keep, v, jnp.zeros_like(v)),
@@ -245,9 +249,25 @@ def terngrad(grad_P, ref_P, key, hyper) -> Compressed:
 # (grad_P, ref_P, key, hyper) -> Compressed registers as one without
 # parameters or state). Add one with `REGISTRY.register(name, part)`; a preset
 # that uses it with `hyper.register_algorithm`.
+MAX_LEVELS = 2**24  # s: l_i <= s fits a float32 exactly
+_QSGD = parts_lib.compressor('qsgd', qsgd, params=[parts_lib.Param(
+    'levels', 10_000, 'int', lambda a: (a >= 1) & (a <= MAX_LEVELS),
+    f'an integer in 1..{MAX_LEVELS}',
+    "s, levels of the qsgd compressor (authors': 1e4)")],
+    doc='QSGD (Alistarh et al. 2017)')
+_RAND_P = parts_lib.compressor('rand_p', rand_p, params=[parts_lib.Param(
+    'keep_prob', 0.5, check=lambda a: (a > 0) & (a <= 1),
+    allowed='a number in (0, 1]',
+    doc='p, the probability a coordinate is kept')],
+    doc='random sparsification (Wangni et al. 2018)')
+_TOP_K = parts_lib.compressor('top_k', top_k, params=[parts_lib.Param(
+    'k', 0.01, check=lambda a: (a > 0) & ((a < 1) | (a == np.round(a))),
+    allowed='a fraction of p in (0, 1) or a whole count >= 1',
+    doc='k: a fraction of p (< 1) or a count (>= 1)')],
+    doc='top-k sparsification')
 REGISTRY: parts_lib.PartRegistry = parts_lib.PartRegistry(
     'compressor', [('identity', identity), ('uniform', uniform),
-                   ('qsgd', qsgd), ('rand_p', rand_p), ('top_k', top_k),
+                   ('qsgd', _QSGD), ('rand_p', _RAND_P), ('top_k', _TOP_K),
                    ('sign', sign), ('terngrad', terngrad)])
 # COMPRESSORS: the registry's names (a compressor registered later is in it).
 __getattr__ = registry.names_attribute(__name__, COMPRESSORS=REGISTRY)

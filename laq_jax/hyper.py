@@ -153,7 +153,6 @@ def get_algorithm(name: str) -> Algorithm:
 # Hyper arrays, DEFAULTS, the casts, the checks and the numeric part of
 # configs/default.py all derive from FIELDS.
 
-MAX_LEVELS = 2**24  # s: l_i <= s fits a float32 exactly
 _INT32_MAX = 2**31 - 1
 
 
@@ -241,19 +240,6 @@ FIELDS: tuple[Field, ...] = (
     _f('l2', 'float', 0.01, _ge0, 'a finite number >= 0', 'lam, per worker'),
     _f('seed', 'int', 0, _int_in(0, _INT32_MAX), 'an integer in 0..2**31-1',
        'model init, minibatch draws, random compressors'),
-    _f('levels', 'int', 10_000, _int_in(1, MAX_LEVELS),
-       f'an integer in 1..{MAX_LEVELS} (s, the qsgd levels)',
-       's, levels of the qsgd compressor (authors\': 1e4)'),
-    _f('keep_prob', 'float', 0.5, lambda a: (a > 0) & (a <= 1),
-       'a number in (0, 1] (p, the rand_p keep probability)',
-       'p, the probability ssgd keeps a coordinate'),
-    _f('top_k', 'float', 0.01,
-       lambda a: _finite(a) & (a > 0) & ((a < 1) | (a == np.round(a))),
-       'a fraction of p in (0, 1) or a whole count >= 1 (top_k\'s k)',
-       'top_k\'s k: a fraction of p (< 1) or a count (>= 1)'),
-    _f('zeta', 'float', 20.0, _ge0,
-       'a finite number >= 0 (CLAG\'s trigger weight)',
-       'CLAG: upload iff ||g - Qhat||^2 > zeta h_1'),
     _f('downlink_bits', 'int', 0, _int_in(0, 32),
        'an integer in 0..32 (0: the preset\'s default)',
        'two_laq\'s broadcast bits (0: the uplink\'s b)'),
@@ -333,8 +319,7 @@ class Hyper(collections.namedtuple('Hyper', ARRAYS)):
   cumulative, 1 before the first step). `describe()` lists them with their
   docs; in short: step_size alpha (applied to the *sum* of the worker
   gradients), bits b, xi (xi_d = xi / D), err_weight c_e, threshold_offset
-  c_0, max_staleness tbar, l2 lam, seed, levels s (qsgd), keep_prob p
-  (rand_p), top_k, zeta (CLAG), downlink_bits, xi_steps / xi_factors, the
+  c_0, max_staleness tbar, l2 lam, seed, downlink_bits, xi_steps / xi_factors, the
   preset's compressor, innovation, trigger, error_feedback and
   authors_code, and `network`, the `laq_jax.Network` the rounds are timed
   on (float64 where x64 is on, whatever the run's precision).

@@ -29,10 +29,6 @@ HYPER_KEYS = tuple(DEFAULTS)  # step_size, bits, xi, ..., seed
 # first key varies slowest, the last fastest), whatever order the grid lists
 # them; then the parts' own parameters, dotted ('momentum.momentum').
 GRID_KEYS = ('algo',) + HYPER_KEYS
-# The built-in fields one part alone reads: a grid varies them only for the
-# points whose preset uses that part.
-OWNERS = {'levels': 'qsgd', 'keep_prob': 'rand_p', 'top_k': 'top_k',
-          'zeta': 'clag'}
 
 
 def grid_keys() -> tuple[str, ...]:
@@ -47,11 +43,30 @@ def algorithm_parts(algo: str) -> tuple[str, ...]:
   return (a.compressor, a.trigger, a.server)
 
 
+def flatten(grid: Mapping[str, Any]) -> dict[str, Any]:
+  """{'clag': {'zeta': [1, 5]}, 'network': {'up_bps': [...]}} as
+  {'clag.zeta': [1, 5], 'network.up_bps': [...]}: a nested group (a
+  mapping or ConfigDict value) as dotted keys, as a config must write them
+  (ConfigDict keys hold no dots)."""
+  out = {}
+  for key in list(grid.keys()):
+    value = grid[key]
+    if isinstance(value, Mapping) or hasattr(value, 'to_dict'):
+      value = value.to_dict() if hasattr(value, 'to_dict') else value
+      for sub, v in flatten(value).items():
+        out[f'{key}.{sub}'] = v
+    else:
+      out[key] = value
+  return out
+
+
 def check_grid(grid: Mapping[str, Sequence[Any]]) -> dict[str, list]:
   """Checks a grid declaration; returns it as {key: list of values}.
 
   Args:
-    grid: {key: non-empty list of values}, keys from `grid_keys()`.
+    grid: {key: non-empty list of values}, keys from `grid_keys()`; a
+      nested group stands for dotted keys ({'clag': {'zeta': [1, 5]}} is
+      {'clag.zeta': [1, 5]}, `flatten`).
 
   Returns:
     The axes in `grid_keys()` order.
@@ -65,6 +80,7 @@ def check_grid(grid: Mapping[str, Sequence[Any]]) -> dict[str, list]:
     raise ValueError(f'sweep grid={grid!r} is not allowed: it must be a '
                      'mapping {key: [values]} with keys from '
                      f'{", ".join(allowed)}')
+  grid = flatten(grid)
   keys = list(grid.keys())
   unknown = [k for k in keys if k not in allowed]
   if unknown:
@@ -205,9 +221,6 @@ def expand_grid(grid: Mapping[str, Sequence[Any]], base: Any
       if key not in axes or part not in own:
         point[key] = default if part in own else parts_lib.find(
             part).param(name).default
-    for key, owner in OWNERS.items():
-      if key in axes and owner not in own:
-        point[key] = fixed.get(key, _base_value(base, key))
     point = {k: point[k] for k in keys}
     frozen = repr(tuple(point.items()))  # values may be unhashable (lists)
     if frozen not in seen:

@@ -40,7 +40,8 @@ from laq_jax import loop
 from laq_jax.loop import Data, LoopState, RunSpec, Trace
 from laq_jax.points import (GRID_KEYS, HYPER_KEYS, batches,  # noqa: F401
                             algorithm_parts, check_grid, check_value,
-                            expand_grid, grid_keys, part_values, parts_of,
+                            expand_grid, flatten, grid_keys, part_values,
+                            parts_of,
                             point_label, programs, stack_points,
                             varying_keys)
 from laq_jax.problems import Problem

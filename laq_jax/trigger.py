@@ -154,17 +154,22 @@ def laq(i: Inputs) -> Decision:
                   i.compressed_sq, rhs)
 
 
-def clag(i: Inputs) -> Decision:
+def clag(i: Inputs, *, params=None) -> Decision:
   """CLAG: ||g - Qhat||^2 > zeta h_1, or the first upload."""
-  return Decision(clag_upload(i.raw_sq, i.hyper.zeta, i.last_step_sq,
-                              i.clock),
-                  i.raw_sq, i.hyper.zeta * i.last_step_sq)
+  zeta = (i.hyper.params['clag'] if params is None else params)['zeta']
+  return Decision(clag_upload(i.raw_sq, zeta, i.last_step_sq, i.clock),
+                  i.raw_sq, zeta * i.last_step_sq)
 
 
 # Every trigger: a `laq_jax.parts.Part` (a plain function Inputs -> Decision
 # registers as one without parameters or state).
 REGISTRY: parts_lib.PartRegistry = parts_lib.PartRegistry(
-    'trigger', [('eager', eager), ('laq', laq), ('clag', clag)])
+    'trigger', [('eager', eager), ('laq', laq), ('clag', parts_lib.trigger(
+        'clag', clag, params=[parts_lib.Param(
+            'zeta', 20.0, check=lambda a: a >= 0,
+            allowed='a finite number >= 0 (CLAG\'s trigger weight)',
+            doc='zeta: upload iff ||g - Qhat||^2 > zeta h_1')],
+        doc='CLAG (Richtarik et al. 2022)'))])
 
 
 def index(name: str) -> int:

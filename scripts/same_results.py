@@ -6,7 +6,8 @@ compared exactly (NaN equal to NaN); wall-clock fields are skipped.
 
 Prints one line per file and exits 1 on any difference (or a file that is
 in one folder only). Columns and arrays renamed since the folder `before`
-was written (RENAMED: the network's nested config group) are matched by
+was written (RENAMED: the network's nested config group, the built-in
+parts' parameters) are matched by
 their new names.
 """
 
@@ -27,7 +28,10 @@ RENAMED = {'network': 'network.profile',
            **{f'network_{f}': f'network.{f}' for f in (
                'up_bps', 'down_bps', 'up_latency_s', 'down_latency_s',
                'flops_per_s', 'straggler', 'straggler_scale', 'server_in_bps',
-               'server_out_bps', 'topology')}}
+               'server_out_bps', 'topology')},
+           # the built-in parts' own parameters, grouped by part
+           'levels': 'qsgd.levels', 'keep_prob': 'rand_p.keep_prob',
+           'top_k': 'top_k.k', 'zeta': 'clag.zeta'}
 
 
 def _new_name(name: str) -> str:

@@ -50,7 +50,7 @@ TOL = 1e-10
 BASE = {'laq': dict(step_size=0.02, bits=4, network='mobile'),
         'slaq': dict(step_size=0.008, bits=3, err_weight=1.5,
                      threshold_offset=0.2, network='mobile')}
-BASE['ssgd'] = dict(BASE['slaq'], levels=20)
+BASE['ssgd'] = dict(BASE['slaq'], **{'rand_p.keep_prob': 0.25})
 
 
 def compare(ref, got, steps, tol=TOL):

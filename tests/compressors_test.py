@@ -11,8 +11,14 @@ from laq_jax import compressors
 from tests import reference
 
 
+# Each compressor's own parameter, by its dotted name.
+DOTTED = {'levels': 'qsgd.levels', 'keep_prob': 'rand_p.keep_prob',
+          'top_k': 'top_k.k'}
+
+
 def hyper(**kw):
-  return lj.make_hyper('laq', dtype=jnp.float64, **kw)
+  return lj.make_hyper('laq', dtype=jnp.float64,
+                       **{DOTTED[k]: v for k, v in kw.items()})
 
 
 def draws(key, size):

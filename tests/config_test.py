@@ -286,18 +286,21 @@ class ValidationTest(parameterized.TestCase):
             'a finite number >= 0'),
       _case('l2_nan', dict(l2=float('nan')), 'l2', 'nan', 'a finite number'),
       _case('seed', dict(seed=-1), 'seed', '-1', r'an integer in 0\.\.'),
-      _case('top_k_zero', dict(top_k=0.0), 'top_k', '0.0', 'a fraction'),
-      _case('top_k_not_whole', dict(top_k=2.5), 'top_k', '2.5',
-            'a whole count'),
-      _case('zeta', dict(zeta=-1.0), 'zeta', '-1.0', 'a finite number >= 0'),
+      # The parts' own parameters (config.params.<part>.<param>).
+      _case('top_k_zero', {'params.top_k.k': 0.0}, 'params.top_k.k', '0.0',
+            'a fraction'),
+      _case('top_k_not_whole', {'params.top_k.k': 2.5}, 'params.top_k.k',
+            '2.5', 'a whole count'),
+      _case('zeta', {'params.clag.zeta': -1.0}, 'params.clag.zeta', '-1.0',
+            'a finite number >= 0'),
       _case('downlink_bits', dict(downlink_bits=33), 'downlink_bits', '33',
             r'0\.\.32'),
-      _case('levels', dict(levels=0), 'levels', '0',
+      _case('levels', {'params.qsgd.levels': 0}, 'params.qsgd.levels', '0',
             r'an integer in 1\.\.16777216'),
-      _case('keep_prob_zero', dict(keep_prob=0.0), 'keep_prob', '0.0',
-            r'a number in \(0, 1\]'),
-      _case('keep_prob_above_1', dict(keep_prob=1.5), 'keep_prob', '1.5',
-            r'a number in \(0, 1\]'),
+      _case('keep_prob_zero', {'params.rand_p.keep_prob': 0.0},
+            'params.rand_p.keep_prob', '0.0', r'a number in \(0, 1\]'),
+      _case('keep_prob_above_1', {'params.rand_p.keep_prob': 1.5},
+            'params.rand_p.keep_prob', '1.5', r'a number in \(0, 1\]'),
       # Other fields.
       _case('authors_code', dict(authors_code=1), 'authors_code', '1',
             'True or False'),
@@ -499,6 +502,30 @@ class SweepConfigTest(absltest.TestCase):
     self.assertNotIn('sweep_batch_size', run)
     self.assertEqual((run.bits, run.xi, run.num_iters), (3, 0.8, 30))
     config_lib.validate_config(run)
+
+  def test_a_part_parameter_as_a_nested_group(self):
+    # ConfigDict keys hold no dots: {'clag': {'zeta': ...}} is 'clag.zeta',
+    # in the grid and in algo_settings; the run config of a point holds it
+    # in config.params. The parts' parameters vary fastest (grid_keys()).
+    config = self.sweep({'algo': ['laq', 'clag'],
+                         'clag': {'zeta': [1.0, 5.0]},
+                         'network': {'up_bps': [1e6, 1e7]}})
+    config.algo_settings = ml_collections.ConfigDict(
+        {'clag': {'top_k': {'k': 0.05}}})
+    points = config_lib.points_from_config(config)
+    self.assertEqual(
+        [(p['algo'], p['clag.zeta'], p['network.up_bps'], p['top_k.k'])
+         for p in points],
+        [('laq', 20.0, 1e6, 0.01), ('laq', 20.0, 1e7, 0.01),
+         ('clag', 1.0, 1e6, 0.05), ('clag', 5.0, 1e6, 0.05),
+         ('clag', 1.0, 1e7, 0.05), ('clag', 5.0, 1e7, 0.05)])
+    run = config_lib.point_config(config, points[-1])
+    self.assertEqual((run.params.clag.zeta, run.params.top_k.k,
+                      run.network.up_bps), (5.0, 0.05, 1e7))
+    config_lib.validate_config(run)
+    with self.assertRaisesRegex(config_lib.ConfigError,
+                                "no sweep key 'clag.zetta'"):
+      config_lib.points_from_config(self.sweep({'clag': {'zetta': [1.0]}}))
 
   def test_grid_axis(self):
     config = self.sweep({'bits': [2, 3]})

@@ -43,8 +43,8 @@ SUMMARY_COLUMNS = [
     'dropped_by_deadline', 'loss_every', 'diverged',
     'diverged_at', 'flops_per_worker_step']
 HYPER_KEYS = ['algo', 'step_size', 'bits', 'xi', 'err_weight',
-              'threshold_offset', 'max_staleness', 'l2', 'seed', 'levels',
-              'keep_prob', 'top_k', 'zeta', 'downlink_bits', 'xi_schedule',
+              'threshold_offset', 'max_staleness', 'l2', 'seed',
+              'downlink_bits', 'xi_schedule',
               'participation', 'clients_per_round', 'absent', 'deadline_s',
               'network.profile', 'network.up_bps', 'network.down_bps',
               'network.up_latency_s', 'network.down_latency_s',

@@ -58,15 +58,18 @@ class HyperTest(absltest.TestCase):
 
   def test_dtypes_and_values(self):
     h = hyper.make_hyper('slaq', dtype=jnp.float64, bits=3, step_size=0.008,
-                         levels=50, keep_prob=0.25, authors_code=True)
+                         authors_code=True, **{'qsgd.levels': 50,
+                                               'rand_p.keep_prob': 0.25})
     for name in hyper.FLOAT_FIELDS:
       self.assertEqual(getattr(h, name).dtype, jnp.float64, name)
     for name in hyper.INT_FIELDS + ('compressor',):
       self.assertEqual(getattr(h, name).dtype, jnp.int32, name)
     self.assertEqual(int(h.bits), 3)
     self.assertAlmostEqual(float(h.step_size), 0.008)
-    self.assertEqual(int(h.levels), 50)
-    self.assertAlmostEqual(float(h.keep_prob), 0.25)
+    self.assertEqual(h.params['qsgd']['levels'].dtype, jnp.int32)
+    self.assertEqual(h.params['rand_p']['keep_prob'].dtype, jnp.float64)
+    self.assertEqual(int(h.params['qsgd']['levels']), 50)
+    self.assertAlmostEqual(float(h.params['rand_p']['keep_prob']), 0.25)
     self.assertTrue(bool(h.authors_code))
     defaults = hyper.make_hyper('laq')
     self.assertEqual(defaults.step_size.dtype, jnp.float32)
@@ -108,9 +111,11 @@ class RulesOfFieldsTest(parameterized.TestCase):
       ('xi', -0.1, '>= 0'), ('err_weight', -1.0, '>= 0'),
       ('threshold_offset', -1e-9, '>= 0'),
       ('max_staleness', -1, '0..2\\*\\*31-1'), ('l2', -0.01, '>= 0'),
-      ('seed', -3, '0..2\\*\\*31-1'), ('levels', 0, '1..16777216'),
-      ('levels', 2**24 + 1, '1..16777216'), ('keep_prob', 0.0, '\\(0, 1\\]'),
-      ('keep_prob', 1.5, '\\(0, 1\\]'))
+      ('seed', -3, '0..2\\*\\*31-1'), ('qsgd.levels', 0, '1..16777216'),
+      ('qsgd.levels', 2**24 + 1, '1..16777216'),
+      ('rand_p.keep_prob', 0.0, '\\(0, 1\\]'),
+      ('rand_p.keep_prob', 1.5, '\\(0, 1\\]'), ('top_k.k', 2.5, 'whole'),
+      ('clag.zeta', -1.0, '>= 0'))
   def test_out_of_range(self, name, value, allowed):
     with self.assertRaisesRegex(ValueError,
                                 f'{name}={value!r} is not allowed.*{allowed}'):
@@ -118,7 +123,8 @@ class RulesOfFieldsTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, name):
       hyper.make_hyper('laq', **{name: value})
 
-  @parameterized.parameters(('bits', 4.0), ('seed', True), ('levels', '10'))
+  @parameterized.parameters(('bits', 4.0), ('seed', True),
+                            ('qsgd.levels', '10'), ('qsgd.levels', 10.0))
   def test_integers_must_be_integers(self, name, value):
     with self.assertRaisesRegex(ValueError, f'cfg.{name}=.*integer'):
       hyper.check_value(name, value, where=f'cfg.{name}')

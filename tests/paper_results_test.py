@@ -48,10 +48,10 @@ class SameConfigTest(absltest.TestCase):
     wanted = outputs.as_json(paper.sweep_config(
         paper.experiments(quick=True)[0]).to_dict())
     self.assertTrue(outputs.same_config(dict(wanted), wanted))
-    older = {k: v for k, v in wanted.items() if k != 'levels'}
+    older = {k: v for k, v in wanted.items() if k != 'downlink_bits'}
     self.assertTrue(outputs.same_config(older, wanted))  # a default
-    self.assertFalse(outputs.same_config(
-        older, dict(wanted, levels=wanted['levels'] + 1)))  # not the default
+    self.assertFalse(outputs.same_config(older, dict(
+        wanted, downlink_bits=wanted['downlink_bits'] + 1)))  # not the default
     self.assertFalse(outputs.same_config(
         dict(wanted, bits=wanted['bits'] + 1), wanted))
     self.assertFalse(outputs.same_config(dict(wanted, extra=1), wanted))

@@ -93,11 +93,11 @@ class ParamsTest(absltest.TestCase):
                                 'rand_k.k': [50, 500]}, base)
     self.assertEqual([(p['algo'], p['rand_k.k']) for p in points],
                      [('laq', 100), ('rand_k_gd', 50), ('rand_k_gd', 500)])
-    # A built-in field one part alone reads: the same rule.
+    # A built-in part's parameter: the same rule.
     points = sweep.expand_grid({'algo': ['laq', 'ef21'],
-                                'top_k': [0.01, 0.1]}, base)
-    self.assertEqual([(p['algo'], p['top_k']) for p in points],
-                     [('laq', base['top_k']), ('ef21', 0.01), ('ef21', 0.1)])
+                                'top_k.k': [0.02, 0.1]}, base)
+    self.assertEqual([(p['algo'], p['top_k.k']) for p in points],
+                     [('laq', 0.01), ('ef21', 0.02), ('ef21', 0.1)])
     with self.assertRaisesRegex(ValueError, "no point of the sweep uses the "
                                 "part 'rand_k'"):
       sweep.expand_grid({'algo': ['laq'], 'rand_k.k': [5]}, base)

@@ -64,11 +64,13 @@ class ExpandGridTest(parameterized.TestCase):
       self.assertEqual(p['algo'], 'laq')
 
   def test_a_field_one_part_reads_is_varied_only_where_used(self):
-    # keep_prob is read by rand_p (ssgd) alone: laq's points keep the base's
-    # 0.5, and the laq points that become equal are listed once, in place.
-    grid = {'algo': ['laq', 'ssgd'], 'bits': [2, 4], 'keep_prob': [0.25, 0.75]}
+    # rand_p.keep_prob is read by rand_p (ssgd) alone: laq's points keep the
+    # default 0.5, and the laq points that become equal are listed once, in
+    # place. A nested group is the dotted key.
+    grid = {'algo': ['laq', 'ssgd'], 'bits': [2, 4],
+            'rand_p': {'keep_prob': [0.25, 0.75]}}
     got = points.expand_grid(grid, base())
-    self.assertEqual(project(got, ('algo', 'bits', 'keep_prob')), [
+    self.assertEqual(project(got, ('algo', 'bits', 'rand_p.keep_prob')), [
         ('laq', 2, 0.5), ('laq', 4, 0.5),
         ('ssgd', 2, 0.25), ('ssgd', 2, 0.75),
         ('ssgd', 4, 0.25), ('ssgd', 4, 0.75)])

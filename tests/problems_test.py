@@ -108,7 +108,8 @@ class RunsWithTheLayoutTest(parameterized.TestCase):
   @parameterized.parameters(*FULL_BATCH)
   def test_matches_the_oracle(self, algo):
     kwargs = dict(step_size=0.03, bits=3, threshold_offset=0.01,
-                  err_weight=1.5, seed=7, top_k=0.05, zeta=200.0)
+                  err_weight=1.5, seed=7,
+                  **{'top_k.k': 0.05, 'clag.zeta': 200.0})
     state, trace, (x, y) = common.small_run(algo, steps=30, layout=True,
                                             **kwargs)
     ref = reference.run(x, y, steps=30, alpha=0.03, bits=3, c_e=1.5,

@@ -16,6 +16,7 @@ from jax.flatten_util import ravel_pytree
 
 import laq_jax as lj
 from laq_jax import loop
+from laq_jax import parts
 from laq_jax import randomness
 from tests import common
 from tests import reference
@@ -52,12 +53,13 @@ def run_both(algo, dtype=np.float64, steps=STEPS, batch_size=10, **hyper):
         randomness.compress_key(seed, k, m), (num_params,), dtype))
                  for m in range(M)] for k in range(steps)]
   d = lj.hyper.DEFAULTS
-  get = lambda k: hyper.get(k, d[k])
+  get = lambda k: hyper.get(
+      k, d[k] if k in d else parts.split_key(k)[1].default)
   ref = reference.run(
       x, y, steps=steps, alpha=get('step_size'), bits=get('bits'),
       lam=get('l2'), xi=get('xi'), c_e=get('err_weight'),
       c_0=get('threshold_offset'), tbar=get('max_staleness'),
-      levels=get('levels'), keep_prob=get('keep_prob'),
+      levels=get('qsgd.levels'), keep_prob=get('rand_p.keep_prob'),
       authors_code=authors_code, batches=batches, uniforms=uniforms,
       model='mlp', hidden=H, theta0=np.asarray(state0.theta_P),
       **reference.preset(algo))
@@ -98,7 +100,8 @@ class OracleMatchesLaqJaxTest(parameterized.TestCase):
   def test_stochastic(self, algo):
     state, trace, ref = run_both(algo, step_size=0.03, bits=8, seed=3,
                                  err_weight=1.5, threshold_offset=0.01,
-                                 levels=50, keep_prob=0.3)
+                                 **{'qsgd.levels': 50,
+                                    'rand_p.keep_prob': 0.3})
     self.check(state, trace, ref)
 
   @parameterized.parameters('gd', 'lag', 'qgd', 'laq')

@@ -58,8 +58,9 @@ class ReferenceTest(parameterized.TestCase):
     steps, seed = 40, 5
     state, trace, (x, y) = small_run(algo, steps=steps, step_size=0.03,
                                      bits=3, threshold_offset=0.01,
-                                     err_weight=1.5, seed=seed, levels=50,
-                                     keep_prob=0.3)
+                                     err_weight=1.5, seed=seed,
+                                     **{'qsgd.levels': 50,
+                                        'rand_p.keep_prob': 0.3})
     # The minibatches and the compressors' draws are the documented ones:
     # fold_in(seed, stream, step, worker).
     batches = [[np.asarray(jax.random.choice(randomness.batch_key(seed, k, m),
@@ -87,7 +88,8 @@ class FamilyTest(parameterized.TestCase):
     a = lj.ALGORITHMS[algo]
     steps, seed, bits, zeta = 30, 7, 3, 200.0
     kwargs = dict(step_size=0.03, bits=bits, threshold_offset=0.01,
-                  err_weight=1.5, seed=seed, top_k=0.05, zeta=zeta)
+                  err_weight=1.5, seed=seed,
+                  **{'top_k.k': 0.05, 'clag.zeta': zeta})
     state, trace, (x, y) = small_run(algo, steps=steps, **kwargs)
     batches = None
     if a.stochastic:
@@ -120,7 +122,7 @@ class FamilyTest(parameterized.TestCase):
     spec = lj.RunSpec(lj.get_problem('logreg'), M)
     return lj.run(spec, lj.Data(jnp.asarray(x), jnp.asarray(y)), h, steps)
 
-  @parameterized.parameters(('ef21', dict()), ('clag', dict(zeta=0.0)))
+  @parameterized.parameters(('ef21', dict()), ('clag', {'clag.zeta': 0.0}))
   def test_with_the_identity_compressor_it_is_gd(self, algo, kw):
     # EF21 and CLAG (zeta = 0) with C = identity send every new gradient:
     # Qhat + (g - Qhat) = g (the identity returns g exactly).
@@ -137,7 +139,7 @@ class FamilyTest(parameterized.TestCase):
     x, y = common.mnist_shards(M, N)
     data = lj.Data(jnp.asarray(x), jnp.asarray(y))
     spec = lj.RunSpec(lj.get_problem('logreg'), M)
-    h = lj.make_hyper('topk_ef', dtype=jnp.float64, top_k=0.02)
+    h = lj.make_hyper('topk_ef', dtype=jnp.float64, **{'top_k.k': 0.02})
     state = lj.init_state(spec, h, jnp.float64)
     grads = jax.vmap(jax.grad(lambda th, xm, ym: lj.objective(
         spec.problem, th, lj.Data(xm[None], ym[None]), h.l2)),

@@ -169,7 +169,8 @@ class AuthorsMinibatchScriptsTest(parameterized.TestCase):
   def test_qsgd_and_ssgd_as_the_scripts_count_them(self, algo):
     a = lj.ALGORITHMS[algo]
     steps, seed, batch = 12, 6, 10
-    kw = dict(step_size=0.03, seed=seed, levels=50, keep_prob=0.3)
+    kw = {'step_size': 0.03, 'seed': seed, 'qsgd.levels': 50,
+          'rand_p.keep_prob': 0.3}
     state, trace, (x, y) = small_run(algo, steps=steps, authors_code=True,
                                      **kw)
     blocks = [[int(jax.random.randint(randomness.batch_key(seed, k, m), (),

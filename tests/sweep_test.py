@@ -20,8 +20,8 @@ from tests import reference
 
 P_LOGREG = 784 * 10 + 10
 HYPER_KEYS = ['algo', 'step_size', 'bits', 'xi', 'err_weight',
-              'threshold_offset', 'max_staleness', 'l2', 'seed', 'levels',
-              'keep_prob', 'top_k', 'zeta', 'downlink_bits']
+              'threshold_offset', 'max_staleness', 'l2', 'seed',
+              'downlink_bits']
 SPEC_TABLE = reference.PRESETS  # docs/algorithm.md's table
 
 

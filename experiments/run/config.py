@@ -348,6 +348,8 @@ def points_from_config(config) -> list[dict[str, Any]]:
     raise bad('sweep_grid_axis', axis, ' or '.join(map(repr, GRID_AXES)))
   grid = get(config, 'sweep')
   grid = grid.to_dict() if hasattr(grid, 'to_dict') else grid
+  if hasattr(grid, 'keys'):
+    grid = sweep_lib.flatten(grid)  # nested groups: {'clag': {'zeta': ...}}
   try:
     points = sweep_lib.expand_grid(grid, config)
   except ValueError as e:
@@ -376,6 +378,8 @@ def apply_algo_settings(points: list[dict[str, Any]],
   if not isinstance(settings, Mapping):
     raise bad('algo_settings', settings, 'a mapping {algo: {key: value}}')
   keys_allowed = [k for k in sweep_lib.grid_keys() if k != 'algo']
+  settings = {algo: (sweep_lib.flatten(values) if hasattr(values, 'keys')
+                    else values) for algo, values in settings.items()}
   for algo, values in settings.items():
     if algo not in ALGORITHMS:
       raise bad('algo_settings', algo, 'keyed by algorithms: one of '

@@ -275,8 +275,8 @@ def report(workdir: pathlib.Path, problems, budget: str, command: str,
       'lazy presets at the authors\' SLAQ settings (b = '
       f'{base.bits}, c_e = {base.err_weight}, c_0 = '
       f'{base.threshold_offset}, D = {base.memory}, t̄ = '
-      f'{base.max_staleness}); QSGD s = {base.levels:,}; top-k '
-      f'{100 * base.top_k:g}% of p.',
+      f'{base.max_staleness}); QSGD s = {base.params.qsgd.levels:,}; '
+      f'top-k {100 * base.params.top_k.k:g}% of p.',
       f'- **Budget:** {base.num_iters:,} iterations'
       + (f' ({mlp_iters:,} for the network, what a 2-core CPU affords; '
          '`--mlp_iters` sets it)'

@@ -145,7 +145,8 @@ def experiment_section(experiment: paper.Experiment, result: dict[str, Any],
            f'lam = {c["l2"]:g}, split {c["split"]}, training images '
            f'{c["train_subset"] or "all 60,000"}'
            + (f', minibatch {c["batch_size"]} per worker, QSGD s = '
-              f'{c["levels"]:,} levels, SSGD p = {c["keep_prob"]:g}'
+              f'{c["params"]["qsgd"]["levels"]:,} levels, SSGD p = '
+              f'{c["params"]["rand_p"]["keep_prob"]:g}'
               if experiment.stochastic else ', full batch')
            + ('; Algorithm 1 as written (authors_code off)'
               if not c.get('authors_code') else '; authors_code on')
