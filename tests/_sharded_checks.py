@@ -197,12 +197,8 @@ CASES = {
         ('laq-logreg-M16-grid', 'laq', 'logreg', 16, 20, 16,
          [dict(bits=3), dict(bits=4, step_size=0.01), dict(xi=0.2, seed=1)]),
     ],
-    5: [
-        ('laq-logreg-M10', 'laq', 'logreg', 10, 30),
-        ('laq-logreg-M10-fast-layout', 'laq', 'logreg', 10, 30, 16, None,
-         None, None, None, True),
-        ('laq-mlp16-M10', 'laq', 'mlp', 10, 20),
-        ('slaq-mlp16-M10', 'slaq', 'mlp', 10, 20),
+    2: [
+        ('slaq-logreg-M10', 'slaq', 'logreg', 10, 30),
         # Partial participation: every device draws every client's flag.
         ('slaq-logreg-M10-4-per-round-drop', 'slaq', 'logreg', 10, 30, 16,
          None, None, dict(clients_per_round=4, absent='drop')),
@@ -210,9 +206,6 @@ CASES = {
         ('slaq-mlp16-M10-unequal-deadline', 'slaq', 'mlp', 10, 20, 16,
          None, None, dict(participation=0.7, deadline_s=0.4), None, False,
          True),
-    ],
-    2: [
-        ('slaq-logreg-M10', 'slaq', 'logreg', 10, 30),
         # A long convex LAQ run: the same uploads at every one of 400 steps.
         ('laq-logreg-M10-long', 'laq', 'logreg', 10, 400, 16, None, 100),
         ('laq-logreg-M10-long-fast-layout', 'laq', 'logreg', 10, 400, 16,

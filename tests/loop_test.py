@@ -120,6 +120,8 @@ class LoopTest(parameterized.TestCase):
     np.testing.assert_array_equal(vmapped.sent_M, mapped.sent_M)
     np.testing.assert_allclose(vmapped.loss, mapped.loss, rtol=1e-12)
 
+  @pytest.mark.slow  # (fast-tier budget: the full suite runs it)
+
   def test_vmapped_grid_shares_the_data(self):
     # Vmapped, the points read one copy of the features: no [G, M, N, D]
     # array in the program (a conditional on a per-point value that reads

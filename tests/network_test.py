@@ -8,6 +8,7 @@ from absl.testing import parameterized
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from laq_jax import network as net_lib
 
@@ -261,6 +262,8 @@ class InTheLoopTest(parameterized.TestCase):
     compute = 4 * 6 * 3 * 30 / 3.6e12
     want = compute + 2 * 3 * (0.040 + (32 * p / 4) / 1e9)
     np.testing.assert_allclose(trace.time_s, want, rtol=1e-12)
+
+  @pytest.mark.slow  # (fast-tier budget: the full suite runs it)
 
   def test_a_grid_over_bandwidths_is_one_program(self):
     import laq_jax as lj  # pylint: disable=g-import-not-at-top

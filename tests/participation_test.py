@@ -7,6 +7,7 @@ from absl.testing import parameterized
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 import laq_jax as lj
 from laq_jax import participation
@@ -147,6 +148,9 @@ class AbsentClientsTest(parameterized.TestCase):
                                -0.1 * grads[present].sum(0), atol=1e-12)
 
 
+  @pytest.mark.slow  # (fast-tier budget: the full suite runs it)
+
+
   def test_drop_is_unbiased_over_the_subsets(self):
     # Under S-of-M sampling every subset is equally likely, so the drop
     # aggregate is unbiased exactly when its mean over all C(M, S) subsets
@@ -170,6 +174,8 @@ class AbsentClientsTest(parameterized.TestCase):
 
 
 class DeadlineTest(absltest.TestCase):
+
+  @pytest.mark.slow  # (fast-tier budget: the full suite runs it)
 
   def test_a_late_client_is_cut_and_the_round_ends_at_the_deadline(self):
     # gd on a network where worker m's compute takes (m + 1) * 10 ms and

@@ -15,6 +15,7 @@ from absl.testing import absltest
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 import optax
 
 import laq_jax as lj
@@ -339,6 +340,8 @@ class GradientPartTest(absltest.TestCase):
 
 class ResumeTest(absltest.TestCase):
 
+  @pytest.mark.slow  # (fast-tier budget: the full suite runs it)
+
   def test_resume_through_a_checkpoint_is_bit_identical(self):
     d = data()
     spec = spec_for(USER, grid_axis='map')
@@ -378,6 +381,8 @@ print("EQUAL")
 
 
 class DevicesTest(absltest.TestCase):
+
+  @pytest.mark.slow  # (fast-tier budget: the full suite runs it)
 
   def test_devices_equal_vmap_with_part_state(self):
     out = subprocess.run([sys.executable, '-c', _DEVICES_SCRIPT],

@@ -4,6 +4,7 @@ built-in ones, checked with one-line errors."""
 from absl.testing import absltest
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 import laq_jax as lj
 from laq_jax import compressors
@@ -45,6 +46,8 @@ def _shards():
 
 
 class UserPartsTest(absltest.TestCase):
+
+  @pytest.mark.slow  # (fast-tier budget: the full suite runs it)
 
   def test_a_user_compressor_runs_by_data(self):
     # Halving the innovation, 16 bits a coordinate: the run's uploads are

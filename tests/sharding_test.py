@@ -2,7 +2,8 @@
 
 The equality checks run in subprocesses (tests/_sharded_checks.py), because
 the number of CPU devices is fixed by XLA_FLAGS before jax is imported: 8
-devices (M = 8 and 16), and 5 and 2 devices for M = 10. In float64 on real
+devices (M = 8 and 16), and 2 devices for M = 10 (with partial participation,
+deadlines and clients of unequal sizes). In float64 on real
 MNIST, for laq and slaq, logistic regression and the MLP (hidden 16 and 200),
 single runs, chunked runs and grids (one over the paper's QSGD and SSGD,
 whose random draws come from (seed, step, worker)), and a 400-step convex
@@ -59,8 +60,7 @@ def run_checks(num_devices):
 @pytest.mark.slow
 class DevicesMatchVmapTest(parameterized.TestCase):
 
-  @parameterized.named_parameters(('8_devices', 8), ('5_devices', 5),
-                                  ('2_devices', 2))
+  @parameterized.named_parameters(('8_devices', 8), ('2_devices', 2))
   def test_devices_path_equals_vmap_path(self, num_devices):
     records, returncode, output = run_checks(num_devices)
     failed = [r for r in records if not r['ok']]
