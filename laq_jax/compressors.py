@@ -278,10 +278,12 @@ def check_names(names: Sequence[str]) -> tuple[str, ...]:
   return REGISTRY.check_names(names)
 
 
-def init_states(parts: Sequence[parts_lib.Part], num_params: int, dtype
-                ) -> dict[str, Any]:
-  """{name: one worker's state} of the stateful compressors among `parts`."""
-  return {p.name: p.init(num_params, dtype) for p in parts if p.stateful}
+def init_states(parts: Sequence[parts_lib.Part], num_params: int, dtype,
+                theta_P=None) -> dict[str, Any]:
+  """{name: one worker's state} of the stateful compressors among `parts`
+  (`theta_P`, theta^0, for an init that takes it)."""
+  return {p.name: parts_lib.init_state(p, num_params, dtype, theta_P)
+          for p in parts if p.stateful}
 
 
 def compress(grad_P, ref_P, key, hyper, parts: Sequence[parts_lib.Part],

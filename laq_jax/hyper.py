@@ -113,6 +113,30 @@ ALGORITHMS: dict[str, Algorithm] = {
         _A('two_laq', False, 'uniform', True, 'laq', downlink=True,
            reference='Sun et al., TPAMI 2020: LAQ with a quantized '
                      'broadcast'),
+        # The LAQ authors' follow-ups: two gradients on the same sample.
+        _A('lasg_wk2', True, 'identity', False, 'lasg_wk2',
+           reference='Chen, Sun, Yin 2020: LASG-WK2'),
+        _A('lasg_wk1', True, 'identity', False, 'lasg_wk1',
+           reference='Chen, Sun, Yin 2020: LASG-WK1'),
+        _A('lasg_ps', True, 'identity', False, 'lasg_ps',
+           reference='Chen, Sun, Yin 2020: LASG-PS'),
+        _A('lasg_wk2_laq', True, 'uniform', True, 'lasg_wk2',
+           reference='LASG-WK2 with LAQ\'s quantizer (ours: the journal '
+                     'version names the combination)'),
+        _A('lasg_wk1_laq', True, 'uniform', True, 'lasg_wk1',
+           reference='LASG-WK1 with LAQ\'s quantizer'),
+        _A('lasg_ps_laq', True, 'uniform', True, 'lasg_ps',
+           reference='LASG-PS with LAQ\'s quantizer'),
+        _A('cada1', True, 'identity', False, 'cada_wk1',
+           server='cada_amsgrad',
+           reference='Chen, Guo, Sun, Yin 2021: CADA1'),
+        _A('cada2', True, 'identity', False, 'cada_wk2',
+           server='cada_amsgrad',
+           reference='Chen, Guo, Sun, Yin 2021: CADA2'),
+        _A('cada_adam', True, 'identity', False, 'eager',
+           server='cada_amsgrad',
+           reference='CADA\'s baseline: distributed Adam (AMSGrad, no '
+                     'bias correction), every worker every step'),
     )
 }
 

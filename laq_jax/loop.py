@@ -178,11 +178,24 @@ def _objective_m(s: Setting):
       s.spec.problem, unravel, th, x, y, s.hyper.l2, count)
 
 
+def _shard_sample(s: Setting) -> rules.SameSample:
+  """Each worker's whole shard as its sample (full-batch gradients)."""
+  objective_m = _objective_m(s)
+  data = s.data
+  if data.count_M is None:
+    return rules.SameSample((data.x_MxNxD, data.y_MxN), lambda th, xy: (
+        jax.grad(objective_m)(th, *xy)))
+  return rules.SameSample(
+      (data.x_MxNxD, data.y_MxN, jnp.asarray(data.count_M, jnp.int32)),
+      lambda th, xyn: jax.grad(objective_m)(th, *xyn))
+
+
 def full_batch_gradients(s: Setting) -> Callable:
-  """The full-batch gradient part: (step, theta_P, at_P) -> (loss, grads_MxP),
-  each worker's gradient on its whole shard at the parameters it holds
-  (at_P), the loss f(theta^k) at the server's (one forward pass more only
-  where a point quantizes the broadcast)."""
+  """The full-batch gradient part: (step, theta_P, at_P) -> (loss, grads_MxP,
+  SameSample), each worker's gradient on its whole shard at the parameters
+  it holds (at_P), the loss f(theta^k) at the server's (one forward pass
+  more only where a point quantizes the broadcast), and the shards as the
+  samples a same-sample trigger (LAG-WK's, LASG's) takes gradients on."""
   full_value_and_grad, full_values = full_batch(s.spec.problem, s.data,
                                                 s.hyper.l2)
   every = s.spec.log_every
@@ -205,15 +218,17 @@ def full_batch_gradients(s: Setting) -> Callable:
     if every > 1:
       loss = jnp.where(step % every == 0, loss,
                        jnp.asarray(jnp.nan, loss.dtype))
-    return loss, grads_MxP
+    return loss, grads_MxP, _shard_sample(s)
 
   return gradients
 
 
 def minibatch_gradients(s: Setting) -> Callable:
   """The minibatch gradient part: (step, theta_P, at_P) -> (loss,
-  grads_MxP), each worker's gradient on a minibatch drawn from (seed, step,
-  worker), the full loss at the logged iterations only."""
+  grads_MxP, SameSample), each worker's gradient on a minibatch drawn from
+  (seed, step, worker), the full loss at the logged iterations only, and
+  the minibatches (a same-sample trigger's second gradient is on the same
+  rows)."""
   spec, hyper, data = s.spec, s.hyper, s.data
   shard_size = data.x_MxNxD.shape[1]
   num_blocks = max(shard_size // spec.batch_size, 1)
@@ -245,12 +260,16 @@ def minibatch_gradients(s: Setting) -> Callable:
           jnp.asarray(data.count_M, jnp.int32))
       _, grads_MxP = jax.vmap(jax.value_and_grad(objective_m),
                               in_axes=(None, 0, 0, 0))(at_P, xb, yb, nb)
+      sample = (xb, yb, nb)
     else:
       xb, yb = jax.vmap(minibatch, in_axes=(None, 0, 0, 0))(
           step, s.worker_ids_M, data.x_MxNxD, data.y_MxN)
       _, grads_MxP = jax.vmap(jax.value_and_grad(objective_m),
                               in_axes=(None, 0, 0))(at_P, xb, yb)
-    return _logged_loss(s, step, theta_P, full_values), grads_MxP
+      sample = (xb, yb)
+    same = rules.SameSample(sample, lambda th, batch: jax.grad(objective_m)(
+        th, *batch))
+    return _logged_loss(s, step, theta_P, full_values), grads_MxP, same
 
   return gradients
 
@@ -302,10 +321,12 @@ def participation_stage(s: Setting, step, slowdown_M, local_flops_M):
   local_net = network_lib.worker_view(s.hyper.network, s.worker_ids_M)
   deadline = jnp.asarray(s.hyper.deadline_s, s.hyper.network.up_bps.dtype)
 
-  def admit(sent_M, bits_M):
-    # compute + upload (a skip: its notice's latency) by the deadline
+  def admit(sent_M, bits_M, grads_M):
+    # compute (each gradient it took) + upload (a skip: its notice's
+    # latency) by the deadline
     del sent_M
-    end = (slowdown_M * local_flops_M / local_net.flops_per_s
+    flops_M = local_flops_M * grads_M.astype(local_flops_M.dtype)
+    end = (slowdown_M * flops_M / local_net.flops_per_s
            + local_net.up_latency_s + bits_M / local_net.up_bps)
     return (deadline <= 0) | (end <= deadline)
 
@@ -314,17 +335,20 @@ def participation_stage(s: Setting, step, slowdown_M, local_flops_M):
 
 
 def round_time_stage(s: Setting, stats, all_flops_M, slowdown_M, present_all):
-  """The round on the modeled network: every worker's bits and slowdown,
-  gathered over devices (the stragglers' keys are (seed, step, worker), so
-  every layout draws the same)."""
+  """The round on the modeled network: every worker's bits, gradients and
+  slowdown, gathered over devices (the stragglers' keys are (seed, step,
+  worker), so every layout draws the same). A worker that computed nothing
+  (LASG-PS's server did not select it) is not in the round."""
   num_local = s.data.x_MxNxD.shape[0]
   zeros = jnp.zeros((num_local,), jnp.int32)
   gather = lambda x: collectives.gather_workers(x, s.axis_name)
   cut = gather(getattr(stats, 'dropped_M', jnp.zeros((num_local,), bool)))
+  grads = gather(getattr(stats, 'grads_M', jnp.ones((num_local,), jnp.int32)))
   return network_lib.round_time(
-      s.hyper.network, all_flops_M, gather(getattr(stats, 'bits_M', zeros)),
+      s.hyper.network, all_flops_M * grads.astype(all_flops_M.dtype),
+      gather(getattr(stats, 'bits_M', zeros)),
       gather(getattr(stats, 'bits_down_M', zeros)), gather(slowdown_M),
-      participants_M=present_all & ~cut,
+      participants_M=present_all & ~cut & (grads > 0),
       num_params=s.spec.problem.num_params(), deadline_s=s.hyper.deadline_s,
       cut_M=cut)
 
@@ -366,14 +390,18 @@ def make_step(spec: RunSpec, data: Data, hyper: Hyper, *,
       # broadcast). Each worker needs its own gradient: mark theta varying.
       theta_P = jax.lax.pcast(theta_P, axis_name, to='varying')
       at_P = jax.lax.pcast(at_P, axis_name, to='varying')
-    loss, grads_MxP = gradients(state.step, theta_P, at_P)
+    loss, grads_MxP, *same = gradients(state.step, theta_P, at_P)
+    extra = {}
+    if same and spec.rule.same_sample:
+      extra['same_sample'] = same[0]
     grad_norm_sq = jnp.sum(jnp.square(collectives.sum_workers(grads_MxP,
                                                               axis_name)))
     # The stragglers' factors of this round (keys: seed, step, worker).
     slowdown_M = network_lib.slowdown(s.hyper.network, s.hyper.seed,
                                       state.step, worker_ids_M)
-    present_all, extra = participation_stage(s, state.step, slowdown_M,
-                                             local_flops_M)
+    present_all, more = participation_stage(s, state.step, slowdown_M,
+                                            local_flops_M)
+    extra.update(more)
     new_theta_P, rule_state, stats = spec.rule.step(
         grads_MxP, state.rule, state.theta_P, s.hyper, step_count=state.step,
         worker_ids_M=worker_ids_M, num_workers=spec.num_workers,

@@ -372,12 +372,13 @@ def round_time(network: Network, flops_M, bits_up_M, bits_down_M,
 
 @jax.jit
 def _replay(network, flops_M, bits_TxM, bits_down_TxM, slowdown_TxM,
-            participants_TxM, num_params):
-  def one(bits, down, s, inn):
-    return round_time(network, flops_M, bits, down, s, participants_M=inn,
+            participants_TxM, grads_TxM, num_params):
+  def one(bits, down, s, inn, grads):
+    return round_time(network, flops_M * grads, bits, down, s,
+                      participants_M=inn & (grads > 0),
                       num_params=num_params)
   return jax.vmap(one)(bits_TxM, bits_down_TxM, slowdown_TxM,
-                       participants_TxM)
+                       participants_TxM, grads_TxM)
 
 
 def slowdowns(network: Network, seed: int, num_steps: int,
@@ -391,7 +392,7 @@ def slowdowns(network: Network, seed: int, num_steps: int,
 
 def replay(network: Network, flops_M, bits_TxM, bits_down_TxM, *,
            seed: int = 0, slowdown_TxM=None, participants_TxM=None,
-           num_params: int = 0) -> Round:
+           grads_TxM=None, num_params: int = 0) -> Round:
   """Every round of a finished run on `network`, from its saved bits.
 
   Args:
@@ -404,6 +405,10 @@ def replay(network: Network, flops_M, bits_TxM, bits_down_TxM, *,
     slowdown_TxM: the run's saved factors (slowdown.npy), or None to draw
       them for this network.
     participants_TxM: bool, who took part (default all).
+    grads_TxM: the gradients each worker computed (the run's grads_M;
+      default 1 everywhere): its compute is that many times flops_M, and a
+      worker that computed none (LASG-PS, not selected) is not in the
+      round.
     num_params: p (the ring's messages).
 
   Returns:
@@ -415,11 +420,14 @@ def replay(network: Network, flops_M, bits_TxM, bits_down_TxM, *,
     slowdown_TxM = slowdowns(network, seed, steps, workers)
   if participants_TxM is None:
     participants_TxM = np.ones((steps, workers), bool)
+  if grads_TxM is None:
+    grads_TxM = np.ones((steps, workers))
   out = _replay(network, jnp.asarray(flops_M, network.up_bps.dtype),
                 jnp.asarray(bits, network.up_bps.dtype),
                 jnp.asarray(bits_down_TxM, network.up_bps.dtype),
                 jnp.asarray(slowdown_TxM, network.up_bps.dtype),
-                jnp.asarray(participants_TxM, bool), num_params)
+                jnp.asarray(participants_TxM, bool),
+                jnp.asarray(grads_TxM, network.up_bps.dtype), num_params)
   return Round(np.asarray(out.time_s, np.float64), np.asarray(out.slowest))
 
 

@@ -54,7 +54,7 @@ def mask_absent(out, state, present_M, admit=None):
   An absent client uploads nothing, keeps its memory (and its parts'
   state), and its clock counts on (saturating at NEVER_UPLOADED: a client
   that never uploaded still uploads at its first participation). A
-  participant a deadline cuts off (`admit(sent_M, bits_M)` False) counts as
+  participant a deadline cuts off (`admit(sent_M, bits_M, grads_M)` False) counts as
   absent: its work is lost, and its stats say `dropped_M`.
 
   Args:
@@ -69,7 +69,7 @@ def mask_absent(out, state, present_M, admit=None):
   stats = out.stats
   taken = present_M
   if admit is not None:
-    dropped = taken & ~admit(stats.sent_M, stats.bits_M)
+    dropped = taken & ~admit(stats.sent_M, stats.bits_M, stats.grads_M)
     taken = taken & ~dropped
     stats = stats._replace(dropped_M=dropped)
   row = lambda x: taken.reshape(taken.shape + (1,) * (x.ndim - 1))
@@ -85,7 +85,10 @@ def mask_absent(out, state, present_M, admit=None):
       delta_P=jnp.where(row(out.delta_P), out.delta_P,
                         jnp.zeros_like(out.delta_P)),
       stats=stats._replace(sent_M=stats.sent_M & taken,
-                           bits_M=jnp.where(taken, stats.bits_M, 0)))
+                           bits_M=jnp.where(taken, stats.bits_M, 0),
+                           # a client not drawn computes nothing (one cut
+                           # off by the deadline did: its work is lost)
+                           grads_M=jnp.where(present_M, stats.grads_M, 0)))
   return out, taken
 
 

@@ -26,7 +26,9 @@ Call conventions (keyword arguments only where the part declares them):
               Compressed, or (Compressed, state) for a stateful one;
               init(num_params, dtype) -> one worker's state.
   trigger     fn(inputs[, params=][, state=]) -> Decision, or (Decision,
-              state); init(num_params, dtype) -> one worker's state.
+              state); init(num_params, dtype[, *, theta_P]) -> one
+              worker's state (an init that takes `theta_P` gets theta^0,
+              for state that starts at the initial parameters: LASG's).
   server      fn(step_P, theta_P, hyper[, params=][, state=]) -> theta^{k+1},
               or (theta^{k+1}, state); init(theta_P, hyper, params) -> state.
 """
@@ -342,6 +344,22 @@ def own_params(hyper, part: Part):
     raise ValueError(f'hyper.params has no group {show(part.name)}: build the '
                      'Hyper after registering the part (laq_jax.make_hyper)'
                      ) from None
+
+
+def init_state(part: Part, num_params: int, dtype, theta_P=None):
+  """One worker's initial state of a compressor or trigger: `init(num_params,
+  dtype)`, with `theta_P=` (theta^0) where the init declares it."""
+  import inspect  # pylint: disable=g-import-not-at-top
+  try:
+    takes = 'theta_P' in inspect.signature(part.init).parameters
+  except (TypeError, ValueError):
+    takes = False
+  if not takes:
+    return part.init(num_params, dtype)
+  if theta_P is None:
+    raise ValueError(f'{part.kind} {show(part.name)} starts from theta^0: its '
+                     'init needs theta_P')
+  return part.init(num_params, dtype, theta_P=theta_P)
 
 
 def num_bits(x) -> int:

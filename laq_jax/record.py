@@ -33,17 +33,18 @@ import numpy as np
 # deadline cut off, `laq_jax.participation`); any field added after them is
 # written generically.
 RECORDED = ('loss', 'grad_norm_sq', 'sent_M', 'bits_M', 'bits_down_M',
-            'time_s', 'slowest', 'slowdown_M', 'participants_M', 'dropped_M')
+            'time_s', 'slowest', 'slowdown_M', 'participants_M', 'dropped_M',
+            'grads_M')
 STANDARD = RECORDED[:10]
 # Fields a record may lack (then the files leave their columns out or
 # empty): records of code older than the network model have no times.
 OPTIONAL = ('grad_norm_sq', 'bits_down_M', 'time_s', 'slowest',
-            'slowdown_M', 'participants_M', 'dropped_M')
+            'slowdown_M', 'participants_M', 'dropped_M', 'grads_M')
 _DTYPES = {'loss': np.float64, 'grad_norm_sq': np.float64, 'sent_M': bool,
            'bits_M': np.int32, 'bits_down_M': np.int32,
            'time_s': np.float64, 'slowest': np.int32,
            'slowdown_M': np.float64, 'participants_M': bool,
-           'dropped_M': bool}
+           'dropped_M': bool, 'grads_M': np.int32}
 
 
 def per_worker(name: str) -> bool:
@@ -189,6 +190,9 @@ class Record:
     return np.cumsum(np.asarray(self.time_s, np.float64), axis=-1)
 
   def per_step(self, name: str) -> np.ndarray:
-    """A recorded field per step: summed over the workers if per-worker."""
+    """A recorded field per step: summed over the workers if per-worker
+    (None for an OPTIONAL field the record lacks)."""
     value = self.fields[name]
+    if value is None:
+      return None
     return value.sum(axis=-1) if per_worker(name) else value

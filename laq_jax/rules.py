@@ -19,6 +19,7 @@ axis M. Under `jax.shard_map` the worker axis is split over devices; pass
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Callable, NamedTuple
 
 import jax
@@ -87,6 +88,9 @@ class StepStats(NamedTuple):
       precision).
     dropped_M: whether a round deadline cut the worker off (its work lost:
       `Hyper.deadline_s`).
+    grads_M: the gradients each worker computed (int32): 1, 2 for LASG's
+      and CADA's same-sample pair (1 on their forced steps), 0 for a client
+      not in the round or one LASG-PS's server did not select.
   """
   sent_M: jax.Array
   bits_M: jax.Array
@@ -95,9 +99,10 @@ class StepStats(NamedTuple):
   threshold_M: jax.Array
   error_M: jax.Array
   dropped_M: jax.Array
+  grads_M: jax.Array
 
   PER_WORKER = ('sent_M', 'bits_M', 'bits_down_M', 'innovation_M',
-                'threshold_M', 'error_M', 'dropped_M')
+                'threshold_M', 'error_M', 'dropped_M', 'grads_M')
 
 
 NEVER_UPLOADED = trigger_lib.NEVER_UPLOADED
@@ -146,8 +151,10 @@ def init(theta_P: jax.Array, num_workers: int, memory: int,
   clock = jnp.where(authors_code, 0, NEVER_UPLOADED).astype(jnp.int32)
   parts_M, server = {}, {}
   if parts is not None:
-    one = {**compressors.init_states(parts.compressors, num_params, dtype),
-           **trigger_lib.init_states(parts.triggers, num_params, dtype)}
+    one = {**compressors.init_states(parts.compressors, num_params, dtype,
+                                     theta_P),
+           **trigger_lib.init_states(parts.triggers, num_params, dtype,
+                                     theta_P)}
     parts_M = jax.tree.map(
         lambda a: jnp.broadcast_to(a, (num_workers,) + jnp.shape(a)), one)
     server = servers_lib.init_states(parts.servers, theta_P,
@@ -174,12 +181,30 @@ class Worker(NamedTuple):
   delta_P: jax.Array
   parts: dict
   stats: 'StepStats'
+  server_side: jax.Array  # the server chose the worker before it computed
+
+
+class SameSample(NamedTuple):
+  """This step's samples and how to take a gradient on one of them: the
+  same-sample pair LASG's and CADA's triggers compare
+  (`trigger.Inputs.gradient_at`).
+
+  Attributes:
+    sample_M: each local worker's sample of this step, a pytree with a
+      leading worker axis (its minibatch, or its shard for full-batch
+      gradients).
+    grad_at: (theta_P, one worker's sample) -> its gradient there.
+  """
+  sample_M: object
+  grad_at: Callable
 
 
 def _worker(grad_P, last_upload_P, last_error, clock, error_P, states, key,
-            laq_shared, last_step_sq, hyper: Hyper, parts: Parts) -> Worker:
+            sample, laq_shared, last_step_sq, history_sum, theta_P,
+            hyper: Hyper, parts: Parts, grad_at=None) -> Worker:
   """One worker: compress, decide (its new memory, the delta for the
-  aggregate, its stats)."""
+  aggregate, its stats). `sample` and `grad_at` give its trigger the
+  same-sample gradient (None: none)."""
   ref_P = jnp.where(hyper.innovation, last_upload_P,
                     jnp.zeros_like(last_upload_P))
   sent_P = grad_P  # what the worker compresses (with error feedback's memory)
@@ -195,9 +220,12 @@ def _worker(grad_P, last_upload_P, last_error, clock, error_P, states, key,
   raw_sq = collectives.sum_sq(grad_P - last_upload_P)
   trigger_states = {p.name: states[p.name] for p in parts.triggers
                     if p.stateful}
+  gradient_at = (None if grad_at is None else
+                 lambda theta: grad_at(theta, sample))
   decision, new_trigger_states = trigger_lib.decide(trigger_lib.Inputs(
       compressed_sq, raw_sq, error, last_error, laq_shared, last_step_sq,
-      clock, hyper), parts.triggers, trigger_states)
+      clock, hyper, grad_P, theta_P, history_sum, gradient_at),
+      parts.triggers, trigger_states)
   sent = decision.sent
   delta_P = jnp.where(sent, value_P - last_upload_P, jnp.zeros_like(value_P))
   new_upload_P = jnp.where(sent, value_P, last_upload_P)
@@ -211,9 +239,11 @@ def _worker(grad_P, last_upload_P, last_error, clock, error_P, states, key,
                       new_compressor_states, compressor_states)
   bits = jnp.where(sent, out.bits, jnp.int32(0))
   stats = StepStats(sent, bits, jnp.zeros_like(bits), decision.lhs,
-                    decision.rhs, error, jnp.zeros_like(sent))
+                    decision.rhs, error, jnp.zeros_like(sent),
+                    decision.grads)
   return Worker(new_upload_P, new_error, new_clock, error_P, delta_P,
-                {**states, **kept, **new_trigger_states}, stats)
+                {**states, **kept, **new_trigger_states}, stats,
+                decision.server_side)
 
 
 def broadcast(theta_P, last_broadcast_P, hyper: Hyper, parts: Parts):
@@ -235,7 +265,8 @@ def broadcast(theta_P, last_broadcast_P, hyper: Hyper, parts: Parts):
 
 
 def workers_stage(grads_MxP, state: RuleState, hyper: Hyper, step_count,
-                  worker_ids_M, num_workers: int, parts: Parts) -> Worker:
+                  worker_ids_M, num_workers: int, parts: Parts,
+                  same_sample: SameSample | None = None) -> Worker:
   """The rule stage: every local worker compresses and decides (vmapped);
   per-worker arrays with a leading worker axis."""
   # xi at iteration k: times its schedule's factor (exactly xi without one).
@@ -246,17 +277,21 @@ def workers_stage(grads_MxP, state: RuleState, hyper: Hyper, step_count,
       hyper.authors_code, minibatch_scripts=parts.stochastic)
   keys = jax.vmap(lambda w: randomness.compress_key(hyper.seed, step_count,
                                                     w))(worker_ids_M)
-  worker = jax.vmap(_worker, in_axes=(0,) * 7 + (None,) * 4)
+  sample, grad_at = (None, None) if same_sample is None else same_sample
+  worker = jax.vmap(functools.partial(_worker, grad_at=grad_at),
+                    in_axes=(0,) * 8 + (None,) * 6)
   return worker(grads_MxP, state.last_upload_MxP, state.last_error_M,
-                state.clock_M, state.error_MxP, state.parts_M, keys,
-                laq_shared, state.history_D[0], hyper, parts)
+                state.clock_M, state.error_MxP, state.parts_M, keys, sample,
+                laq_shared, state.history_D[0], jnp.sum(state.history_D),
+                state.broadcast_P, hyper, parts)
 
 
 def step(grads_MxP: jax.Array, state: RuleState, theta_P: jax.Array,
          hyper: Hyper, *, step_count=0, worker_ids_M=None,
          num_workers: int | None = None, axis_name: str | None = None,
          parts: Parts | None = None, present_M: jax.Array | None = None,
-         admit: Callable | None = None
+         admit: Callable | None = None,
+         same_sample: SameSample | None = None
          ) -> tuple[jax.Array, RuleState, StepStats]:
   """One iteration k of the family (docs/algorithm.md, "One iteration"):
   the workers' stage (compress, decide), participation, the aggregate, the
@@ -279,9 +314,11 @@ def step(grads_MxP: jax.Array, state: RuleState, theta_P: jax.Array,
     present_M: bool, which local workers take part in this round
       (`laq_jax.participation`), or None: every one (nothing of partial
       participation is compiled in).
-    admit: with `present_M`, (sent_M, bits_M) -> bool, which local workers'
-      compute + upload end by the round's deadline (the loop builds it from
-      the network); the others are dropped from the round.
+    admit: with `present_M`, (sent_M, bits_M, grads_M) -> bool, which
+      local workers' compute + upload end by the round's deadline (the loop
+      builds it from the network); the others are dropped from the round.
+    same_sample: this step's samples and gradient function (`SameSample`),
+      for triggers that compare two gradients on one sample (LASG, CADA).
 
   Returns:
     (theta^{k+1}, state^{k+1}, per-worker StepStats).
@@ -292,7 +329,7 @@ def step(grads_MxP: jax.Array, state: RuleState, theta_P: jax.Array,
   if worker_ids_M is None:
     worker_ids_M = jnp.arange(num_local, dtype=jnp.int32)
   out = workers_stage(grads_MxP, state, hyper, step_count, worker_ids_M,
-                      num_workers, parts)
+                      num_workers, parts, same_sample)
   taken = None
   if present_M is not None:
     out, taken = participation_lib.mask_absent(out, state, present_M, admit)
@@ -310,6 +347,10 @@ def step(grads_MxP: jax.Array, state: RuleState, theta_P: jax.Array,
                                      parts)
   bits_down_M = jnp.broadcast_to(bits_down, out.stats.bits_M.shape).astype(
       jnp.int32)
+  # A worker the server selected before it computed (LASG-PS) downloaded
+  # theta^k, in full precision, at the start of the round; the others none.
+  pulled = jnp.where(out.stats.sent_M, jnp.int32(32 * theta_P.shape[-1]), 0)
+  bits_down_M = jnp.where(out.server_side, pulled, bits_down_M)
   if taken is not None:  # only the round's participants receive it
     bits_down_M = jnp.where(taken, bits_down_M, 0)
   stats = out.stats._replace(bits_down_M=bits_down_M)
@@ -346,11 +387,14 @@ class Rule(NamedTuple):
       states PER_WORKER too); the loop's Trace is its fields after the loss
       and the gradient norm. It must hold sent_M, bits_M and bits_down_M
       (the accounting every file reads, `laq_jax.record.RECORDED`).
+    same_sample: `step` takes `same_sample=` (a `SameSample`: this step's
+      samples, for triggers that take a second gradient on them).
   """
   init: Callable[..., NamedTuple]
   step: Callable[..., tuple[jax.Array, NamedTuple, NamedTuple]]
   worker_params: Callable[[NamedTuple, jax.Array], jax.Array] = worker_params
   stats_type: type = StepStats
+  same_sample: bool = False
 
 
 def _init(theta_P, num_workers, memory, hyper, *, parts=None) -> RuleState:
@@ -358,4 +402,4 @@ def _init(theta_P, num_workers, memory, hyper, *, parts=None) -> RuleState:
 
 
 # The LAQ family: every preset of `laq_jax.hyper.ALGORITHMS`.
-LAQ = Rule(init=_init, step=step)
+LAQ = Rule(init=_init, step=step, same_sample=True)

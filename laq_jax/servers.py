@@ -81,39 +81,61 @@ _unit = lambda a: (a >= 0) & (a < 1)
 _pos = lambda a: a > 0
 _P = parts_lib.Param
 
+
+def _momentum(doc: str) -> list[parts_lib.Param]:
+  return [_P('momentum', 0.9, check=_unit, allowed='a number in [0, 1)',
+             doc=doc)]
+
+
+def _moments(eps: float) -> list[parts_lib.Param]:
+  """b1, b2, eps of the Adam family (eps: its default)."""
+  return [_P('b1', 0.9, check=_unit, allowed='a number in [0, 1)',
+             doc='beta_1, the first moment\'s decay'),
+          _P('b2', 0.999, check=_unit, allowed='a number in [0, 1)',
+             doc='beta_2, the second moment\'s decay'),
+          _P('eps', eps, check=_pos, allowed='a finite number > 0',
+             doc='epsilon, added to sqrt(v) (on the SUM of the uploads)')]
+
+
+def cada_amsgrad(learning_rate, b1, b2, eps) -> optax.GradientTransformation:
+  """CADA's server (Chen, Guo, Sun, Yin 2021; the authors' code): AMSGrad
+  without bias correction, m <- b1 m + (1 - b1) g, v <- b2 v + (1 - b2) g^2,
+  vhat <- max(vhat, v) from vhat = 0 (so vhat starts at the first v),
+  theta <- theta - alpha m / (sqrt(vhat) + eps)."""
+  return optax.amsgrad(learning_rate, b1=b1, b2=b2, eps=eps,
+                       bias_correction_mu=False, bias_correction_nu=False)
+
+
 REGISTRY: parts_lib.PartRegistry = parts_lib.PartRegistry('server', [
     ('sgd', parts_lib.Part('server', 'sgd', sgd,
                            doc='theta - alpha * aggregate (the paper\'s step)')),
     ('momentum', optax_server(
         'momentum', lambda lr, momentum: optax.sgd(lr, momentum=momentum),
-        [_P('momentum', 0.9, check=_unit, allowed='a number in [0, 1)',
-            doc='beta, heavy-ball momentum (optax.sgd)')],
+        _momentum('beta, heavy-ball momentum (optax.sgd)'),
         doc='server momentum (FedAvgM: Hsu et al. 2019)')),
     ('nesterov', optax_server(
         'nesterov', lambda lr, momentum: optax.sgd(lr, momentum=momentum,
                                                    nesterov=True),
-        [_P('momentum', 0.9, check=_unit, allowed='a number in [0, 1)',
-            doc='beta, Nesterov momentum (optax.sgd)')],
+        _momentum('beta, Nesterov momentum (optax.sgd)'),
         doc='Nesterov momentum')),
     ('adam', optax_server(
         'adam', lambda lr, b1, b2, eps: optax.adam(lr, b1=b1, b2=b2, eps=eps),
-        [_P('b1', 0.9, check=_unit, allowed='a number in [0, 1)'),
-         _P('b2', 0.999, check=_unit, allowed='a number in [0, 1)'),
-         _P('eps', 1e-8, check=_pos, allowed='a finite number > 0')],
+        _moments(1e-8),
         doc='Adam (Kingma, Ba 2015); FedAdam\'s server (Reddi et al. 2021)')),
     ('amsgrad', optax_server(
         'amsgrad', lambda lr, b1, b2, eps: optax.amsgrad(lr, b1=b1, b2=b2,
                                                          eps=eps),
-        [_P('b1', 0.9, check=_unit, allowed='a number in [0, 1)'),
-         _P('b2', 0.999, check=_unit, allowed='a number in [0, 1)'),
-         _P('eps', 1e-8, check=_pos, allowed='a finite number > 0')],
-        doc='AMSGrad (Reddi, Kale, Kumar 2018); CADA\'s server')),
+        _moments(1e-8),
+        doc='AMSGrad (Reddi, Kale, Kumar 2018), with optax\'s bias '
+        'correction')),
     ('yogi', optax_server(
         'yogi', lambda lr, b1, b2, eps: optax.yogi(lr, b1=b1, b2=b2, eps=eps),
-        [_P('b1', 0.9, check=_unit, allowed='a number in [0, 1)'),
-         _P('b2', 0.999, check=_unit, allowed='a number in [0, 1)'),
-         _P('eps', 1e-3, check=_pos, allowed='a finite number > 0')],
+        _moments(1e-3),
         doc='Yogi (Zaheer et al. 2018); FedYogi\'s server')),
+    ('cada_amsgrad', optax_server(
+        'cada_amsgrad', cada_amsgrad, _moments(1e-7),
+        doc='AMSGrad without bias correction: CADA\'s server and its Adam '
+        'baseline (Chen, Guo, Sun, Yin 2021)')),
 ])
 # SERVERS: the registry's names (a server registered later is in it).
 __getattr__ = registry.names_attribute(__name__, SERVERS=REGISTRY)

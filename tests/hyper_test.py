@@ -24,6 +24,7 @@ class PresetTest(parameterized.TestCase):
       self.assertEqual(a.trigger, f['trigger'], name)
       self.assertEqual(a.error_feedback, f['error_feedback'], name)
       self.assertEqual(a.downlink, f['downlink'], name)
+      self.assertEqual(a.server, f['server'], name)
       self.assertEqual(a.lazy, f['trigger'] != 'eager', name)
       self.assertEqual(a.quantize, f['compressor'] == 'uniform', name)
 

@@ -247,12 +247,17 @@ class CsvTest(absltest.TestCase):
     time_s = rng.random(steps) * 0.1 + 0.3
     text = outputs.metrics_csv(rec(loss, grad, sent, bits, down, time_s),
                                2.5, accuracy_at, paper_reference=0.9)
-    self.assertEqual(text.splitlines()[0], ','.join(METRICS_COLUMNS))
+    # The fixed columns, then one per extra recorded field: the gradients
+    # the workers computed (empty: this record has none).
+    self.assertEqual(text.splitlines()[0], ','.join(METRICS_COLUMNS
+                                                    + ('grads',)))
+    self.assertEqual(outputs.metrics_columns(), METRICS_COLUMNS + ('grads',))
     self.assertEqual(text.splitlines()[-1].split(',')[1], 'inf')
     path = pathlib.Path(_tmp.name, 'metrics.csv')
     outputs.atomic_write(path, text)
     got = outputs.read_metrics(path)
-    self.assertEqual(tuple(got), METRICS_COLUMNS)
+    self.assertEqual(tuple(got), METRICS_COLUMNS + ('grads',))
+    self.assertTrue(np.isnan(got['grads']).all())  # the record has none
     np.testing.assert_array_equal(got['step'], np.arange(steps))
     np.testing.assert_array_equal(got['loss'], loss)  # exact: repr
     np.testing.assert_array_equal(got['residual'], loss - 2.5)

@@ -325,7 +325,7 @@ class GradientPartTest(absltest.TestCase):
     def doubled(setting):
       full = loop.full_batch_gradients(setting)
       def gradients(step, theta_P, at_P):
-        loss, grads = full(step, theta_P, at_P)
+        loss, grads, _ = full(step, theta_P, at_P)  # (no same-sample pair)
         return loss, 2 * grads
       return gradients
 

@@ -26,7 +26,8 @@ def arrays(num_steps, num_workers, seed=0, grid=None, with_time=True):
       bits_M=np.where(sent, rng.integers(1, 2**31 - 1, tm), 0).astype(
           np.int32),
       bits_down_M=rng.integers(0, 2**31 - 1, tm).astype(np.int32),
-      participants_M=rng.random(tm) < 0.9, dropped_M=rng.random(tm) < 0.1)
+      participants_M=rng.random(tm) < 0.9, dropped_M=rng.random(tm) < 0.1,
+      grads_M=rng.integers(0, 3, tm).astype(np.int32))
   if with_time:
     out.update(time_s=rng.random(t), slowest=rng.integers(0, num_workers, t),
                slowdown_M=1 + rng.random(tm))
@@ -179,7 +180,7 @@ class FieldsTest(absltest.TestCase):
     self.assertEqual([n for n in record_lib.RECORDED
                       if record_lib.per_worker(n)],
                      ['sent_M', 'bits_M', 'bits_down_M', 'slowdown_M',
-                      'participants_M', 'dropped_M'])
+                      'participants_M', 'dropped_M', 'grads_M'])
     self.assertEqual(record_lib.extras(),
                      record_lib.RECORDED[len(record_lib.STANDARD):])
 

@@ -60,10 +60,10 @@ def preset(name):
 
 
 def _member(minibatch, compressor, innovation, error_feedback, trigger,
-            downlink=False):
+            downlink=False, server='sgd'):
   return dict(minibatch=minibatch, compressor=compressor,
               innovation=innovation, error_feedback=error_feedback,
-              trigger=trigger, downlink=downlink)
+              trigger=trigger, downlink=downlink, server=server)
 
 
 # The family's presets (/work/shared/compressors.md, "Presets the field
@@ -87,6 +87,17 @@ FAMILY = {
     'clag': _member(False, 'top_k', True, False, 'clag'),
     # Two-way LAQ, Sun et al., TPAMI 2020: the broadcast is quantized too.
     'two_laq': _member(False, 'uniform', True, False, 'laq', downlink=True),
+    # LASG (Chen, Sun, Yin 2020) and CADA (Chen, Guo, Sun, Yin 2021):
+    # /work/shared/lasg-cada.md; their oracle is `run_lasg`.
+    **{f'lasg_{rule}{q}': _member(True, 'uniform' if q else 'identity',
+                                  bool(q), False, f'lasg_{rule}')
+       for rule in ('wk2', 'wk1', 'ps') for q in ('', '_laq')},
+    'cada1': _member(True, 'identity', False, False, 'cada_wk1',
+                     server='cada_amsgrad'),
+    'cada2': _member(True, 'identity', False, False, 'cada_wk2',
+                     server='cada_amsgrad'),
+    'cada_adam': _member(True, 'identity', False, False, 'eager',
+                         server='cada_amsgrad'),
 }
 
 
@@ -525,4 +536,137 @@ def run(x_mnd, y_mn, *, steps, alpha, bits, compressor='uniform',
                       'innovation', 'threshold', 'error')}
   out['theta'] = theta
   out['theta_hat'] = theta_hat.copy()
+  return out
+
+
+# ----------------------------------------------------------------------------
+# LASG and CADA (/work/shared/lasg-cada.md; the authors' code, sunyuejiao/lasg
+# and ChrisYZZ/CADA-master): a trigger that compares two gradients on the
+# SAME sample, written from the contract, loop by loop, in the suite's units
+# (g_m the mean over the worker's sample, the server steps with the sum).
+
+LASG_TRIGGERS = ('eager', 'lasg_wk2', 'lasg_wk1', 'lasg_ps', 'cada_wk2',
+                 'cada_wk1')
+
+
+def run_lasg(x_mnd, y_mn, *, steps, alpha, trigger, batches=None,
+             quantized=False, bits=4, server='sgd', lam=0.01, memory=10,
+             xi=1.0, c_e=0.0, c_0=0.0, tbar=49, L=10.0, c=0.05, b1=0.9,
+             b2=0.999, eps=1e-7, classes=10, model='logreg', hidden=None,
+             theta0=None):
+  """`steps` iterations of LASG-WK1/WK2/PS or CADA1/2 (or an eager worker
+  under either server).
+
+  Args:
+    trigger: one of LASG_TRIGGERS.
+    batches: batches[k][m], worker m's minibatch at step k (None: shards).
+    quantized: LAQ's quantizer on the innovation g - Qhat_m (b = `bits`),
+      its error terms c_e (e + ehat) in the WK rules' right-hand side.
+    server: 'sgd' (theta - alpha sum_m Qhat_m) or 'cada_amsgrad' (AMSGrad
+      without bias correction on that sum, vhat from 0, eps outside the
+      root).
+    xi, c_e, c_0, tbar: the LAG/LAQ right-hand side's weights and the
+      forced upload after tbar skips (WK2, PS) / the snapshot every tbar + 1
+      steps (WK1); L: PS's weight; c: CADA's absolute threshold per
+      history term.
+
+  Returns:
+    As `run`, plus grads [T, M] (gradients each worker computed).
+  """
+  dtype = x_mnd.dtype
+  dt = dtype.type
+  if trigger not in LASG_TRIGGERS:
+    raise ValueError(trigger)
+  m_workers, _, dim = x_mnd.shape
+  p = num_params(model, dim, classes, hidden)
+  theta = (np.zeros(p, dtype) if theta0 is None else
+           np.array(theta0, dtype))
+  alpha, xi, c_e, c_0, L, c = map(dt, (alpha, xi, c_e, c_0, L, c))
+  loss_and_grad = lambda th, x, y: shard_loss_and_grad(th, x, y, dt(lam),
+                                                       classes, model, hidden)
+  qhat = np.zeros((m_workers, p), dtype)
+  ehat = np.zeros(m_workers, dtype)
+  clock = np.full(m_workers, np.inf)  # never uploaded: forced at k = 0
+  stale = np.tile(theta, (m_workers, 1))  # thetahat_m (WK2, PS), snapshot (WK1)
+  dhat = np.zeros((m_workers, p), dtype)  # WK1's deltahat_m
+  since = np.zeros(m_workers, int)  # WK1: steps since the snapshot
+  mom, vel, vmax = (np.zeros(p, dtype) for _ in range(3))
+  agg = np.zeros(p, dtype)
+  hist = np.zeros(memory, dtype)
+  rows = []
+  for k in range(steps):
+    row = dict(loss=dt(0), sent=np.zeros(m_workers, bool),
+               bits=np.zeros(m_workers, np.int64),
+               bits_down=np.full(m_workers, 32 * p, np.int64),
+               grads=np.ones(m_workers, np.int64),
+               **{n: np.zeros(m_workers, dtype)
+                  for n in ('innovation', 'threshold', 'error')})
+    rhs_hist = (xi / memory) * np.sum(hist) / (alpha**2 * m_workers**2)
+    for m in range(m_workers):
+      f_m, g = loss_and_grad(theta, x_mnd[m], y_mn[m])
+      row['loss'] += f_m
+      xs, ys = x_mnd[m], y_mn[m]
+      if batches is not None:
+        xs, ys = xs[batches[k][m]], ys[batches[k][m]]
+        _, g = loss_and_grad(theta, xs, ys)
+      if quantized:
+        q, _ = quantize(g, qhat[m], bits)
+        cost = bits * p + 32
+      else:
+        q, cost = g, 32 * p
+      e = np.sum((q - g)**2)
+      second = lambda th: loss_and_grad(th, xs, ys)[1]  # the same sample
+      rhs = rhs_hist + c_e * (e + ehat[m]) + c_0
+      if trigger.startswith('cada'):
+        rhs = c * np.sum(hist)
+      if trigger == 'eager':
+        lhs, upload = np.sum((q - qhat[m])**2), True
+      elif trigger in ('lasg_wk2', 'cada_wk2'):
+        forced = clock[m] >= tbar
+        lhs = np.sum((g - second(stale[m]))**2)
+        upload = forced or lhs >= rhs
+        row['grads'][m] = 1 if forced else 2
+        if upload:
+          stale[m] = theta
+      elif trigger in ('lasg_wk1', 'cada_wk1'):
+        since[m] += 1
+        refresh = since[m] > tbar
+        delta = g - second(stale[m])
+        lhs = np.sum((delta - dhat[m])**2)
+        upload = refresh or lhs >= rhs or clock[m] == np.inf
+        row['grads'][m] = 1 if refresh else 2
+        if refresh:
+          stale[m], dhat[m], since[m] = theta, 0, 0
+        elif upload:
+          dhat[m] = delta
+      else:  # lasg_ps: the server selects before the worker computes
+        rhs = rhs_hist + c_0
+        lhs = L * np.sum((theta - stale[m])**2)
+        upload = lhs >= rhs or clock[m] >= tbar
+        row['grads'][m] = int(upload)
+        row['bits_down'][m] = 32 * p if upload else 0  # theta^k, pulled
+        if upload:
+          stale[m] = theta
+      if upload:
+        agg += q - qhat[m]
+        qhat[m], ehat[m], clock[m] = q, e, 0
+        row['sent'][m], row['bits'][m] = True, cost
+      else:
+        clock[m] += 1
+      row['innovation'][m], row['threshold'][m], row['error'][m] = lhs, rhs, e
+    if server == 'sgd':
+      new_theta = theta - alpha * agg
+    else:
+      mom = dt(b1) * mom + (1 - dt(b1)) * agg
+      vel = dt(b2) * vel + (1 - dt(b2)) * agg**2
+      vmax = np.maximum(vmax, vel)
+      new_theta = theta - alpha * mom / (np.sqrt(vmax) + dt(eps))
+    hist = np.concatenate([[np.sum((new_theta - theta)**2)], hist[:-1]]
+                          ).astype(dtype)
+    theta = new_theta
+    rows.append(row)
+  out = {n: np.array([r[n] for r in rows])
+         for n in ('loss', 'sent', 'bits', 'bits_down', 'grads', 'innovation',
+                   'threshold', 'error')}
+  out['theta'] = theta
   return out

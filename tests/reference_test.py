@@ -177,9 +177,10 @@ class OracleModelTest(parameterized.TestCase):
       a = lj.ALGORITHMS[name]
       self.assertEqual(
           (a.stochastic, a.compressor, a.innovation, a.error_feedback,
-           a.trigger, a.downlink),
+           a.trigger, a.downlink, a.server),
           (f['minibatch'], f['compressor'], f['innovation'],
-           f['error_feedback'], f['trigger'], f['downlink']), name)
+           f['error_feedback'], f['trigger'], f['downlink'], f['server']),
+          name)
     self.assertEqual(reference.COMPRESSORS, lj.COMPRESSORS)
 
   def test_mlp_needs_theta0(self):

@@ -103,8 +103,8 @@ class LayoutTest(absltest.TestCase):
                       'error_MxP', 'parts_M'))
     self.assertEqual(sharding.per_worker_fields(lj.Trace),
                      ('sent_M', 'bits_M', 'bits_down_M', 'innovation_M',
-                      'threshold_M', 'error_M', 'dropped_M', 'slowdown_M',
-                      'participants_M'))
+                      'threshold_M', 'error_M', 'dropped_M', 'grads_M',
+                      'slowdown_M', 'participants_M'))
     # Every field whose leading axis is the workers' is in PER_WORKER.
     # (With a stateful server: the parts' state fields are not empty.)
     spec = lj.RunSpec(lj.get_problem('logreg', 4, 3), 5,

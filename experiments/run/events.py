@@ -111,7 +111,8 @@ class Events:
     loss_T = np.asarray(record.loss, np.float64)
     grad_T = np.asarray(record.grad_norm_sq, np.float64)
     extras = {n: np.asarray(record.per_step(n), np.float64)
-              for n in record_lib.extras()}
+              for n in record_lib.extras()
+              if record.fields[n] is not None}
     count = len(loss_T)
     for t in range(count):
       step = first_step + t
@@ -129,7 +130,8 @@ class Events:
       if timed:
         values += [('network/time_s', time_T[t]),
                    ('network/cum_time_s', cumulative[t, 3])]
-      values += [(f'trace/{n}', x[t]) for n, x in extras.items()]
+      values += [(f'trace/{n.removesuffix("_M")}', x[t])
+                 for n, x in extras.items()]
       self._add_summary(summary_pb2.Summary(value=[
           summary_pb2.Summary.Value(tag=tag, simple_value=float(v))
           for tag, v in values]), step)

@@ -37,7 +37,7 @@ METRICS_COLUMNS = ('step', 'loss', 'residual', 'paper_residual',
                    'test_accuracy', 'time_s', 'cum_time_s', 'slowest')
 # Integer columns of metrics.csv (the others are floats).
 INT_COLUMNS = ('step', 'uploads', 'bits', 'bits_down', 'cum_uploads',
-               'cum_bits', 'cum_bits_down', 'slowest')
+               'cum_bits', 'cum_bits_down', 'slowest', 'grads')
 FIGURES = {'iterations': 'loss_vs_iterations.png',
            'uploads': 'loss_vs_uploads.png',
            'bits': 'loss_vs_bits.png',
@@ -144,8 +144,10 @@ def parse_cell(text: str):
 
 def metrics_columns() -> tuple[str, ...]:
   """metrics.csv's header: METRICS_COLUMNS, then one column per extra
-  recorded field (`laq_jax.record.extras()`)."""
-  return METRICS_COLUMNS + record_lib.extras()
+  recorded field (`laq_jax.record.extras()`; a per-worker one summed over
+  the workers, named without its _M: grads_M -> grads)."""
+  return METRICS_COLUMNS + tuple(n.removesuffix('_M')
+                                 for n in record_lib.extras())
 
 
 def metrics_csv(record: record_lib.Record, fstar: float | None,
@@ -179,7 +181,8 @@ def metrics_csv(record: record_lib.Record, fstar: float | None,
         cell(accuracy_at.get(k)),
         *((value(record.time_s[k]), value(record.cum_time_s[k]),
            int(record.slowest[k])) if timed else ('', '', '')),
-        *(value(x[k]) for x in extras)])
+        *('' if x is None else int(x[k]) if x.dtype.kind in 'iu'
+          else value(x[k]) for x in extras)])
   return out.getvalue()
 
 
