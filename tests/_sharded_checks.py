@@ -51,6 +51,9 @@ BASE = {'laq': dict(step_size=0.02, bits=4, network='mobile'),
         'slaq': dict(step_size=0.008, bits=3, err_weight=1.5,
                      threshold_offset=0.2, network='mobile')}
 BASE['ssgd'] = dict(BASE['slaq'], **{'rand_p.keep_prob': 0.25})
+# LASG: a forced upload after 9 skips, a threshold that both fires and not.
+BASE['lasg_wk2'] = dict(step_size=0.01, max_staleness=9, xi=0.2,
+                        network='mobile', **{'lasg_ps.L': 40.0})
 
 
 def compare(ref, got, steps, tol=TOL):
@@ -68,7 +71,7 @@ def compare(ref, got, steps, tol=TOL):
   # The round's simulated time: from the bits and the stragglers' keys
   # (seed, step, global worker), so the same bits in every layout.
   for field in ('bits_M', 'bits_down_M', 'time_s', 'slowest', 'slowdown_M',
-                'participants_M', 'dropped_M'):
+                'participants_M', 'dropped_M', 'grads_M'):
     if not np.array_equal(getattr(ref, field), getattr(got, field)):
       problems.append(f'{field} differ')
   for field in ('loss', 'grad_norm_sq', 'innovation_M', 'threshold_M',
@@ -198,7 +201,6 @@ CASES = {
          [dict(bits=3), dict(bits=4, step_size=0.01), dict(xi=0.2, seed=1)]),
     ],
     2: [
-        ('slaq-logreg-M10', 'slaq', 'logreg', 10, 30),
         # Partial participation: every device draws every client's flag.
         ('slaq-logreg-M10-4-per-round-drop', 'slaq', 'logreg', 10, 30, 16,
          None, None, dict(clients_per_round=4, absent='drop')),
@@ -207,24 +209,23 @@ CASES = {
          None, None, dict(participation=0.7, deadline_s=0.4), None, False,
          True),
         # A long convex LAQ run: the same uploads at every one of 400 steps.
-        ('laq-logreg-M10-long', 'laq', 'logreg', 10, 400, 16, None, 100),
         ('laq-logreg-M10-long-fast-layout', 'laq', 'logreg', 10, 400, 16,
          None, 100, None, None, True),
         ('ssgd-qsgd-logreg-M10-grid', 'ssgd', 'logreg', 10, 20, 16, None,
          None, None, ('qsgd', 'ssgd', 'slaq', 'terngrad', 'topk_ef',
                       'ef_signsgd')),
-        ('family-full-batch-M10-grid', 'laq', 'logreg', 10, 20, 16, None,
-         None, None, ('ef21', 'clag', 'two_laq', 'laq')),
         ('family-full-batch-M10-grid-fast-layout', 'laq', 'logreg', 10, 20,
-         16, None, 10, None, ('gd', 'ef21', 'two_laq', 'laq'), True),
+         16, None, 10, None, ('gd', 'ef21', 'clag', 'two_laq', 'laq'), True),
         # hidden=200 (159,010 parameters): 8 bits, or the quantization error
         # term of the trigger keeps every worker silent in the first steps.
         ('laq-mlp200-M10-chunked', 'laq', 'mlp', 10, 12, 200, None, 4,
          dict(bits=8)),
         ('slaq-logreg-M10-grid', 'slaq', 'logreg', 10, 20, 16,
          [dict(seed=0), dict(seed=2, bits=4)]),
-        ('laq-logreg-M10-half-participate', 'laq', 'logreg', 10, 30, 16,
-         None, None, dict(participation=0.5)),
+        # LASG's same-sample pairs and per-worker thetahat / snapshots, and
+        # PS's idle workers, split over the devices.
+        ('lasg-mlp16-M10-grid', 'lasg_wk2', 'mlp', 10, 25, 16, None, None,
+         None, ('lasg_wk2', 'lasg_wk1', 'lasg_ps', 'lasg_wk2_laq')),
         ('laq-logreg-M10-unequal-fast-layout', 'laq', 'logreg', 10, 30, 16,
          None, None, None, None, True, True),
     ],

@@ -90,8 +90,17 @@ def near_miss(draw, names):
 IDENTIFIER = st.from_regex(r'\A[a-z][a-z0-9_]{0,12}\Z', fullmatch=True)
 
 
+def _nested_fields() -> tuple[str, ...]:
+  """The nested groups' fields: every part's own parameters (LASG's L,
+  CADA's c, the servers' b1, b2, eps, ...) and the network's."""
+  from laq_jax import hyper as hyper_lib  # pylint: disable=g-import-not-at-top
+  from laq_jax import parts as parts_lib  # pylint: disable=g-import-not-at-top
+  return (tuple(f'params.{k}' for k in parts_lib.param_keys())
+          + tuple(f for f in hyper_lib.DEFAULTS if '.' in f))
+
+
 def field_names(sweep: bool):
-  names = _config_fields(sweep)
+  names = _config_fields(sweep) + _nested_fields()
   nested = st.one_of(
       st.builds(lambda a: f'sweep.{a}', st.one_of(
           st.sampled_from(('bits', 'xi', 'algo', 'step_size', 'seed')),

@@ -6,11 +6,13 @@ devices (M = 8 and 16), and 2 devices for M = 10 (with partial participation,
 deadlines and clients of unequal sizes). In float64 on real
 MNIST, for laq and slaq, logistic regression and the MLP (hidden 16 and 200),
 single runs, chunked runs and grids (one over the paper's QSGD and SSGD,
-whose random draws come from (seed, step, worker)), and a 400-step convex
-LAQ run on shards with quantizer ties, the devices path must upload exactly
-when the vmap path (`laq_jax.run_chunk`) does and give the same losses and
-trigger statistics to 1e-10, and on the fast layout of full-batch logistic
-regression (also a 400-step run) the same bits in every field (slow tier).
+whose random draws come from (seed, step, worker)), LASG's presets (the
+same-sample pairs, per-worker state, PS's idle workers), the devices path
+must upload exactly when the vmap path (`laq_jax.run_chunk`) does and give
+the same losses and trigger statistics to 1e-10, and on the fast layout of
+full-batch logistic regression (a 400-step convex LAQ run on shards with
+quantizer ties, a grid of the full-batch family) the same bits in every
+field (slow tier).
 The layout rules run in-process.
 """
 

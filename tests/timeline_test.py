@@ -137,6 +137,33 @@ class InTheRunTest(absltest.TestCase):
     np.testing.assert_array_equal(replayed['time_s'], m['time_s'])
     self.assertTrue((where / 'loss_vs_time.png').is_file())
 
+  @pytest.mark.slow
+  def test_lasg_runs_replay_with_their_gradients_and_downloads(self):
+    # WK2 computes two gradients a step (one when forced); PS's server
+    # selects who computes, and only they download theta^k: the run keeps
+    # grads.npy and bits_down.npy, and the replay on the run's own network
+    # gives its times exactly (on another, what that network would take).
+    import configs  # pylint: disable=g-import-not-at-top
+    from experiments.run import train  # pylint: disable=g-import-not-at-top
+    for algo in ('lasg_wk2', 'lasg_ps'):
+      where = pathlib.Path(tempfile.mkdtemp(prefix=f'laq_{algo}_'))
+      config = configs.load('mnist_logreg', f'tiny,algo={algo},batch_size=10,'
+                            'network.profile=mobile,max_staleness=9,xi=0.2')
+      train.train_and_evaluate(config, where)
+      m = outputs.read_metrics(where / 'metrics.csv')
+      grads = np.load(where / outputs.GRADS_FILE)
+      down = np.load(where / outputs.BITS_DOWN_FILE)
+      np.testing.assert_array_equal(grads.sum(1), m['grads'])
+      np.testing.assert_array_equal(down.sum(1), m['bits_down'])
+      if algo == 'lasg_wk2':
+        self.assertTrue(set(np.unique(grads)) == {1, 2})
+      else:
+        self.assertTrue((grads == 0).any() and (grads == 1).any())
+        np.testing.assert_array_equal(down, np.where(grads > 0, 32 * P, 0))
+      replayed = replay.time_run(replay.load(where), 'mobile', {})
+      np.testing.assert_allclose(replayed['time_s'], m['time_s'],
+                                 rtol=1e-12)
+
 
 if __name__ == '__main__':
   absltest.main()

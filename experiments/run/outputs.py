@@ -49,9 +49,15 @@ GRAD_NORM_FIGURES = {'iterations': 'grad_norm_vs_iterations.png',
 RASTER_FIGURE = 'upload_raster.png'
 SLOWDOWN_FILE = 'slowdown.npy'  # only for a network with stragglers
 PARTICIPANTS_FILE = 'participants.npy'
+# Only for a run whose workers did not all take one gradient every step
+# (LASG's and CADA's pairs, LASG-PS, absent clients): the gradients each
+# took, and the bits each downloaded (PS: theta^k to the selected alone).
+GRADS_FILE = 'grads.npy'
+BITS_DOWN_FILE = 'bits_down.npy'
 PARTICIPATION_FIGURE = 'participation_raster.png'  # partial participation
 RUN_FILES = ('config.json', 'metrics.csv', 'uploads.npy', 'bits.npy',
-             SLOWDOWN_FILE, PARTICIPANTS_FILE, PARTICIPATION_FIGURE,
+             SLOWDOWN_FILE, PARTICIPANTS_FILE, GRADS_FILE, BITS_DOWN_FILE,
+             PARTICIPATION_FIGURE,
              'summary.json',
              *FIGURES.values(), *GRAD_NORM_FIGURES.values(), RASTER_FIGURE)
 CHECKPOINT_DIR = 'checkpoints'

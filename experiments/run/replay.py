@@ -106,8 +106,14 @@ def load(workdir) -> dict[str, Any]:
   if participants is not None:  # the broadcast went to the participants
     down = np.asarray(run.metrics['bits_down'], np.float64)[:, None] * (
         participants / np.maximum(participants.sum(1, keepdims=True), 1))
+  # The gradients each worker took, and what each downloaded, where they
+  # were not one and the broadcast (LASG, CADA, LASG-PS).
+  grads = pathlib.Path(workdir) / outputs.GRADS_FILE
+  grads = np.load(grads) if grads.is_file() else None
+  if grads is not None:
+    down = np.load(pathlib.Path(workdir) / outputs.BITS_DOWN_FILE)
   return {'run': run, 'bits': bits, 'bits_down': down,
-          'participants': participants}
+          'participants': participants, 'grads': grads}
 
 
 def time_run(loaded: dict, network_name: str, overrides: dict,
@@ -130,6 +136,7 @@ def time_run(loaded: dict, network_name: str, overrides: dict,
   times = network.replay(net, flops_M, loaded['bits'],
                          loaded['bits_down'], seed=int(config['seed']),
                          participants_TxM=loaded.get('participants'),
+                         grads_TxM=loaded.get('grads'),
                          num_params=num_params).time_s
   cum = np.cumsum(times)
   target = summary.get('target_iteration')

@@ -173,6 +173,11 @@ def write_files(config, workdir: pathlib.Path, ran: Ran,
     outputs.write_npy(workdir / outputs.SLOWDOWN_FILE, rec.slowdown_M)
   if rec.participants_M is not None:
     outputs.write_npy(workdir / outputs.PARTICIPANTS_FILE, rec.participants_M)
+  grads = rec.fields.get('grads_M')
+  if grads is not None and np.any(grads != 1):
+    outputs.write_npy(workdir / outputs.GRADS_FILE, grads.astype(np.int32))
+    outputs.write_npy(workdir / outputs.BITS_DOWN_FILE,
+                      rec.bits_down_M.astype(np.int64))
   loss_K, grad_norm_K = rec.loss, rec.grad_norm_sq
   uploads_K, bits_K, bits_down_K = rec.uploads, rec.bits, rec.bits_down
   # Figures skip non-finite points (NaN leaves a gap; inf breaks log axes).
