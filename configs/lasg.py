@@ -51,6 +51,9 @@ LASG_QUANTIZED = dict(LASG, bits=6, err_weight=3.0)
 CADA = dict(step_size=5e-4, max_staleness=49, xi_schedule='')
 CADA_PARAMS = {'cada_amsgrad': {'eps': 1e-7}, 'cada_wk1': {'c': 0.05},
                'cada_wk2': {'c': 0.05}}
+# The follow-ups' presets: their own study, not the compressor family's.
+PRESETS = ('lasg_wk2', 'lasg_wk1', 'lasg_ps', 'lasg_wk2_laq', 'lasg_wk1_laq',
+           'lasg_ps_laq', 'cada1', 'cada2', 'cada_adam')
 NETWORK_ALGOS = ('sgd', 'slaq', 'lasg_wk2', 'lasg_wk1', 'lasg_ps',
                  'lasg_wk2_laq', 'lasg_wk1_laq', 'lasg_ps_laq', 'cada1',
                  'cada2', 'cada_adam')

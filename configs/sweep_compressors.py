@@ -5,7 +5,8 @@ r"""Every preset of the family as one sweep: two compiled programs.
     python -m experiments.sweep --config=configs/sweep_compressors.py:tiny \
         --workdir=runs/sweep_compressors_tiny      # seconds
 
-The grid's `algo` axis holds all 17 presets of `laq_jax.ALGORITHMS`; the
+The grid's `algo` axis holds the family's 17 presets of
+`laq_jax.ALGORITHMS` (LASG and CADA: configs/lasg.py); the
 full-batch ones and the minibatch ones run as two programs (their gradients
 differ), everything else they differ in (compressor, what it compresses,
 error feedback, trigger, the broadcast's bits, the settings) is data. Each
@@ -31,10 +32,15 @@ import ml_collections
 
 from configs import compressors
 from configs import default
+from configs import lasg
 from laq_jax.hyper import ALGORITHMS
 
-FULL = tuple(a for a in ALGORITHMS if not ALGORITHMS[a].stochastic)
-MINIBATCH = tuple(a for a in ALGORITHMS if ALGORITHMS[a].stochastic)
+# The compressor family (/work/shared/compressors.md): every built-in preset
+# but the LAQ authors' follow-ups, LASG and CADA, which have their own study
+# (configs/lasg.py); a preset registered from user code joins.
+FAMILY = tuple(a for a in ALGORITHMS if a not in lasg.PRESETS)
+FULL = tuple(a for a in FAMILY if not ALGORITHMS[a].stochastic)
+MINIBATCH = tuple(a for a in FAMILY if ALGORITHMS[a].stochastic)
 # The minibatch presets' own settings (grid data, not the config's).
 MINIBATCH_SETTINGS = {k: v for k, v in compressors.MINIBATCH.items()
                       if k in ('step_size', 'bits', 'err_weight',

@@ -7,6 +7,7 @@ import pathlib
 import re
 import subprocess
 import sys
+import unittest.mock
 
 from absl.testing import absltest
 import pytest
@@ -43,6 +44,45 @@ class BeatsLaqTest(absltest.TestCase):
             'e': row(100, loss=2.0)}   # a tie: does not
     got = [a for a, _ in family_report.beats_laq(rows, False, 'slaq')]
     self.assertEqual(got, ['a', 'b'])
+
+  def test_a_run_that_ran_away_is_no_benchmark(self):
+    # SLAQ on the minibatch network at Algorithm 1's reading: the fewest
+    # bits and a final loss of 1.08e7 from 2.3 (docs/compressors/REPORT.md
+    # used to say "None beat SLAQ here").
+    away = dict(row(10, loss=1.08e7), initial_loss=2.3)
+    self.assertTrue(family_report.ran_away(away))
+    self.assertTrue(family_report.ran_away(dict(row(10, loss=None),
+                                                initial_loss=2.3)))
+    self.assertTrue(family_report.ran_away(dict(row(10, loss=1.0),
+                                                initial_loss=2.3,
+                                                diverged=True)))
+    self.assertFalse(family_report.ran_away(dict(row(10, loss=0.5),
+                                                 initial_loss=2.3)))
+    # A preset that ran away beats nobody either.
+    rows = {'slaq': dict(row(100, loss=2.0), initial_loss=2.3),
+            'sign': dict(row(10, loss=3.0), initial_loss=2.3)}
+    self.assertEqual(family_report.beats_laq(rows, False, 'slaq'), [])
+    # The section says so in place of "None beat SLAQ here".
+    info = dict(num_points=2, num_iters=10, precision='float32',
+                dataset='mnist', test_set='MNIST test set', wall_time_s=1.0,
+                programs_compiled=1)
+    study = family_report.Study('mlp', 'MLP', {}, False)
+    rows = {'full': {'laq': dict(row(5, loss=1.0), initial_loss=2.0,
+                                 total_bits_down=0, final_test_accuracy=0.9)},
+            'minibatch': {
+                'slaq': dict(row(5, loss=1.08e7), initial_loss=2.3,
+                             total_bits_down=0, final_test_accuracy=0.1141),
+                'sgd': dict(row(50, loss=0.5), initial_loss=2.3,
+                            total_bits_down=0, final_test_accuracy=0.9)}}
+    with unittest.mock.patch.object(family_report, '_table',
+                                    return_value='(table)'):
+      text = '\n'.join(family_report.study_section(
+          study, rows, {'full': info, 'minibatch': info}, 'f.png'))
+    self.assertIn('SLAQ ran away here: final loss 1.080e+07 against the '
+                  '2.300e+00 it started from, test accuracy 11.41%', text)
+    self.assertNotIn('None beat SLAQ', text)
+    self.assertIn('Left out, as they ran away (diverged, or ended above their '
+                  'initial loss): slaq.', text)
 
   def test_pareto_presets(self):
     rows = {'x': dict(row(100, loss=2.0), total_bits_down=0),

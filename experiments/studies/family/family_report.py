@@ -19,6 +19,8 @@ import math
 import pathlib
 from typing import NamedTuple, Sequence
 
+import numpy as np
+
 from configs import compressors as compressors_config
 from experiments.run import outputs
 from experiments.run.markdown import fmt, table
@@ -57,8 +59,22 @@ def load_rows(workdir: pathlib.Path, study: Study) -> dict[str, dict] | None:
       return None
     rows = [{k: outputs.parse_cell(v) for k, v in row.items()}
             for row in outputs.read_results(path / 'results.csv')]
+    # Each point's first logged loss (where it started), for `ran_away`.
+    with np.load(path / 'curves.npz') as curves:
+      for row, loss_T in zip(rows, curves['loss']):
+        finite = loss_T[np.isfinite(loss_T)]
+        row['initial_loss'] = float(finite[0]) if finite.size else None
     out[kind] = {r['algo']: r for r in rows}
   return out
+
+
+def ran_away(row: dict) -> bool:
+  """A run that diverged (a non-finite loss) or ended above the loss it
+  started from: reported as such, never anyone's benchmark to beat."""
+  final, start = row.get('final_loss'), row.get('initial_loss')
+  if row.get('diverged') or final is None or not math.isfinite(final):
+    return True
+  return start is not None and final > start
 
 
 def _lower(row: dict, convex: bool) -> float:
@@ -79,7 +95,7 @@ def beats_laq(rows: dict[str, dict], convex: bool, lazy: str
   ours = rows[lazy]
   out = []
   for algo, row in rows.items():
-    if algo == lazy:
+    if algo == lazy or (not convex and ran_away(row)):
       continue
     if convex and ours['target_bits'] is not None:
       if row['target_bits'] is not None and (
@@ -143,7 +159,9 @@ def figure(study: Study, rows: dict[str, dict], workdir: pathlib.Path
 
 def _settings_section() -> list[str]:
   rows = []
-  for name, a in hyper_lib.ALGORITHMS.items():
+  from configs import sweep_compressors  # pylint: disable=g-import-not-at-top
+  for name in sweep_compressors.FAMILY:
+    a = hyper_lib.ALGORITHMS[name]
     kind = 'minibatch' if a.stochastic else 'full batch'
     parts = [a.compressor, 'innovation' if a.innovation else 'gradient',
              a.trigger]
@@ -206,6 +224,17 @@ def study_section(study: Study, rows: dict[str, dict],
                 f'{info["target_residual"]:g} (f* = '
                 f'{info["fstar"][0]["fstar"]:.12g}).', '']
     lines += [_table(rows[kind], COLUMNS, convex), '']
+    ours = rows[kind][lazy]
+    if not convex and ran_away(ours):
+      lines += [f'{lazy.upper()} ran away here: final loss '
+                f'{fmt(ours["final_loss"], "sci")} against the '
+                f'{fmt(ours["initial_loss"], "sci")} it started from, test '
+                f'accuracy {fmt(ours["final_test_accuracy"], "pct")}. A run '
+                'that diverged or ended above its initial loss is no '
+                'benchmark: nothing is compared with it.', '']
+      lines += [f'Wall time {info["wall_time_s"]:.0f} s, '
+                f'{info["programs_compiled"]} program(s) compiled.', '']
+      continue
     better = beats_laq(rows[kind], convex, lazy)
     if convex and rows[kind][lazy]['target_bits'] is not None:
       rule = (f'reached the target with fewer uplink bits than '
@@ -224,10 +253,15 @@ def study_section(study: Study, rows: dict[str, dict],
   everything = {a: r for kind_rows in rows.values()
                 for a, r in kind_rows.items()}
   convex = all(r['final_residual'] is not None for r in everything.values())
-  front = pareto_presets(everything, convex)
+  away = [a for a, r in everything.items() if not convex and ran_away(r)]
+  front = pareto_presets({a: r for a, r in everything.items()
+                          if a not in away}, convex)
   lines += [f'On the Pareto front of total bits (up + down) against the '
             f'final {"residual" if convex else "loss"}, over both kinds: '
-            + ', '.join(f'**{a}**' for a in front) + '.', '',
+            + ', '.join(f'**{a}**' for a in front) + '.'
+            + (' Left out, as they ran away (diverged, or ended above their '
+               'initial loss): ' + ', '.join(away) + '.' if away else ''),
+            '',
             f'![{study.name}: bits against quality]({figure_path})', '']
   return lines
 
@@ -245,8 +279,10 @@ def report(studies: Sequence[Study], workdir: pathlib.Path, quick: bool,
   """
   lines = ['# The communication-efficient family on the LAQ paper\'s problems'
            + (' — quick budget' if quick else ''), '',
-           f'Produced by `{command}` (laq-jax). Every preset of '
-           '`laq_jax.ALGORITHMS` runs on the same data, M = 10 workers in '
+           f'Produced by `{command}` (laq-jax). Every preset of the family '
+           '(`laq_jax.ALGORITHMS` but the LAQ authors\' follow-ups LASG and '
+           'CADA, which configs/lasg.py runs) runs on the same data, M = 10 '
+           'workers in '
            'file order; full-batch and minibatch presets are two compiled '
            'programs per problem. Every number is read from the sweeps\' '
            'results.csv (simulated time from their curves.npz); which '
