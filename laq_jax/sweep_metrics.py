@@ -123,7 +123,10 @@ def curve_arrays(result, *, max_upload_elements: int = 10**8
     simulated seconds on the point's network) and slowest [G,T], and with
     them slowdown [G,T,M] (the stragglers' factors) under the same element
     limit; participants and dropped [G,T,M] bool (who took part, who the
-    deadline cut) under the same limit, when some client was absent; and one
+    deadline cut) under the same limit, when some client was absent; grads
+    [G,T,M] int32 and bits_down [G,T,M] int64 (the gradients each worker
+    took, the bits each downloaded) under the same limit, when some worker
+    did not take exactly one; and one
     [G] array per GRID_KEYS key (algo as strings; None
     values, such as a network field left at its profile's, as NaN), named
     grid_KEY where KEY is also a curve's name (grid_bits: each point's b).
@@ -155,6 +158,13 @@ def curve_arrays(result, *, max_upload_elements: int = 10**8
     value = getattr(record, field, None)
     if small and value is not None and not record.participants_M.all():
       out[name] = np.asarray(value, bool)
+  # The gradients each worker took and the bits each downloaded, where some
+  # worker did not take exactly one (LASG's and CADA's pairs, LASG-PS's
+  # idle workers, absent clients): what the replay needs besides bits.
+  grads = record.fields.get('grads_M')
+  if small and grads is not None and np.any(grads != 1):
+    out['grads'] = np.asarray(grads, np.int32)
+    out['bits_down'] = np.asarray(record.bits_down_M, np.int64)
   # A grid key named like a curve (bits: b) is kept as grid_KEY.
   out.update({(f'grid_{k}' if k in out else k): v for k, v in
               columns([dict(p) for p in result.points]).items()})
