@@ -1,0 +1,43 @@
+r"""The LASG/CADA report from finished sweeps of configs/lasg.py.
+
+    python -m experiments.sweep --config=configs/lasg.py:network \
+        --workdir=runs/lasg/network
+    python -m experiments.lasg --sweeps=runs/lasg/network \
+        --out=docs/lasg/REPORT.md
+
+`--sweeps` lists finished sweep folders (each one compiled program); the
+report (experiments/studies/lasg/report.py) tabulates each: uploads, bits,
+gradients computed, final loss against the initial one, test accuracy and
+the simulated seconds on the three network profiles.
+"""
+
+import pathlib
+import sys
+
+from absl import app
+from absl import flags
+
+FLAGS = flags.FLAGS
+flags.DEFINE_list('sweeps', None, 'Finished sweep folders of configs/lasg.py.')
+flags.DEFINE_string('out', None, 'Where REPORT.md goes.')
+flags.mark_flags_as_required(['sweeps', 'out'])
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f'unexpected arguments: {" ".join(argv[1:])}')
+  from experiments.studies.lasg import report  # pylint: disable=g-import-not-at-top
+  from experiments.run import outputs  # pylint: disable=g-import-not-at-top
+  try:
+    text = report.report(FLAGS.sweeps, 'python -m experiments.lasg ' + ' '.join(
+        sys.argv[1:]))
+  except FileNotFoundError as e:
+    sys.exit(f'error: {e}')
+  out = pathlib.Path(FLAGS.out)
+  out.parent.mkdir(parents=True, exist_ok=True)
+  outputs.atomic_write(out, text)
+  print(out)
+
+
+if __name__ == '__main__':
+  app.run(main)
