@@ -117,6 +117,12 @@ class Part:
     params: the parameters it declares.
     init: its state's initializer, or None (no state).
     doc: one line.
+    opt_in: compiled into a program only where named (`RunSpec.triggers`
+      etc., or by the points of a sweep that use it), never by default: for
+      parts that cost every program that compiles them in, whether its
+      points use them or not (LASG's and CADA's triggers take a second
+      gradient every step and keep a copy of theta per worker; a vmapped
+      grid computes every compiled branch).
   """
   kind: str
   name: str
@@ -124,6 +130,7 @@ class Part:
   params: tuple[Param, ...] = ()
   init: Callable | None = None
   doc: str = ''
+  opt_in: bool = False
 
   def __post_init__(self):
     if self.kind not in KINDS:
@@ -184,7 +191,8 @@ class Part:
   def __repr__(self):
     extras = ''.join(
         [f', params={self.param_names}' if self.params else '',
-         ', stateful' if self.stateful else ''])
+         ', stateful' if self.stateful else '',
+         ', opt_in' if self.opt_in else ''])
     return f'Part({self.kind}, {self.name!r}{extras})'
 
 
@@ -194,15 +202,17 @@ def show_unknown(name, allowed, what) -> str:
 
 
 def compressor(name: str, fn: Callable, *, params: Iterable[Param] = (),
-               init: Callable | None = None, doc: str = '') -> Part:
+               init: Callable | None = None, doc: str = '',
+               opt_in: bool = False) -> Part:
   """A compressor part (register it in `compressors.REGISTRY`)."""
-  return Part('compressor', name, fn, tuple(params), init, doc)
+  return Part('compressor', name, fn, tuple(params), init, doc, opt_in)
 
 
 def trigger(name: str, fn: Callable, *, params: Iterable[Param] = (),
-            init: Callable | None = None, doc: str = '') -> Part:
+            init: Callable | None = None, doc: str = '',
+            opt_in: bool = False) -> Part:
   """A trigger part (register it in `trigger.REGISTRY`)."""
-  return Part('trigger', name, fn, tuple(params), init, doc)
+  return Part('trigger', name, fn, tuple(params), init, doc, opt_in)
 
 
 class PartRegistry(registry.Registry):
@@ -234,9 +244,15 @@ class PartRegistry(registry.Registry):
                          'grouped by name)')
     return super().register(name, part, replace=replace)
 
+  @property
+  def default_names(self) -> tuple[str, ...]:
+    """What a program compiles in when not told: every registered part
+    but the opt-in ones (`Part.opt_in`)."""
+    return tuple(n for n in self.names if not self.get(n).opt_in)
+
   def parts(self, names: Sequence[str] | None = None) -> tuple[Part, ...]:
-    """The part objects of `names` (all registered when None)."""
-    names = self.check_names(self.names if names is None else names)
+    """The part objects of `names` (`default_names` when None)."""
+    names = self.check_names(self.default_names if names is None else names)
     return tuple(self.get(n) for n in names)
 
 

@@ -186,7 +186,7 @@ def _logreg_terms(logits_MxNxC, y_MxN, count_M=None):
   shifted = logits_MxNxC - jax.lax.stop_gradient(top)
   exp = jnp.exp(shifted)
   total = collectives.fixed_sum(exp)[..., None]
-  loss_MxN = jnp.log(total[..., 0]) - jnp.sum(shifted * onehot, axis=-1)
+  loss_MxN = jnp.log(total[..., 0]) - collectives.fixed_sum(shifted * onehot)
   # Sums over a worker's samples in a fixed order: the same bits whether
   # the workers are vmapped on one device or split over several.
   r_MxNxC = exp / total - onehot
@@ -204,7 +204,7 @@ def _logreg_terms(logits_MxNxC, y_MxN, count_M=None):
 def _logreg_value(theta_P, data, l2, unravel):
   losses_M, _ = _logreg_terms(_logreg_logits(unravel(theta_P), data),
                               data.y_MxN, data.count_M)
-  return losses_M + 0.5 * l2 * jnp.sum(jnp.square(theta_P))
+  return losses_M + 0.5 * l2 * collectives.sum_sq(theta_P)
 
 
 def _logreg_value_and_grad(theta_P, data, l2, unravel, ravel):
@@ -253,7 +253,7 @@ def _logreg_grid_value_and_grad(theta_GxP, data, l2_G, unravel, ravel):
   exp = jnp.exp(shifted)
   total = collectives.fixed_sum(exp)[..., None]
   loss_MxGxN = jnp.swapaxes(
-      jnp.log(total[..., 0]) - jnp.sum(shifted * onehot, axis=-1), 1, 2)
+      jnp.log(total[..., 0]) - collectives.fixed_sum(shifted * onehot), 1, 2)
   r = exp / total - onehot  # [M, N, G, C]
   if data.count_M is None:
     losses_MxG = collectives.fixed_sum(loss_MxGxN) / n
@@ -269,7 +269,10 @@ def _logreg_grid_value_and_grad(theta_GxP, data, l2_G, unravel, ravel):
   dw_GxMxDxC = jnp.transpose(dw.reshape(m, d, g, c), (2, 0, 1, 3))
   bias_GxMxC = collectives.fixed_sum(jnp.transpose(r, (2, 0, 3, 1)))
   grads = jax.vmap(jax.vmap(ravel))({'b': bias_GxMxC, 'w': dw_GxMxDxC})
-  sq_G = jnp.sum(jnp.square(theta_GxP), axis=-1)
+  # ||theta||^2 in a fixed order too: a reduce's order is XLA's, per
+  # program (vmapped or on devices), and the loss would differ in its last
+  # bits between them.
+  sq_G = collectives.sum_sq(theta_GxP)
   return (losses_MxG.T + (0.5 * l2_G * sq_G)[:, None],
           grads + l2_G[:, None, None] * theta_GxP[:, None, :])
 
@@ -282,7 +285,7 @@ def _logreg_one_value_and_grad(theta_P, data, l2, unravel, ravel):
   dw_MxDxC = _xt_times(data, r_MxNxC)
   bias_MxC = collectives.fixed_sum(jnp.swapaxes(r_MxNxC, 1, 2))
   grads_MxP = jax.vmap(ravel)({'b': bias_MxC, 'w': dw_MxDxC})
-  return (losses_M + 0.5 * l2 * jnp.sum(jnp.square(theta_P)),
+  return (losses_M + 0.5 * l2 * collectives.sum_sq(theta_P),
           grads_MxP + l2 * theta_P)
 
 

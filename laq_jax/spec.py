@@ -39,9 +39,12 @@ class RunSpec:
     batch_size: samples per worker per iteration when stochastic.
     compressors: the compressors the program may meet (`Hyper.compressor`
       picks one at run time); only these are compiled in (default: every
-      registered one, `compressors.REGISTRY`).
+      registered one, `compressors.REGISTRY`, but the opt-in ones,
+      `Part.opt_in`).
     triggers: the same for the triggers (`Hyper.trigger`,
-      `trigger.REGISTRY`).
+      `trigger.REGISTRY`); LASG's and CADA's are opt-in (each costs a
+      second gradient per step in every program that compiles it in):
+      name them to run them.
     error_feedback: compile error feedback in (`Hyper.error_feedback`
       switches it per run).
     downlink: compile the quantized broadcast in (`Hyper.downlink_bits`);
@@ -65,7 +68,6 @@ class RunSpec:
       objective is a pass over all the data that the step does not need and
       is computed only at the logged iterations. The logged values are
       those of a loss_every=1 run; the run itself does not change.
-    triggers: the triggers it may meet (see compressors).
     participation: compile partial participation in (`Hyper.participation`,
       `clients_per_round`, `absent`, `deadline_s`; `laq_jax.participation`):
       who takes part is drawn every round, a deadline cuts late ones off,
@@ -167,7 +169,7 @@ class RunSpec:
                            ('servers', servers_lib.REGISTRY)):
       given = getattr(self, name)
       try:
-        names = registry.check_names(registry.names if given is None
+        names = registry.check_names(registry.default_names if given is None
                                      else given)
       except ValueError as e:
         raise ValueError(f'RunSpec.{name}: {e}') from None
@@ -197,10 +199,14 @@ class RunSpec:
                else f'#{int(i)}' for i in indices]
       missing = [n for n in names if n not in getattr(self, kind)]
       if missing:
+        opt_in = [n for n in missing if n in registry
+                  and registry.get(n).opt_in]
+        why = (f' ({", ".join(opt_in)}: opt-in, compiled in only where '
+               'named)' if opt_in else '')
         raise ValueError(f'hyper uses {kind[:-1]}(s) {", ".join(missing)} '
                          f'but RunSpec.{kind}={getattr(self, kind)}: the '
                          'program does not compile it in; list it in '
-                         f'RunSpec.{kind}')
+                         f'RunSpec.{kind}{why}')
     for part in (p for group in self.part_objects for p in group):
       if part.params and part.name not in getattr(hyper, 'params', {}):
         raise ValueError(f'hyper.params has no group {show(part.name)} for the '

@@ -300,10 +300,10 @@ REGISTRY: parts_lib.PartRegistry = parts_lib.PartRegistry(
             doc='CLAG (Richtarik et al. 2022)')),
         ('lasg_wk2', parts_lib.trigger(
             'lasg_wk2', lasg_wk2, init=_theta_init,
-            doc='LASG-WK2 (Chen, Sun, Yin 2020)')),
+            doc='LASG-WK2 (Chen, Sun, Yin 2020)', opt_in=True)),
         ('lasg_wk1', parts_lib.trigger(
             'lasg_wk1', lasg_wk1, init=_snapshot_init,
-            doc='LASG-WK1 (Chen, Sun, Yin 2020)')),
+            doc='LASG-WK1 (Chen, Sun, Yin 2020)', opt_in=True)),
         ('lasg_ps', parts_lib.trigger(
             'lasg_ps', lasg_ps, init=_theta_init, params=[parts_lib.Param(
                 'L', 10.0, check=lambda a: a >= 0,
@@ -311,13 +311,14 @@ REGISTRY: parts_lib.PartRegistry = parts_lib.PartRegistry(
                 doc='L, the smoothness weight of the server\'s test (the '
                 'authors\' 0.1 on averaged gradients is 0.1 M^2 here: 10 '
                 'at M = 10, 40 at M = 20)')],
-            doc='LASG-PS (Chen, Sun, Yin 2020): the server selects')),
+            doc='LASG-PS (Chen, Sun, Yin 2020): the server selects',
+            opt_in=True)),
         ('cada_wk2', parts_lib.trigger(
             'cada_wk2', cada_wk2, init=_theta_init, params=[_C],
-            doc='CADA2 (Chen, Guo, Sun, Yin 2021)')),
+            doc='CADA2 (Chen, Guo, Sun, Yin 2021)', opt_in=True)),
         ('cada_wk1', parts_lib.trigger(
             'cada_wk1', cada_wk1, init=_snapshot_init, params=[_C],
-            doc='CADA1 (Chen, Guo, Sun, Yin 2021)')),
+            doc='CADA1 (Chen, Guo, Sun, Yin 2021)', opt_in=True)),
     ])
 
 

@@ -122,9 +122,12 @@ def case(name, algo, model, num_workers, steps, hidden=16, grid=None,
     data = lj.fast_layout(data)
   partial = bool(overrides) and ('participation' in overrides
                                  or 'clients_per_round' in overrides)
+  # The default triggers, and the opt-in ones (LASG's) the points use.
+  used = {lj.ALGORITHMS[a].trigger for a in (algos or (algo,))}
   spec = lj.RunSpec(lj.get_problem(model, hidden=hidden), num_workers,
                     stochastic=lj.ALGORITHMS[algo].stochastic,
-                    batch_size=BATCH, participation=partial)
+                    batch_size=BATCH, participation=partial,
+                    triggers=(*lj.trigger.REGISTRY.default_names, *used))
   base = dict(BASE[algo], seed=3, **(overrides or {}))
   if algos:
     hyper = lj.stack_hypers([lj.make_hyper(a, dtype=jnp.float64, **base)

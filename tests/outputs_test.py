@@ -38,7 +38,7 @@ METRICS_COLUMNS = ('step', 'loss', 'residual', 'paper_residual',
                    'test_accuracy', 'time_s', 'cum_time_s', 'slowest')
 RUN_FILES = ('config.json', 'metrics.csv', 'uploads.npy', 'bits.npy',
              'slowdown.npy', 'participants.npy', 'participation_raster.png',
-             'summary.json',
+             'grads.npy', 'bits_down.npy', 'summary.json',
              'loss_vs_iterations.png', 'loss_vs_uploads.png',
              'loss_vs_bits.png', 'loss_vs_total_bits.png',
              'loss_vs_time.png',

@@ -140,6 +140,28 @@ class StaleProgramsTest(absltest.TestCase):
     with self.assertRaisesRegex(ValueError, r"server\(s\) momentum"):
       lj.run_chunk(spec, state, d, hyper('gd_momentum'), 2)
 
+  def test_opt_in_parts_are_compiled_in_only_where_named(self):
+    # LASG's and CADA's triggers take a second gradient every step in any
+    # program that compiles them in: a RunSpec left to its defaults has
+    # every registered trigger but them, and refuses their points by name.
+    opt_in = {'lasg_wk2', 'lasg_wk1', 'lasg_ps', 'cada_wk2', 'cada_wk1'}
+    self.assertEqual({n for n in trigger.REGISTRY.names
+                      if trigger.REGISTRY.get(n).opt_in}, opt_in)
+    spec = lj.RunSpec(problem(), M)
+    self.assertEqual(set(spec.triggers),
+                     set(trigger.REGISTRY.names) - opt_in)
+    with self.assertRaisesRegex(ValueError, r"trigger\(s\) lasg_ps .*"
+                                r"RunSpec.triggers \(lasg_ps: opt-in"):
+      spec.check_hyper(hyper('lasg_ps'))
+    named = lj.RunSpec(problem(), M,
+                       triggers=('laq', 'lasg_ps'))
+    named.check_hyper(hyper('lasg_ps'))
+    # A part of one's own can be opt-in too.
+    part = parts.trigger('test_costly', trigger.eager, opt_in=True)
+    trigger.REGISTRY.register('test_costly', part, replace=True)
+    self.assertNotIn('test_costly', trigger.REGISTRY.default_names)
+    self.assertIn('test_costly', trigger.REGISTRY.names)
+
 
 def numpy_powersgd(grads_TxMxP, q0, rank, cols, step_size, theta0):
   """PowerSGD with error feedback, Algorithm 1 of Vogels et al. (2019) and
