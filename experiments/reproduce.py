@@ -22,6 +22,11 @@ report.py writes the report). WORKDIR receives, per experiment NAME:
                             with authors_code=True (the authors' scripts'
                             history window, blocks, no forced k = 0
                             upload, b*p bits), set beside the table
+  lasg_network              LASG (WK1, WK2, PS, with and without LAQ's
+                            quantizer) and CADA beside sgd and slaq at the
+                            minibatch network's settings, one program
+                            (configs/lasg.py's `network` sweep; --nolasg
+                            skips it)
   crosscheck/single, crosscheck/devices   the convex LAQ row run alone
                             (experiments.run.train) and with its workers on 2
                             CPU devices (experiments.main in a subprocess,
@@ -71,6 +76,11 @@ flags.DEFINE_bool('authors_code', True, 'Also run the minibatch '
                   'experiments\' lazy row (slaq) with authors_code=True, the '
                   'authors\' scripts (AUTHORS_EXPERIMENTS), for the '
                   'report\'s comparison.')
+flags.DEFINE_bool('lasg', True, 'Also run LASG and CADA beside sgd and slaq '
+                  'at the minibatch network\'s settings (configs/lasg.py\'s '
+                  '`network` sweep, `network,quick` with --quick) into '
+                  'WORKDIR/lasg_network, for the report\'s comparison and '
+                  'claims.')
 flags.mark_flags_as_required(['workdir'])
 
 
@@ -90,7 +100,7 @@ def main(argv):
       pathlib.Path(FLAGS.workdir), quick=FLAGS.quick, only=FLAGS.only,
       report_only=FLAGS.report_only, copy_to=FLAGS.copy_to,
       mlp_iters=FLAGS.mlp_iters, crosscheck=FLAGS.crosscheck,
-      authors_code=FLAGS.authors_code)
+      authors_code=FLAGS.authors_code, lasg=FLAGS.lasg)
   if failed:
     sys.exit(f'error: {", ".join(failed)} failed; the report lists them as '
              'missing')

@@ -1,11 +1,14 @@
 """experiments.studies.paper.claims: the report's verdicts, from numbers worked
 by hand."""
 
+from types import SimpleNamespace
+
 from absl.testing import absltest
 import numpy as np
 
 from configs import paper
 from experiments.studies.paper import claims
+from experiments.studies.paper import paper_results
 
 
 def result(rows, uploads_TxM=None):
@@ -82,6 +85,58 @@ class ClaimsTest(absltest.TestCase):
     rows['laq'] = convex_row(40, 6 * 10**6)  # 0.6 x LAG's bits
     verdicts = [c['holds'] for c in claims.claims(experiment, res)]
     self.assertEqual(verdicts[:2], [True, False])
+
+  def test_the_authors_reading_swaps_only_the_lazy_row(self):
+    experiment = next(e for e in paper.experiments(quick=True)
+                      if e.name == 'mlp_stochastic')
+    rows = {'sgd': row(1000, 10**9, 0.93), 'qsgd': row(1000, 10**8, 0.93),
+            'ssgd': row(1000, 5 * 10**8, 0.93),
+            'slaq': row(60, 10**6, 0.11, final_loss=1e7)}
+    sent = np.ones((3, 2), bool)
+    base = result(rows, sent)
+    base['curves']['final_loss'][3] = 1e7
+    run = SimpleNamespace(summary={'total_uploads': 190, 'total_bits': 2e6,
+                                   'final_test_accuracy': 0.925,
+                                   'final_loss': 4.5},
+                          sent_TxM=np.zeros((3, 2), bool))
+    reading = paper_results.authors_reading(experiment, base, run)
+    # Algorithm 1 ran away; the authors' scripts' run: 0.19x, -0.5 pp.
+    self.assertEqual([c['holds'] for c in claims.claims(experiment, base)],
+                     [False, False, False])
+    got = claims.claims(experiment, reading)
+    self.assertEqual([c['holds'] for c in got], [True, True, True])
+    self.assertIn('slaq 190 = 0.190x sgd\'s 1,000, at -0.50 pp',
+                  got[0]['brief'])
+    self.assertEqual(reading['rows']['sgd'], rows['sgd'])
+    self.assertEqual(base['rows']['slaq']['total_uploads'], 60)  # a copy
+    self.assertEqual(float(base['curves']['final_loss'][3]), 1e7)
+    self.assertFalse(reading['curves']['uploads'][3].any())
+    self.assertTrue(reading['curves']['uploads'][0].all())
+
+  def test_lasg_claims(self):
+    def lasg_row(algo, uploads, accuracy, final=5.0):
+      return dict(algo=algo, total_uploads=uploads, iterations=1500,
+                  final_test_accuracy=accuracy, final_loss=final,
+                  initial_loss=33.6)
+    sweep = {'rows': [
+        lasg_row('sgd', 15000, 0.9345), lasg_row('slaq', 865, 0.1141, 1e7),
+        lasg_row('lasg_wk2', 7500, 0.9253),  # 0.5x, -0.92 pp: holds
+        lasg_row('lasg_wk1', 7501, 0.94),  # 0.50007x: not far fewer
+        lasg_row('lasg_ps', 100, 0.9344),
+        lasg_row('lasg_wk1_laq', 1000, 0.935, 40.0),  # ended above its start
+        lasg_row('cada_adam', 15000, 0.94), lasg_row('cada2', 7000, 0.94)]}
+    got = {c['claim'].split(' ')[0]: c for c in claims.lasg_claims(sweep)}
+    survive = got['LASG']
+    self.assertIn('where SLAQ (Algorithm 1) runs away', survive['claim'])
+    self.assertTrue(survive['holds'])  # the plain three: all within a point
+    self.assertEqual({k: got[k]['holds'] for k in got if k != 'LASG'}, {
+        'LASG_WK2': True, 'LASG_WK1': False, 'LASG_PS': True,
+        'LASG_WK1_LAQ': False, 'CADA2': True})
+    self.assertIn('ran away', got['LASG_WK1_LAQ']['brief'])
+    self.assertIn('CADA_ADAM', got['CADA2']['claim'])
+    # One of the plain three more than a point behind: LASG does not hold.
+    sweep['rows'][4] = lasg_row('lasg_ps', 100, 0.92)
+    self.assertFalse(claims.lasg_claims(sweep)[0]['holds'])
 
 
 if __name__ == '__main__':

@@ -24,8 +24,18 @@ if ROOT not in sys.path:
 os.environ.setdefault('LAQ_JAX_COMPILE_CACHE', 'off')
 
 import jax  # pylint: disable=g-import-not-at-top
+import pytest  # pylint: disable=g-import-not-at-top
 
 jax.config.update('jax_enable_x64', True)
+
+
+@pytest.fixture(autouse=True, scope='module')
+def _release_compiled_programs():
+  """Drops JAX's caches of traced and compiled programs after each test
+  module: a module's programs are its own, and a process that kept every
+  one of the suite's grew until XLA's compiler crashed."""
+  yield
+  jax.clear_caches()
 
 
 def pytest_configure(config):

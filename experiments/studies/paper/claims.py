@@ -1,7 +1,7 @@
 """The paper's claims, checked against an experiment's results.
 
     for c in claims(experiment, result):   # result: paper_results.load_results
-      print(c['claim'], verdict(c['holds']), c['evidence'])
+      print(c['claim'], verdict(c['holds']), c['brief'], c['evidence'])
 
 Definitions (stated in the report): "far fewer" = at most FAR_FEWER times
 the other algorithm's count; "similar accuracy" = within ACCURACY_POINTS
@@ -83,6 +83,17 @@ def _fewer(ours: float, ours_name: str, theirs: float | None,
                               f'{fmt(theirs)} (ratio {ratio:.3f})')
 
 
+def _binding(ours: float, ours_name: str, others: dict[str, Any]) -> str:
+  """The claim's deciding comparison in a few words: `ours` against the
+  other algorithm it is closest to (the largest ratio)."""
+  known = {o: v for o, v in others.items() if v}
+  if not known:
+    return f'{ours_name} {fmt(ours)}'
+  other = max(known, key=lambda o: ours / known[o])
+  return (f'{ours_name} {fmt(ours)} = {ours / known[other]:.3f}x {other}\'s '
+          f'{fmt(known[other])}')
+
+
 def uploads_after_start(result: dict[str, Any], algo: str
                         ) -> tuple[int, list[int]] | None:
   """Uploads after the k = 0 initialization, and the steps that had any.
@@ -144,7 +155,8 @@ def claims(experiment: paper.Experiment, result: dict[str, Any]
   similar accuracy. Every experiment: similar test accuracy.
 
   Returns:
-    [{'claim': words, 'holds': True / False / None, 'evidence': numbers}].
+    [{'claim': words, 'holds': True / False / None, 'evidence': numbers,
+      'brief': the deciding numbers in a few words (the summary's)}].
   """
   rows = result['rows']
   lazy, base = experiment.lazy, experiment.baseline
@@ -160,20 +172,27 @@ def claims(experiment: paper.Experiment, result: dict[str, Any]
         evidence = [f'{lazy} never reached the target within '
                     f'{rows[lazy]["iterations"]:,} iterations (final '
                     f'residual {fmt(rows[lazy]["final_residual"], "sci")})']
+        brief = evidence[0]
       else:
         verdicts, evidence = zip(*(
             _fewer(rows[lazy][column], lazy, rows[other][column], other,
                    rows[other]['total_' + what]) for other in others))
+        # (an algorithm that never reached it: its whole run's count)
+        brief = _binding(rows[lazy][column], lazy, {
+            o: rows[o][column] or rows[o]['total_' + what] for o in others})
       out.append({
           'claim': (f'{lazy.upper()} reaches residual {target:g} with far '
                     f'fewer {what} (at most {FAR_FEWER:g}x) than '
                     f'{", ".join(o.upper() for o in others)}'),
-          'holds': _combine(verdicts), 'evidence': '; '.join(evidence)})
+          'holds': _combine(verdicts), 'evidence': '; '.join(evidence),
+          'brief': brief})
     for algo in (lazy, base):
       fit = linear_fit(curve(result, algo, 'residual').value, target)
       if fit is None:
         holds, text = None, 'too few positive residuals to fit'
+        brief = text
       else:
+        brief = f'R^2 = {fit["r2"]:.3f}, slope {fit["slope"]:.2e}/iteration'
         holds = fit['slope'] < 0 and fit['r2'] >= LINEAR_R2
         text = (f'log10 residual vs k over k = 0..{fit["last_k"]}: slope '
                 f'{fit["slope"]:.3e}/iteration, rate {fit["rate"]:.5f} per '
@@ -181,7 +200,7 @@ def claims(experiment: paper.Experiment, result: dict[str, Any]
       out.append({'claim': (f'{algo.upper()} converges linearly (straight '
                             'line in log residual vs k, R^2 >= '
                             f'{LINEAR_R2:g})'),
-                  'holds': holds, 'evidence': text})
+                  'holds': holds, 'evidence': text, 'brief': brief})
   else:
     # Fixed budget: totals over the whole run, at similar accuracy.
     gap = 100 * (rows[lazy]['final_test_accuracy']
@@ -193,6 +212,9 @@ def claims(experiment: paper.Experiment, result: dict[str, Any]
                  rows[other]['total_' + what], other, None)
           for other in others))
       evidence = list(evidence)
+      brief = (_binding(rows[lazy]['total_' + what], lazy, {
+          o: rows[o]['total_' + what] for o in others})
+               + f', at {gap:+.2f} pp of {base}\'s accuracy')
       if abs(gap) > ACCURACY_POINTS:
         verdicts += (False,)
         evidence.append(f'but not at similar accuracy: {lazy} is '
@@ -203,18 +225,89 @@ def claims(experiment: paper.Experiment, result: dict[str, Any]
                     f'{", ".join(o.upper() for o in others)} over the same '
                     f'{rows[lazy]["iterations"]:,} iterations, at similar '
                     'accuracy'),
-          'holds': _combine(verdicts), 'evidence': '; '.join(evidence)})
+          'holds': _combine(verdicts), 'evidence': '; '.join(evidence),
+          'brief': brief})
   # Accuracy.
   reference = rows[base]['final_test_accuracy']
   gaps = {a: 100 * (rows[a]['final_test_accuracy'] - reference)
           for a in experiment.algos if a != base}
   far = [a for a, g in gaps.items() if abs(g) > ACCURACY_POINTS]
   why = [_why_behind(result, a) for a in far]
+  worst = max(gaps, key=lambda a: abs(gaps[a]))
+  brief = f'largest gap: {worst} {gaps[worst]:+.2f} pp'
+  c = result['curves']
+  g = list(c['algo']).index(worst)
+  first, last = float(c['loss'][g][0]), float(c['final_loss'][g])
+  if not last <= first:
+    brief += f' (its loss rose from {first:.4g} to {last:.4g})'
   out.append({
       'claim': (f'similar test accuracy: every algorithm within '
                 f'{ACCURACY_POINTS:g} percentage point of {base.upper()}'),
       'holds': not far,
       'evidence': f'{base} {fmt(reference, "pct")}; ' + '; '.join(
           f'{a} {fmt(rows[a]["final_test_accuracy"], "pct")} ({g:+.2f} pp)'
-          for a, g in gaps.items()) + ''.join(f'; {w}' for w in why if w)})
+          for a, g in gaps.items()) + ''.join(f'; {w}' for w in why if w),
+      'brief': brief})
+  return out
+
+
+# LASG's and CADA's claims, beside the minibatch network (their sweep,
+# paper_results.lasg_sweep): the follow-ups against their own baselines.
+LASG_PLAIN = ('lasg_wk2', 'lasg_wk1', 'lasg_ps')
+CADA_BASELINE = 'cada_adam'
+
+
+def lasg_claims(sweep: dict[str, Any]) -> list[dict[str, Any]]:
+  """Whether LASG survives where SLAQ (Algorithm 1) runs away, and each
+  LASG / CADA preset's uploads against its baseline (SGD; CADA's Adam) at
+  similar accuracy, from the sweep's rows (same dicts as `claims`)."""
+  from experiments.studies.family.family_report import ran_away  # pylint: disable=g-import-not-at-top
+  by_algo = {r['algo']: r for r in sweep['rows']}
+  sgd, slaq = by_algo.get('sgd'), by_algo.get('slaq')
+  if sgd is None:
+    return []
+  acc = lambda a: by_algo[a]['final_test_accuracy']
+  gap = lambda a, base: 100 * (acc(a) - acc(base))
+  out = []
+  plain = [a for a in LASG_PLAIN if a in by_algo]
+  if plain:
+    held = {a: not ran_away(by_algo[a]) and abs(gap(a, 'sgd'))
+            <= ACCURACY_POINTS for a in plain}
+    where = ('' if slaq is None else
+             ', where SLAQ (Algorithm 1) runs away' if ran_away(slaq)
+             else ' (SLAQ, Algorithm 1, did not run away here either)')
+    out.append({
+        'claim': (f'LASG ({", ".join(a.upper() for a in plain)} at its '
+                  f'code\'s settings) stays within {ACCURACY_POINTS:g} '
+                  'point of SGD\'s accuracy and does not run away' + where),
+        'holds': all(held.values()),
+        'brief': '; '.join(
+            [f'{a} {fmt(acc(a), "pct")}' + ('' if held[a] else ' (not)')
+             for a in plain] + [f'sgd {fmt(acc("sgd"), "pct")}']
+            + ([f'slaq {fmt(acc("slaq"), "pct")}, final loss '
+                f'{fmt(slaq["final_loss"], "sci")} from '
+                f'{fmt(slaq["initial_loss"], "sci")}'] if slaq else []))})
+  pairs = [(a, 'sgd') for a in by_algo if a.startswith('lasg')]
+  if CADA_BASELINE in by_algo:
+    pairs += [(a, CADA_BASELINE) for a in by_algo
+              if a.startswith('cada') and a != CADA_BASELINE]
+  for a, base in pairs:
+    ours, theirs = by_algo[a]['total_uploads'], by_algo[base]['total_uploads']
+    ratio = ours / theirs if theirs else math.inf
+    g = gap(a, base)
+    away = ran_away(by_algo[a])
+    brief = (f'{a} {fmt(ours)} = {ratio:.3f}x {base}\'s {fmt(theirs)}, at '
+             f'{g:+.2f} pp of its accuracy'
+             + (' (ran away: final loss '
+                f'{fmt(by_algo[a]["final_loss"], "sci")})' if away else ''))
+    out.append({
+        'claim': (f'{a.upper()} uses far fewer uploads (at most '
+                  f'{FAR_FEWER:g}x) than {base.upper()} over the same '
+                  f'{by_algo[a]["iterations"]:,} iterations, at similar '
+                  'accuracy'),
+        'holds': (ratio <= FAR_FEWER and abs(g) <= ACCURACY_POINTS
+                  and not away),
+        'brief': brief})
+  for c in out:
+    c['evidence'] = c['brief']
   return out

@@ -180,3 +180,56 @@ def authors_run(experiment: paper.Experiment, workdir: pathlib.Path):
   wanted = outputs.as_json(config_lib.to_dict(authors_config(experiment)))
   return run if outputs.same_config(run.config, wanted) else None
 
+
+
+def authors_reading(experiment: paper.Experiment, result: dict[str, Any],
+                    run) -> dict[str, Any]:
+  """`result` with its lazy row read as the authors' scripts run it: the
+  authors_code run's totals, accuracy, final loss and uploads in place of
+  Algorithm 1's (the other rows as they are), for the claims under that
+  reading. The run starts from the same theta^0, so from the same loss."""
+  lazy = experiment.lazy
+  s = run.summary
+  rows = dict(result['rows'])
+  rows[lazy] = {**rows[lazy], **{
+      k: s[k] for k in ('total_uploads', 'total_bits', 'final_test_accuracy',
+                        'final_loss') if k in s}}
+  curves = dict(result['curves'])
+  g = list(curves['algo']).index(lazy)
+  final = np.array(curves['final_loss'], copy=True)
+  final[g] = s['final_loss']
+  curves['final_loss'] = final
+  if curves.get('uploads') is not None:
+    uploads = np.array(curves['uploads'], copy=True)
+    uploads[g] = run.sent_TxM
+    curves['uploads'] = uploads
+  return {**result, 'rows': rows, 'curves': curves}
+
+
+# LASG and CADA beside the minibatch network's rows (configs/lasg.py's
+# `network` sweep, the same settings for sgd and slaq): WORKDIR/LASG.
+LASG = 'lasg_network'
+LASG_EXPERIMENT = 'mlp_stochastic'
+
+
+def lasg_config(quick: bool):
+  """The sweep config of the LASG/CADA comparison (configs/lasg.py)."""
+  from configs import lasg  # pylint: disable=g-import-not-at-top
+  return lasg.get_config('network,quick' if quick else 'network')
+
+
+def lasg_sweep(workdir: pathlib.Path, quick: bool) -> dict[str, Any] | None:
+  """The finished LASG/CADA sweep in WORKDIR/LASG (experiments.studies.lasg.
+  report.load's dict), or None when it is not there or another config's."""
+  from experiments.studies.lasg import report as lasg_report  # pylint: disable=g-import-not-at-top
+  out = workdir / LASG
+  if not (out / 'sweep.json').is_file():
+    return None
+  wanted = outputs.as_json(config_lib.to_dict(lasg_config(quick)))
+  try:
+    if not outputs.same_config(
+        json.loads((out / 'config.json').read_text()), wanted):
+      return None
+    return lasg_report.load(out)
+  except (OSError, ValueError):
+    return None

@@ -25,6 +25,10 @@ from laq_jax import plotting
 from laq_jax import schedule as schedule_lib
 
 REPORT = 'REPORT.md'
+# The summary's two readings of the lazy rows.
+ALGORITHM_1 = 'Algorithm 1'
+AUTHORS_SCRIPTS = "the authors' scripts"
+LASG_READING = 'LASG, CADA (their code\'s settings)'
 
 
 def write_figures(experiment: paper.Experiment, result: dict[str, Any],
@@ -217,6 +221,40 @@ def experiment_section(experiment: paper.Experiment, result: dict[str, Any],
   return lines
 
 
+def lasg_section(sweep: dict[str, Any] | None, quick: bool) -> list[str]:
+  """LASG and CADA beside sgd and slaq at the minibatch network's settings
+  (WORKDIR/lasg_network, configs/lasg.py), with the simulated seconds."""
+  from experiments.studies.lasg import report as lasg_report  # pylint: disable=g-import-not-at-top
+  title = ('### LASG and CADA at these settings: do the same-sample '
+           'triggers survive where SLAQ runs away?')
+  variant = 'network,quick' if quick else 'network'
+  if sweep is None:
+    return [title, '', f'Not run: `{results_lib.LASG}/` holds no finished '
+            f'sweep of `configs/lasg.py:{variant}` (`experiments.reproduce` '
+            'runs it unless `--nolasg`).', '']
+  lines = lasg_report.section('', sweep)[2:]  # its table and verdict
+  return [title, '',
+          f'`configs/lasg.py:{variant}` (`{results_lib.LASG}/`): sgd and '
+          'slaq at the settings above, run again in one program beside '
+          'LASG\'s triggers at the constants of their authors\' code '
+          '(sunyuejiao/lasg: xi = 1, a forced upload after 49 skips, no '
+          'error terms; PS\'s L = 10), the same with LAQ\'s quantizer at '
+          'b = 6 and c_e = 3 (`_laq`, our combination), and CADA at its '
+          'code\'s Adam settings (step 5e-4; ChrisYZZ/CADA-master). LASG '
+          'and CADA compare two gradients on the SAME minibatch, so their '
+          'test carries no sampling noise (docs/algorithm.md, "LASG and '
+          'CADA"). "gradients": what the workers computed (two per pair); '
+          'the seconds replay each run\'s per-worker bits, downloads and '
+          'gradients on the three network profiles.', ''] + lines + [
+              'Redo it alone: `python -m experiments.sweep '
+              f'--config=configs/lasg.py:{variant} '
+              '--workdir=runs/lasg/network`.', '']
+
+
+def _checked(checks) -> str:
+  return f'{", ".join(c["name"] for c in checks)} against the grid'
+
+
 def report(selected: Sequence[paper.Experiment], workdir: pathlib.Path,
            quick: bool) -> str:
   """Writes the figures and WORKDIR/REPORT.md; returns the report's text."""
@@ -283,12 +321,29 @@ def report(selected: Sequence[paper.Experiment], workdir: pathlib.Path,
       continue
     figures = write_figures(e, result, workdir)
     for c in claims_lib.claims(e, result):
-      summary.append([e.name, c['claim'], claims_lib.verdict(c['holds'])])
+      summary.append([e.name, ALGORITHM_1, c['claim'],
+                      claims_lib.verdict(c['holds']), c['brief']])
     sections += experiment_section(e, result, figures, workdir.name, quick)
     if e.name in results_lib.AUTHORS_EXPERIMENTS:
-      sections += authors_section(e, result,
-                                  results_lib.authors_run(e, workdir),
-                                  workdir)
+      run = results_lib.authors_run(e, workdir)
+      # Every claim once more, the lazy row read as the authors' scripts
+      # run it: which reading fails, and why, in the summary itself.
+      if run is None:
+        summary.append([e.name, AUTHORS_SCRIPTS, f'(no finished '
+                        f'authors_code run of {e.lazy})',
+                        claims_lib.verdict(None), ''])
+      else:
+        reading = results_lib.authors_reading(e, result, run)
+        for c in claims_lib.claims(e, reading):
+          summary.append([e.name, AUTHORS_SCRIPTS, c['claim'],
+                          claims_lib.verdict(c['holds']), c['brief']])
+      sections += authors_section(e, result, run, workdir)
+    if e.name == results_lib.LASG_EXPERIMENT:
+      sweep = results_lib.lasg_sweep(workdir, quick)
+      sections += lasg_section(sweep, quick)
+      for c in claims_lib.lasg_claims(sweep) if sweep else []:
+        summary.append([e.name, LASG_READING, c['claim'],
+                        claims_lib.verdict(c['holds']), c['brief']])
     if e.name == results_lib.CROSSCHECK_EXPERIMENT:
       checks = results_lib.crosscheck(e, result, workdir)
       sections += crosscheck_section(e, result, checks)
@@ -299,16 +354,28 @@ def report(selected: Sequence[paper.Experiment], workdir: pathlib.Path,
         if axis == 'map':  # the grid's points have the single run's
           # arithmetic: all three must agree
           agree = all(c['first_other_upload'] is None for c in checks)
-          summary.append([e.name, 'the same uploads at every step in the '
-                          'grid program, alone and on devices',
-                          claims_lib.verdict(agree)])
+          summary.append([e.name, ALGORITHM_1, 'the same uploads at every '
+                          'step in the grid program, alone and on devices',
+                          claims_lib.verdict(agree),
+                          _checked(checks)])
         else:  # vmapped points agree with their run alone to rounding
           agree = all(c.get('first_other_upload_vs_single') is None
                       for c in checks if c['name'] != 'single')
-          summary.append([e.name, 'the same uploads at every step alone '
-                          'and on devices', claims_lib.verdict(agree)])
+          summary.append([e.name, ALGORITHM_1, 'the same uploads at every '
+                          'step alone and on devices',
+                          claims_lib.verdict(agree),
+                          _checked(checks)])
   lines += ['## Summary of the claims', '',
-            table(['experiment', 'claim', 'verdict'], summary, 'lll')]
+            'Each claim of a minibatch experiment twice: with the lazy row '
+            f'as Algorithm 1 reads it ("{ALGORITHM_1}", the tables) and as '
+            f'the authors\' scripts run it ("{AUTHORS_SCRIPTS}", '
+            '`authors_code`; each section\'s subsection says how they '
+            'differ). Beside the minibatch network, LASG\'s and CADA\'s '
+            f'claims ("{LASG_READING}", `{results_lib.LASG}/`). "numbers": '
+            'the comparison that decides the claim.',
+            '',
+            table(['experiment', 'reading', 'claim', 'verdict', 'numbers'],
+                  summary, 'lllll')]
   if missing:
     lines += ['', f'**Missing experiments**: {", ".join(missing)}.']
   lines += [''] + timing_section(selected, results, workdir) + sections

@@ -130,6 +130,18 @@ def timing_section(selected: Sequence[paper.Experiment],
       rows.append([label, fmt(wall, '.0f'),
                    fmt(summary.get('run_time_s'), '.0f'), fmt(floor, '.0f'),
                    fmt(wall / floor if floor else None, '.2f'), '', ''])
+  extra = []  # run beside the experiments, no floor measured: not in total
+  lasg = workdir / results_lib.LASG / 'sweep.json' if workdir else None
+  if lasg is not None and lasg.is_file() and any(
+      e.name == results_lib.LASG_EXPERIMENT for e in selected):
+    try:
+      info = json.loads(lasg.read_text())
+      extra.append([f'{results_lib.LASG_EXPERIMENT}: LASG and CADA beside '
+                    'sgd and slaq (one program; not in the total)',
+                    fmt(info['wall_time_s'], '.0f'),
+                    fmt(info.get('run_time_s'), '.0f'), '', '', '', ''])
+    except (OSError, ValueError, KeyError):
+      pass
   if total['floor']:
     rows.append(['**total**', fmt(total['wall'], '.0f'),
                  fmt(total['program'], '.0f'), fmt(total['floor'], '.0f'),
@@ -137,7 +149,7 @@ def timing_section(selected: Sequence[paper.Experiment],
   lines = ['## Hardware and wall time', '', table(
       ['experiment', 'wall time (s)', 'in the compiled program (s)',
        'floor (s)', 'wall / floor', 'started (UTC)', 'load average at start'],
-      rows, 'lrrrrlr')]
+      rows + extra, 'lrrrrlr')]
   lines += ['', f'Total: {total["wall"]:.0f} s. The wall time includes '
             'loading MNIST, compiling, f* (cached after its first solve) and '
             'the test accuracy; the algorithms of an experiment share one '

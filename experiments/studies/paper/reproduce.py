@@ -182,6 +182,24 @@ def run_authors(experiment: paper.Experiment, workdir: pathlib.Path
   return []
 
 
+def run_lasg(workdir: pathlib.Path, quick: bool) -> list[str]:
+  """Runs configs/lasg.py's `network` sweep (LASG and CADA beside sgd and
+  slaq at the minibatch network's settings; `network,quick` when quick)
+  into WORKDIR/lasg_network unless it is there; returns what failed."""
+  if results_lib.lasg_sweep(workdir, quick) is not None:
+    logging.info('%s: results already there', results_lib.LASG)
+    return []
+  logging.info('%s: LASG and CADA beside sgd and slaq (configs/lasg.py)',
+               results_lib.LASG)
+  try:
+    grid.sweep_and_evaluate(results_lib.lasg_config(quick),
+                            workdir / results_lib.LASG, overwrite=True)
+  except Exception:  # pylint: disable=broad-except
+    logging.exception('%s failed', results_lib.LASG)
+    return [results_lib.LASG]
+  return []
+
+
 def select(only: Sequence[str] | None, quick: bool, mlp_iters: int
            ) -> list[paper.Experiment]:
   """configs/paper.py's experiments, or those named in `only`."""
@@ -217,10 +235,11 @@ def mlp_iterations(workdir: pathlib.Path, report_only: bool,
 def reproduce(workdir: pathlib.Path, *, quick: bool = False,
               only: Sequence[str] | None = None, report_only: bool = False,
               copy_to: str | None = None, mlp_iters: int | None = None,
-              crosscheck: bool = True, authors_code: bool = True
-              ) -> list[str]:
-  """Runs the experiments not yet done in `workdir` (with the cross-check and
-  the authors_code rows), then writes REPORT.md (and copies it to
+              crosscheck: bool = True, authors_code: bool = True,
+              lasg: bool = True) -> list[str]:
+  """Runs the experiments not yet done in `workdir` (with the cross-check,
+  the authors_code rows and, beside the minibatch network, LASG and CADA),
+  then writes REPORT.md (and copies it to
   `copy_to`); returns the names of what failed. The arguments are the
   launcher's flags (experiments/reproduce.py).
 
@@ -241,6 +260,9 @@ def reproduce(workdir: pathlib.Path, *, quick: bool = False,
         if (e.name in results_lib.AUTHORS_EXPERIMENTS
             and results_lib.is_done(e, workdir)):
           failed += run_authors(e, workdir)
+    if lasg and any(e.name == results_lib.LASG_EXPERIMENT
+                    and results_lib.is_done(e, workdir) for e in selected):
+      failed += run_lasg(workdir, quick)
   report_lib.report(paper.experiments(quick, mlp_iters), workdir, quick)
   logging.info('report: %s', workdir / report_lib.REPORT)
   if copy_to:
