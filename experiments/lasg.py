@@ -31,7 +31,7 @@ def main(argv):
   try:
     text = report.report(FLAGS.sweeps, 'python -m experiments.lasg ' + ' '.join(
         sys.argv[1:]))
-  except FileNotFoundError as e:
+  except (FileNotFoundError, ValueError) as e:  # (laq_jax.data.DataError)
     sys.exit(f'error: {e}')
   out = pathlib.Path(FLAGS.out)
   out.parent.mkdir(parents=True, exist_ok=True)

@@ -26,6 +26,7 @@ network without training again.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, Mapping, NamedTuple
 
@@ -381,13 +382,20 @@ def _replay(network, flops_M, bits_TxM, bits_down_TxM, slowdown_TxM,
                        participants_TxM, grads_TxM)
 
 
+@functools.partial(jax.jit, static_argnums=(2, 3))
+def _slowdowns(network, seed, num_steps, num_workers):
+  ids = jnp.arange(num_workers, dtype=jnp.int32)
+  return jax.vmap(lambda k: slowdown(network, seed, k, ids))(
+      jnp.arange(num_steps, dtype=jnp.int32))
+
+
 def slowdowns(network: Network, seed: int, num_steps: int,
               num_workers: int) -> np.ndarray:
-  """s [T, M] of a run (what `slowdown` draws inside it)."""
-  steps = jnp.arange(num_steps, dtype=jnp.int32)
-  ids = jnp.arange(num_workers, dtype=jnp.int32)
-  fn = jax.jit(jax.vmap(lambda k: slowdown(network, seed, k, ids)))
-  return np.asarray(fn(steps))
+  """s [T, M] of a run (what `slowdown` draws inside it). Compiled once
+  per (T, M, the network's types): the seed and the profile's values are
+  arguments, so replaying many runs does not compile each anew."""
+  return np.asarray(_slowdowns(network, jnp.asarray(seed),
+                               int(num_steps), int(num_workers)))
 
 
 def replay(network: Network, flops_M, bits_TxM, bits_down_TxM, *,
