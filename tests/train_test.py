@@ -44,7 +44,7 @@ P = 784 * 10 + 10
 COLUMNS = ('step', 'loss', 'residual', 'paper_residual', 'grad_norm_sq',
            'uploads', 'bits', 'bits_down', 'cum_uploads', 'cum_bits',
            'cum_bits_down', 'test_accuracy', 'time_s', 'cum_time_s',
-           'slowest')
+           'slowest', 'grads')  # grads: the recorded extra, summed over M
 PNGS = ('loss_vs_iterations.png', 'loss_vs_uploads.png', 'loss_vs_bits.png',
         'loss_vs_total_bits.png', 'loss_vs_time.png',
         'grad_norm_vs_iterations.png', 'grad_norm_vs_uploads.png',
@@ -144,6 +144,8 @@ class RunFilesTest(parameterized.TestCase):
     self.assertEqual(bits.dtype, np.int64)
     np.testing.assert_array_equal(bits, trace.bits_M)
     np.testing.assert_array_equal(col('bits', int), bits.sum(1))
+    # Every worker computes one gradient a step in laq and gd.
+    np.testing.assert_array_equal(col('grads', int), np.full(STEPS, WORKERS))
     np.testing.assert_allclose(col('loss'), trace.loss, rtol=1e-12)
     # Step 0 is theta^0 = 0: every logit is 0, f = M log 10 exactly.
     self.assertAlmostEqual(col('loss')[0], WORKERS * np.log(10), places=12)
