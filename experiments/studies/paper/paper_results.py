@@ -181,7 +181,6 @@ def authors_run(experiment: paper.Experiment, workdir: pathlib.Path):
   return run if outputs.same_config(run.config, wanted) else None
 
 
-
 def authors_reading(experiment: paper.Experiment, result: dict[str, Any],
                     run) -> dict[str, Any]:
   """`result` with its lazy row read as the authors' scripts run it: the
