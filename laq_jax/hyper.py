@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from laq_jax import clients as clients_lib
 from laq_jax import compressors
 from laq_jax import network as network_lib
 from laq_jax import participation as participation_lib
@@ -49,6 +50,16 @@ class Algorithm:
     downlink: the server's broadcast is quantized too (b bits, LAQ's
       quantizer on the parameters' innovation).
     reference: where it comes from.
+    client: one of `clients.CLIENTS`: what a participant computes
+      ('gradient': one gradient; 'local', 'scaffold', ...: K local steps,
+      uploading the model change).
+    absent: what `absent='auto'` means for it ('stale' or 'drop').
+    weighting: what `weighting='auto'` means for it ('sum', 'samples' or
+      'uniform').
+    settings: its paper's values of Hyper fields (step_size: the server's
+      learning rate), which `make_hyper` takes for the fields it is not
+      given (a config gives every field: set them there, e.g. by
+      `algo_settings`, as configs/local.py does from these).
   """
   name: str
   stochastic: bool
@@ -60,10 +71,27 @@ class Algorithm:
   reference: str = ''
   server: str = 'sgd'
   params: tuple[tuple[str, Any], ...] = ()
+  client: str = 'gradient'
+  absent: str = 'stale'
+  weighting: str = 'sum'
+  settings: tuple[tuple[str, Any], ...] = ()
 
   def __post_init__(self):
     object.__setattr__(self, 'params', tuple(
         dict(self.params).items()))  # a dict or pairs, kept as pairs
+    object.__setattr__(self, 'settings', tuple(dict(self.settings).items()))
+    if self.absent not in participation_lib.ABSENT:
+      raise ValueError(f'Algorithm {self.name!r}: absent={self.absent!r} is '
+                       f'not allowed; allowed: {", ".join(participation_lib.ABSENT)}')
+    if self.weighting not in participation_lib.WEIGHTING:
+      raise ValueError(f'Algorithm {self.name!r}: weighting={self.weighting!r} '
+                       'is not allowed; allowed: '
+                       f'{", ".join(participation_lib.WEIGHTING)}')
+
+  @property
+  def local(self) -> bool:
+    """Whether participants run local steps (upload a model change)."""
+    return self.client != 'gradient'
 
   @property
   def lazy(self) -> bool:
@@ -77,6 +105,52 @@ class Algorithm:
 
 
 _A = Algorithm
+
+
+def _local_presets() -> tuple[Algorithm, ...]:
+  """FedAvg and friends: client part, server, weighting and the papers'
+  settings (docs/algorithm.md, "Local work", cites each)."""
+  fed = dict(client='local', absent='drop', weighting='samples')
+  # McMahan et al. 2017 (MNIST, B = 10, E = 1 on 600 samples: 60 steps; a
+  # CPU run takes K = 10 by default): client SGD, server step 1.
+  local = {'local.steps': 10, 'local.lr': 0.1}
+  return (
+      _A('fedavg', True, 'identity', False, params=local,
+         settings={'step_size': 1.0}, **fed,
+         reference='McMahan et al. 2017: FedAvg'),
+      _A('fedavgm', True, 'identity', False, server='momentum',
+         params={**local, 'momentum.momentum': 0.9},
+         settings={'step_size': 1.0}, **fed,
+         reference='Hsu, Qi, Brown 2019: FedAvgM (server momentum 0.9)'),
+      _A('fedadam', True, 'identity', False, server='fedadam',
+         params={'local.steps': 10, 'local.lr': 10 ** -1.5},
+         settings={'step_size': 10 ** -2.5}, **fed,
+         reference='Reddi et al. 2021: FedAdam'),
+      _A('fedyogi', True, 'identity', False, server='fedyogi',
+         params={'local.steps': 10, 'local.lr': 10 ** -1.5},
+         settings={'step_size': 10 ** -2.5}, **fed,
+         reference='Reddi et al. 2021: FedYogi'),
+      _A('fedprox', True, 'identity', False,
+         params={**local, 'local.mu': 1.0}, settings={'step_size': 1.0},
+         **fed, reference='Li et al. 2020: FedProx'),
+      _A('scaffold', True, 'identity', False, client='scaffold',
+         params={'scaffold.steps': 10, 'scaffold.lr': 0.1},
+         settings={'step_size': 1.0}, absent='drop', weighting='samples',
+         reference='Karimireddy et al. 2020: SCAFFOLD, option II'),
+      _A('fedpaq', True, 'qsgd', False, params=local,
+         settings={'step_size': 1.0}, **fed,
+         reference='Reisizadeh et al. 2020: FedPAQ (QSGD\'s quantizer on '
+                   'the model change)'),
+      _A('local_sgd', True, 'identity', False, client='local', params=local,
+         settings={'step_size': 1.0}, absent='drop', weighting='uniform',
+         reference='local SGD: every client, every round, K steps, the '
+                   'models averaged (the LASG code\'s baseline)'),
+      _A('fedlaq', True, 'uniform', True, 'laq', params=local,
+         settings={'step_size': 1.0}, **fed,
+         reference='ours: LAQ\'s quantizer and trigger on the model change'),
+  )
+
+
 ALGORITHMS: dict[str, Algorithm] = {
     a.name: a for a in (
         # The LAQ paper's family (Sun et al. 2019).
@@ -137,6 +211,9 @@ ALGORITHMS: dict[str, Algorithm] = {
            server='cada_amsgrad',
            reference='CADA\'s baseline: distributed Adam (AMSGrad, no '
                      'bias correction), every worker every step'),
+        # Rounds with local work (docs/algorithm.md, "Local work"): the
+        # upload is the model change Delta_m after K local steps.
+        *_local_presets(),
     )
 }
 
@@ -153,6 +230,9 @@ def register_algorithm(algorithm: Algorithm, *, replace: bool = False
   compressors.index(algorithm.compressor)
   trigger_lib.index(algorithm.trigger)
   servers_lib.index(algorithm.server)
+  clients_lib.index(algorithm.client)
+  for key, value in algorithm.settings:
+    check_value(key, value, f'{algorithm.name}.settings[{key!r}]')
   for key, value in algorithm.params:
     parts_lib.check_value(key, value, f'{algorithm.name}.params[{key!r}]')
   if algorithm.name in ALGORITHMS and not replace:
@@ -281,6 +361,8 @@ FIELDS: tuple[Field, ...] = (
        'Algorithm 1 (docs/algorithm.md)', 'bool'),
     _f('server', 'preset', None, None, '', 'index into `servers.SERVERS`',
        'int32'),
+    _f('client', 'preset', None, None, '', 'index into `clients.CLIENTS`',
+       'int32'),
     # The parts' own parameters, {part: {param: array}} (`laq_jax.parts`):
     # set by dotted names ('rand_k.k'), declared by each part.
     _f('params', 'parts', None, None, '',
@@ -297,11 +379,19 @@ FIELDS: tuple[Field, ...] = (
     _f('clients_per_round', 'int', 0, _int_in(0, _INT32_MAX),
        'an integer >= 0 (0: off; at most the number of workers)',
        'S: exactly S clients take part in each round (0: off, q decides)'),
-    _f('absent', 'choice', 'stale', None,
-       f'one of {", ".join(participation_lib.ABSENT)}',
+    _f('absent', 'choice', 'auto', None,
+       f'one of auto, {", ".join(participation_lib.ABSENT)}',
        'what the server does with an absent client: stale (keeps its last '
-       'upload) or drop (steps with M / |S_k| times the participants\' '
-       'sum)', choices=participation_lib.ABSENT),
+       'upload) or drop (steps with the participants\' uploads alone); '
+       'auto: the preset\'s (drop for local work, else stale)',
+       choices=('auto',) + participation_lib.ABSENT),
+    _f('weighting', 'choice', 'auto', None,
+       f'one of auto, {", ".join(participation_lib.WEIGHTING)}',
+       'how the server combines the uploads: sum (the family\'s: alpha on '
+       'their sum; M / |S_k| times the participants\' under drop), '
+       'samples (their mean weighted by n_m, FedAvg\'s), uniform (their '
+       'mean); auto: the preset\'s (samples for local work, else sum)',
+       choices=('auto',) + participation_lib.WEIGHTING),
     _f('deadline_s', 'float', 0.0, _ge0,
        'a finite number >= 0 (0: no deadline)',
        'a round\'s deadline, s: a participant whose compute + upload would '
@@ -504,7 +594,7 @@ def make_hyper(algo: str | Algorithm = 'laq', *, dtype=jnp.float32,
       raise ValueError('make_hyper: ' + show_lib.unknown(
           name, hyper_keys(), 'hyperparameter'))
   params = parts_lib.param_arrays({**dict(algorithm.params), **dotted}, dtype)
-  values = {**DEFAULTS, **overrides}
+  values = {**DEFAULTS, **dict(algorithm.settings), **overrides}
   validate(**values)
   check_participation(values, algorithm)
   values['downlink_bits'] = broadcast_bits(algorithm, values['bits'],
@@ -516,7 +606,7 @@ def make_hyper(algo: str | Algorithm = 'laq', *, dtype=jnp.float32,
     elif f.kind in ('network', 'network_field'):
       continue
     elif f.kind == 'choice':
-      arrays[f.name] = jnp.asarray(f.choices.index(values[f.name]),
+      arrays[f.name] = jnp.asarray(choice_index(f, values[f.name], algorithm),
                                    jnp.int32)
     else:
       arrays[f.name] = jnp.asarray(
@@ -530,8 +620,20 @@ def make_hyper(algo: str | Algorithm = 'laq', *, dtype=jnp.float32,
       error_feedback=jnp.asarray(algorithm.error_feedback, bool),
       authors_code=jnp.asarray(authors_code, bool),
       server=jnp.asarray(servers_lib.index(algorithm.server), jnp.int32),
+      client=jnp.asarray(clients_lib.index(algorithm.client), jnp.int32),
       params=params,
   )
+
+
+def choice_index(field: Field, value, algorithm: Algorithm) -> int:
+  """The stored index of a 'choice' field's value: its position among the
+  choices after 'auto', 'auto' resolved to the preset's own value."""
+  choices = field.choices
+  if choices and choices[0] == 'auto':
+    choices = choices[1:]
+    if value == 'auto':
+      value = getattr(algorithm, field.name)
+  return choices.index(value)
 
 
 def check_participation(values, algorithm: Algorithm | None = None,

@@ -21,10 +21,13 @@ from typing import Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 
+from laq_jax import clients as clients_lib
 from laq_jax import collectives
 from laq_jax import network as network_lib
 from laq_jax import participation as participation_lib
+from laq_jax import parts as parts_lib
 from laq_jax import randomness
 from laq_jax import hyper as hyper_lib
 from laq_jax import rules
@@ -274,6 +277,115 @@ def minibatch_gradients(s: Setting) -> Callable:
   return gradients
 
 
+def local_gradients(s: Setting) -> Callable:
+  """The local-work gradient part: (step, theta_P, at_P, rule_state) ->
+  (loss, uploads_MxP, SameSample, rules.LocalOut).
+
+  Each worker runs its point's client part (`Hyper.client`, among
+  `RunSpec.clients`): `gradient` uploads its minibatch gradient at at_P
+  (the draw of `minibatch_gradients`); a local client runs K =
+  `params['steps']` steps of its optax client optimizer from at_P
+  (thetahat^k) on minibatches keyed (seed, step, worker, local step j) (j
+  = 0: that same draw; j >= 1: `fold_in` of it with j), on the local
+  objective f_m + mu/2 ||theta - thetahat||^2 (+ <c - c_m, theta> with
+  control variates), and uploads Delta_m = thetahat - theta_m^K. With K = 1
+  and client SGD, Delta_m = eta_l g_m up to rounding (the uploads of the
+  gradient part times eta_l; docs/algorithm.md, "Local work")."""
+  spec, hyper, data = s.spec, s.hyper, s.data
+  clients = spec.parts.clients
+  shard_size = data.x_MxNxD.shape[1]
+  num_blocks = max(shard_size // spec.batch_size, 1)
+  num_params = spec.problem.num_params()
+  objective_m = _objective_m(s)
+  grad_fn = jax.grad(objective_m)
+  _, full_values = full_batch(spec.problem, data, hyper.l2)
+  controls = tuple(p.name for p in clients if p.stateful)
+
+  def batch(key, x_NxD, y_N, count):
+    if count is None:
+      idx = randomness.choice_without_replacement(key, shard_size,
+                                                  spec.batch_size)
+      block = jax.random.randint(key, (), 0, num_blocks)
+      idx = jnp.where(hyper.authors_code,
+                      block * spec.batch_size + jnp.arange(spec.batch_size),
+                      idx)
+      return x_NxD[idx], y_N[idx]
+    idx, used = client_batch_rows(key, count, shard_size, spec.batch_size,
+                                  hyper.authors_code)
+    return x_NxD[idx], y_N[idx], used
+
+  def one_worker(step, worker, x_NxD, y_N, count, anchor_P, own_M,
+                 server_controls):
+    key0 = randomness.batch_key(hyper.seed, step, worker)
+    first = batch(key0, x_NxD, y_N, count)
+    g0_P = grad_fn(anchor_P, *first)
+
+    def branch(part, g0_P, anchor_P, own):
+      no_bits = jnp.int32(0)
+      if not clients_lib.is_local(part):
+        return g0_P, jnp.int32(1), no_bits, no_bits, own
+      params = parts_lib.own_params(hyper, part)
+      tx = part.fn(params)
+      num_steps = params['steps']
+      mu = params.get('mu')
+      correction_P = (server_controls[part.name] - own[part.name]
+                      if part.stateful else None)
+
+      def local_grad(theta_P, g_P):
+        if mu is not None:
+          g_P = g_P + mu * (theta_P - anchor_P)
+        if correction_P is not None:
+          g_P = g_P + correction_P
+        return g_P
+
+      def local_step(theta_P, opt_state, g_P):
+        updates, opt_state = tx.update(local_grad(theta_P, g_P), opt_state,
+                                       theta_P)
+        return optax.apply_updates(theta_P, updates), opt_state
+
+      carry = local_step(anchor_P, tx.init(anchor_P), g0_P)
+
+      def body(j, carry):
+        theta_P, opt_state = carry
+        g_P = grad_fn(theta_P, *batch(jax.random.fold_in(key0, j), x_NxD,
+                                      y_N, count))
+        return local_step(theta_P, opt_state, g_P)
+
+      theta_P, _ = jax.lax.fori_loop(1, num_steps, body, carry)
+      delta_P = anchor_P - theta_P
+      if not part.stateful:
+        return delta_P, num_steps, no_bits, no_bits, own
+      # SCAFFOLD's option II: c_m+ = c_m - c + Delta / (K eta_l).
+      own = {**own, part.name: own[part.name] - server_controls[part.name]
+             + delta_P / (num_steps.astype(delta_P.dtype) * params['lr'])}
+      full = jnp.int32(32 * num_params)
+      return delta_P, num_steps, full, full, own
+
+    index = parts_lib.local_index(hyper.client, clients,
+                                  clients_lib.REGISTRY)
+    out = parts_lib.switch(index, clients, branch, g0_P, anchor_P, own_M)
+    return out, first
+
+  def gradients(step, theta_P, at_P, rule_state):
+    own_M = {n: rule_state.parts_M[n] for n in controls}
+    server_controls = {n: rule_state.server[n] for n in controls}
+    count_M = (None if data.count_M is None
+               else jnp.asarray(data.count_M, jnp.int32))
+    worker = lambda w, x, y, n, own: one_worker(step, w, x, y, n, at_P, own,
+                                                server_controls)
+    (uploads_MxP, steps_M, bits_M, down_M, own_M), sample = jax.vmap(
+        worker, in_axes=(0, 0, 0, None if count_M is None else 0, 0))(
+            s.worker_ids_M, data.x_MxNxD, data.y_MxN, count_M, own_M)
+    same = rules.SameSample(sample, lambda th, batch_: grad_fn(th, *batch_))
+    local = rules.LocalOut(steps_M.astype(jnp.int32), bits_M,
+                           down_M[0] if down_M.shape[0] else jnp.int32(0),
+                           {n: own_M[n] for n in controls})
+    return (_logged_loss(s, step, theta_P, full_values), uploads_MxP, same,
+            local)
+
+  return gradients
+
+
 def _logged_loss(s: Setting, step, theta_P, full_values):
   """The full objective at the logged iterations (NaN at the others)."""
   every = s.spec.log_every
@@ -374,8 +486,11 @@ def make_step(spec: RunSpec, data: Data, hyper: Hyper, *,
     worker_ids_M = jnp.arange(data.x_MxNxD.shape[0], dtype=jnp.int32)
   s = Setting(spec, data, hyper_lib.cast(hyper, data.x_MxNxD.dtype),
               worker_ids_M, axis_name, vmapped)
-  gradients = (spec.gradient or (minibatch_gradients if spec.stochastic
-                                 else full_batch_gradients))(s)
+  if spec.local:
+    gradients = local_gradients(s)
+  else:
+    gradients = (spec.gradient or (minibatch_gradients if spec.stochastic
+                                   else full_batch_gradients))(s)
   local_flops_M, all_flops_M = worker_flops(s)
 
   def body(state: LoopState, _):
@@ -390,10 +505,16 @@ def make_step(spec: RunSpec, data: Data, hyper: Hyper, *,
       # broadcast). Each worker needs its own gradient: mark theta varying.
       theta_P = jax.lax.pcast(theta_P, axis_name, to='varying')
       at_P = jax.lax.pcast(at_P, axis_name, to='varying')
-    loss, grads_MxP, *same = gradients(state.step, theta_P, at_P)
     extra = {}
+    if spec.local:
+      loss, grads_MxP, *same, extra['local'] = gradients(
+          state.step, theta_P, at_P, state.rule)
+    else:
+      loss, grads_MxP, *same = gradients(state.step, theta_P, at_P)
     if same and spec.rule.same_sample:
       extra['same_sample'] = same[0]
+    if spec.weighting and data.count_M is not None:
+      extra['counts_M'] = jnp.asarray(data.count_M, grads_MxP.dtype)
     grad_norm_sq = jnp.sum(jnp.square(collectives.sum_workers(grads_MxP,
                                                               axis_name)))
     # The stragglers' factors of this round (keys: seed, step, worker).

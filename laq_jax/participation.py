@@ -21,6 +21,8 @@ from laq_jax import randomness
 from laq_jax import trigger as trigger_lib
 
 ABSENT = ('stale', 'drop')  # what the server does with an absent client
+# How the server combines the uploads (`Hyper.weighting`).
+WEIGHTING = ('sum', 'samples', 'uniform')
 
 
 def uniforms(seed, step, num_clients: int) -> jax.Array:
@@ -110,3 +112,33 @@ def server_step(aggregate_P, last_upload_MxP, taken_M, hyper,
                         jnp.zeros_like(sampled_P))
   drop = hyper.absent == ABSENT.index('drop')
   return jnp.where(drop & (count < num_workers), dropped_P, aggregate_P)
+
+
+def weighted_step(last_upload_MxP, taken_M, weights_M, hyper,
+                  axis_name=None):
+  """The server's step input as a weighted MEAN of the last uploads
+  (`Hyper.weighting` samples or uniform; FedAvg's aggregate).
+
+  Under `drop` the mean is over the round's participants, sum_{m in S}
+  w_m Qhat_m / sum_{m in S} w_m (nobody: no step); under `stale` over every
+  client's last upload, sum_m w_m Qhat_m / sum_m w_m. w_m is n_m, the
+  client's sample count (samples), or 1 (uniform).
+
+  Args:
+    last_upload_MxP: every local client's last upload after this round.
+    taken_M: bool, who took part (None: every client, full participation).
+    weights_M: each local client's sample count n_m.
+    hyper: reads `weighting` and `absent`.
+    axis_name: the mesh axis under shard_map.
+  """
+  dtype = last_upload_MxP.dtype
+  samples = hyper.weighting == WEIGHTING.index('samples')
+  w_M = jnp.where(samples, jnp.asarray(weights_M, dtype),
+                  jnp.ones(weights_M.shape, dtype))
+  if taken_M is not None:
+    drop = hyper.absent == ABSENT.index('drop')
+    w_M = jnp.where(drop & ~taken_M, jnp.zeros_like(w_M), w_M)
+  total = collectives.fixed_sum(collectives.gather_workers(w_M, axis_name))
+  num_P = collectives.sum_workers(w_M[:, None] * last_upload_MxP, axis_name)
+  return jnp.where(total > 0, num_P / jnp.maximum(total, 1e-30).astype(dtype),
+                   jnp.zeros_like(num_P))

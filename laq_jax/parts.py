@@ -5,9 +5,11 @@
 
 A part is a value: its function, the parameters it declares (each with its
 default, check and doc, declared once, here) and, when it keeps memory, its
-state's `init`. Three kinds exist: a compressor (what a worker uploads), a
-trigger (whether it uploads) and a server update (how the server steps with
-the aggregate; any optax GradientTransformation, `laq_jax.servers`).
+state's `init`. Four kinds exist: a compressor (what a worker uploads), a
+trigger (whether it uploads), a server update (how the server steps with
+the aggregate; any optax GradientTransformation, `laq_jax.servers`) and a
+client (what a participant computes: one gradient, or K local steps of an
+optax client optimizer, `laq_jax.clients`).
 
 A part's parameter VALUES are arrays of the run's `Hyper`, grouped by part,
 `hyper.params[part name][param name]` (dotted on command lines and in grids:
@@ -31,6 +33,8 @@ Call conventions (keyword arguments only where the part declares them):
               for state that starts at the initial parameters: LASG's).
   server      fn(step_P, theta_P, hyper[, params=][, state=]) -> theta^{k+1},
               or (theta^{k+1}, state); init(theta_P, hyper, params) -> state.
+  client      fn(params) -> the client optimizer (optax); init(num_params,
+              dtype) -> one worker's control variate (`laq_jax.clients`).
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ import numpy as np
 from laq_jax import registry
 from laq_jax.show import show
 
-KINDS = ('compressor', 'trigger', 'server')
+KINDS = ('compressor', 'trigger', 'server', 'client')
 _INT32_MAX = 2**31 - 1
 
 
@@ -108,7 +112,7 @@ class Param:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Part:
-  """A compressor, trigger or server update, as a value.
+  """A compressor, trigger, server update or client, as a value.
 
   Attributes:
     kind: one of KINDS.
@@ -240,7 +244,8 @@ class PartRegistry(registry.Registry):
       if kind != self.kind and name in other:
         raise ValueError(f'{self.kind} name {show(name)} is taken by a '
                          f'{kind}: part names are shared by compressors, '
-                         'triggers and servers (their parameters are '
+                         'triggers, servers and clients (their '
+                         'parameters are '
                          'grouped by name)')
     return super().register(name, part, replace=replace)
 
@@ -262,7 +267,7 @@ _REGISTRIES: dict[str, PartRegistry] = {}
 def registries() -> dict[str, PartRegistry]:
   """{kind: its registry}, the library's modules imported."""
   # pylint: disable=g-import-not-at-top,unused-import
-  from laq_jax import compressors, servers, trigger as _trigger  # noqa
+  from laq_jax import clients, compressors, servers, trigger as _trigger  # noqa
   return {k: _REGISTRIES[k] for k in KINDS}
 
 
@@ -277,7 +282,7 @@ def find(name: str) -> Part:
 
 def param_keys() -> tuple[str, ...]:
   """Every registered part's parameters, dotted ('rand_k.k'), in the order
-  compressors, triggers, servers, then declaration."""
+  compressors, triggers, servers, clients, then declaration."""
   return tuple(f'{p.name}.{q.name}' for reg in registries().values()
                for p in (reg.get(n) for n in reg.names) for q in p.params)
 

@@ -15,6 +15,7 @@ from typing import Any, Mapping, Sequence
 import jax.numpy as jnp
 import numpy as np
 
+from laq_jax import clients as clients_lib
 from laq_jax import compressors
 from laq_jax import parts as parts_lib
 from laq_jax import servers as servers_lib
@@ -38,9 +39,10 @@ def grid_keys() -> tuple[str, ...]:
 
 
 def algorithm_parts(algo: str) -> tuple[str, ...]:
-  """The names of the parts a preset uses (compressor, trigger, server)."""
+  """The names of the parts a preset uses (compressor, trigger, server,
+  client)."""
   a = get_algorithm(algo)
-  return (a.compressor, a.trigger, a.server)
+  return (a.compressor, a.trigger, a.server, a.client)
 
 
 def flatten(grid: Mapping[str, Any]) -> dict[str, Any]:
@@ -250,8 +252,8 @@ def programs(points: Sequence[Mapping[str, Any]]
 
 def parts_of(points: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
   """The RunSpec parts the points need (what a program compiles in):
-  compressors, triggers, servers, error_feedback, downlink,
-  participation."""
+  compressors, triggers, servers, error_feedback, downlink, clients,
+  weighting, participation."""
   algos = [get_algorithm(p['algo']) for p in points]
   return dict(
       compressors=compressors.check_names({a.compressor for a in algos}),
@@ -259,6 +261,10 @@ def parts_of(points: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
       servers=servers_lib.REGISTRY.check_names({a.server for a in algos}),
       error_feedback=any(a.error_feedback for a in algos),
       downlink=any(a.downlink for a in algos),
+      clients=clients_lib.REGISTRY.check_names({a.client for a in algos}),
+      weighting=any(
+          (a.weighting if p.get('weighting', 'auto') == 'auto'
+           else p['weighting']) != 'sum' for a, p in zip(algos, points)),
       participation=any(p.get('participation', 1) < 1
                         or p.get('clients_per_round', 0) > 0
                         or p.get('deadline_s', 0) > 0 for p in points))

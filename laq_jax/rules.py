@@ -25,6 +25,7 @@ from typing import Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from laq_jax import clients as clients_lib
 from laq_jax import collectives
 from laq_jax import participation as participation_lib
 from laq_jax import compressors
@@ -120,6 +121,10 @@ class Parts:
     downlink: whether any point quantizes the broadcast.
     stochastic: minibatch gradients: `Hyper.authors_code` then follows the
       authors' minibatch scripts (their history window).
+    clients: the client Parts it may meet (`laq_jax.clients`; ('gradient',)
+      unless a point runs local work).
+    weighting: whether any point combines the uploads as a weighted mean
+      (`Hyper.weighting` samples or uniform).
   """
   compressors: tuple[parts_lib.Part, ...] = ()
   triggers: tuple[parts_lib.Part, ...] = ()
@@ -127,14 +132,24 @@ class Parts:
   error_feedback: bool = True
   downlink: bool = True
   stochastic: bool = False
+  clients: tuple[parts_lib.Part, ...] = ()
+  weighting: bool = False
 
   @classmethod
-  def of(cls, compressors_=None, triggers=None, servers=None, **flags
-         ) -> 'Parts':
-    """Parts from names (None: every registered part of that kind)."""
+  def of(cls, compressors_=None, triggers=None, servers=None, clients=None,
+         **flags) -> 'Parts':
+    """Parts from names (None: every registered part of that kind; the
+    sgd server and the gradient client)."""
     return cls(compressors.REGISTRY.parts(compressors_),
                trigger_lib.REGISTRY.parts(triggers),
-               servers_lib.REGISTRY.parts(servers or ('sgd',)), **flags)
+               servers_lib.REGISTRY.parts(servers or ('sgd',)),
+               clients=clients_lib.REGISTRY.parts(clients or ('gradient',)),
+               **flags)
+
+  @property
+  def controls(self) -> tuple[parts_lib.Part, ...]:
+    """The stateful client parts (control variates, SCAFFOLD's)."""
+    return tuple(p for p in self.clients if p.stateful)
 
 
 def init(theta_P: jax.Array, num_workers: int, memory: int,
@@ -155,10 +170,13 @@ def init(theta_P: jax.Array, num_workers: int, memory: int,
                                      theta_P),
            **trigger_lib.init_states(parts.triggers, num_params, dtype,
                                      theta_P)}
+    one.update({p.name: p.init(num_params, dtype) for p in parts.controls})
     parts_M = jax.tree.map(
         lambda a: jnp.broadcast_to(a, (num_workers,) + jnp.shape(a)), one)
     server = servers_lib.init_states(parts.servers, theta_P,
                                      hyper_lib.cast(hyper, dtype))
+    # The server's control variate c = the mean of the clients' (all 0).
+    server.update({p.name: p.init(num_params, dtype) for p in parts.controls})
   return RuleState(
       last_upload_MxP=jnp.zeros((num_workers, num_params), dtype),
       last_error_M=jnp.zeros((num_workers,), dtype),
@@ -197,6 +215,25 @@ class SameSample(NamedTuple):
   """
   sample_M: object
   grad_at: Callable
+
+
+class LocalOut(NamedTuple):
+  """What the local-work stage adds to a round (`loop.local_gradients`).
+
+  Attributes:
+    steps_M: the gradients each local worker computed (K for a local
+      point, 1 for a gradient point), int32.
+    extra_bits_M: bits an upload carries beside the compressed one (a
+      control variate's change, 32 p), int32.
+    extra_down: bits every participant receives beside theta (the server's
+      control variate, 32 p), int32 scalar.
+    controls_M: {stateful client part: each local worker's new control
+      variate c_m+ [M, P]} (kept where the worker uploads).
+  """
+  steps_M: jax.Array
+  extra_bits_M: jax.Array
+  extra_down: jax.Array
+  controls_M: dict
 
 
 def _worker(grad_P, last_upload_P, last_error, clock, error_P, states, key,
@@ -291,7 +328,8 @@ def step(grads_MxP: jax.Array, state: RuleState, theta_P: jax.Array,
          num_workers: int | None = None, axis_name: str | None = None,
          parts: Parts | None = None, present_M: jax.Array | None = None,
          admit: Callable | None = None,
-         same_sample: SameSample | None = None
+         same_sample: SameSample | None = None,
+         local: LocalOut | None = None, counts_M: jax.Array | None = None
          ) -> tuple[jax.Array, RuleState, StepStats]:
   """One iteration k of the family (docs/algorithm.md, "One iteration"):
   the workers' stage (compress, decide), participation, the aggregate, the
@@ -319,6 +357,11 @@ def step(grads_MxP: jax.Array, state: RuleState, theta_P: jax.Array,
       builds it from the network); the others are dropped from the round.
     same_sample: this step's samples and gradient function (`SameSample`),
       for triggers that compare two gradients on one sample (LASG, CADA).
+    local: the local-work stage's additions (`LocalOut`: the gradients
+      each worker computed, a control variate's bits and new values), or
+      None (no local work compiled in).
+    counts_M: each local worker's sample count n_m (`Hyper.weighting`
+      samples); None: equal shards.
 
   Returns:
     (theta^{k+1}, state^{k+1}, per-worker StepStats).
@@ -328,8 +371,18 @@ def step(grads_MxP: jax.Array, state: RuleState, theta_P: jax.Array,
   num_workers = num_workers or num_local
   if worker_ids_M is None:
     worker_ids_M = jnp.arange(num_local, dtype=jnp.int32)
-  out = workers_stage(grads_MxP, state, hyper, step_count, worker_ids_M,
-                      num_workers, parts, same_sample)
+  mean = None
+  worker_hyper = hyper
+  if parts.weighting:
+    # A weighted mean steps each upload by about alpha / M: the LAG/LAQ
+    # threshold's alpha is that (docs/algorithm.md, "Local work").
+    mean = hyper.weighting != participation_lib.WEIGHTING.index('sum')
+    worker_hyper = hyper._replace(step_size=jnp.where(
+        mean, hyper.step_size / num_workers, hyper.step_size))
+  out = workers_stage(grads_MxP, state, worker_hyper, step_count,
+                      worker_ids_M, num_workers, parts, same_sample)
+  if local is not None:
+    out = _add_local(out, state, local)
   taken = None
   if present_M is not None:
     out, taken = participation_lib.mask_absent(out, state, present_M, admit)
@@ -339,14 +392,26 @@ def step(grads_MxP: jax.Array, state: RuleState, theta_P: jax.Array,
   if present_M is not None:
     step_P = participation_lib.server_step(
         aggregate_P, out.last_upload_P, taken, hyper, num_workers, axis_name)
+  if mean is not None:
+    if counts_M is None:
+      counts_M = jnp.ones((num_local,), grads_MxP.dtype)
+    step_P = jnp.where(mean, participation_lib.weighted_step(
+        out.last_upload_P, taken, counts_M, hyper, axis_name), step_P)
   new_theta_P, server = servers_lib.update(step_P, theta_P, hyper,
                                            parts.servers, state.server)
+  for part in parts.controls:  # c += sum_S (c_m+ - c_m) / M
+    change_P = collectives.sum_workers(
+        out.parts[part.name] - state.parts_M[part.name], axis_name)
+    server = {**server, part.name: state.server[part.name]
+              + change_P / jnp.asarray(num_workers, change_P.dtype)}
   moved = collectives.sum_sq(new_theta_P - theta_P)
   history = jnp.concatenate([moved[None], state.history_D[:-1]])
   broadcast_P, bits_down = broadcast(new_theta_P, state.broadcast_P, hyper,
                                      parts)
   bits_down_M = jnp.broadcast_to(bits_down, out.stats.bits_M.shape).astype(
       jnp.int32)
+  if local is not None:  # the server's control variate rides along
+    bits_down_M = bits_down_M + local.extra_down
   # A worker the server selected before it computed (LASG-PS) downloaded
   # theta^k, in full precision, at the start of the round; the others none.
   pulled = jnp.where(out.stats.sent_M, jnp.int32(32 * theta_P.shape[-1]), 0)
@@ -358,6 +423,23 @@ def step(grads_MxP: jax.Array, state: RuleState, theta_P: jax.Array,
                         out.error_P, aggregate_P, history, broadcast_P,
                         out.parts, server)
   return new_theta_P, new_state, stats
+
+
+def _add_local(out: Worker, state: RuleState, local: LocalOut) -> Worker:
+  """The workers' stage output with the local work's accounting: each
+  worker computed K gradients (its trigger's extra ones on top), an upload
+  carries its control variate's change, and a worker that uploads keeps
+  its new control variate."""
+  stats = out.stats
+  grads = jnp.where(stats.grads_M > 0, stats.grads_M + local.steps_M - 1, 0)
+  bits = jnp.where(stats.sent_M, stats.bits_M + local.extra_bits_M,
+                   stats.bits_M)
+  new_parts = dict(out.parts)
+  for name, control_MxP in local.controls_M.items():
+    new_parts[name] = jnp.where(stats.sent_M[:, None], control_MxP,
+                                state.parts_M[name])
+  return out._replace(parts=new_parts, stats=stats._replace(
+      grads_M=grads.astype(jnp.int32), bits_M=bits.astype(jnp.int32)))
 
 
 def worker_params(state: RuleState, theta_P: jax.Array) -> jax.Array:

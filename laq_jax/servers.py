@@ -15,7 +15,7 @@ Which server runs is data (`Hyper.server`, an index into `REGISTRY`).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -106,6 +106,49 @@ def cada_amsgrad(learning_rate, b1, b2, eps) -> optax.GradientTransformation:
                        bias_correction_mu=False, bias_correction_nu=False)
 
 
+class FedOptState(NamedTuple):
+  m: Any
+  v: Any
+
+
+def fedopt(learning_rate, b1, b2, tau, *, yogi: bool = False
+           ) -> optax.GradientTransformation:
+  """FedAdam's / FedYogi's server (Reddi et al. 2021, Algorithm 2), on the
+  aggregate pseudo-gradient g (the mean model change): m <- b1 m + (1 - b1)
+  g; v <- b2 v + (1 - b2) g^2 (Adam) or v - (1 - b2) g^2 sign(v - g^2)
+  (Yogi); theta <- theta - eta m / (sqrt(v) + tau). No bias correction; m
+  starts at 0 and v at tau^2 (the paper's v_{-1} >= tau^2)."""
+  def init(params):
+    return FedOptState(jax.tree.map(jnp.zeros_like, params),
+                       jax.tree.map(lambda p: jnp.full_like(p, tau ** 2),
+                                    params))
+
+  def update(g, state, params=None):
+    del params
+    m = jax.tree.map(lambda m, g: b1 * m + (1 - b1) * g, state.m, g)
+    if yogi:
+      v = jax.tree.map(lambda v, g: v - (1 - b2) * jnp.square(g) * jnp.sign(
+          v - jnp.square(g)), state.v, g)
+    else:
+      v = jax.tree.map(lambda v, g: b2 * v + (1 - b2) * jnp.square(g),
+                       state.v, g)
+    updates = jax.tree.map(lambda m, v: -learning_rate * m / (jnp.sqrt(v) + tau),
+                           m, v)
+    return updates, FedOptState(m, v)
+
+  return optax.GradientTransformation(init, update)
+
+
+def _fedopt_params() -> list[parts_lib.Param]:
+  """Reddi et al. 2021's beta_1, beta_2 and tau (their defaults)."""
+  return [_P('b1', 0.9, check=_unit, allowed='a number in [0, 1)',
+             doc='beta_1, the first moment\'s decay (FedOpt)'),
+          _P('b2', 0.99, check=_unit, allowed='a number in [0, 1)',
+             doc='beta_2, the second moment\'s decay (FedOpt)'),
+          _P('tau', 1e-3, check=_pos, allowed='a finite number > 0',
+             doc='tau, the adaptivity (FedOpt; v starts at tau^2)')]
+
+
 REGISTRY: parts_lib.PartRegistry = parts_lib.PartRegistry('server', [
     ('sgd', parts_lib.Part('server', 'sgd', sgd,
                            doc='theta - alpha * aggregate (the paper\'s step)')),
@@ -132,6 +175,15 @@ REGISTRY: parts_lib.PartRegistry = parts_lib.PartRegistry('server', [
         'yogi', lambda lr, b1, b2, eps: optax.yogi(lr, b1=b1, b2=b2, eps=eps),
         _moments(1e-3),
         doc='Yogi (Zaheer et al. 2018); FedYogi\'s server')),
+    ('fedadam', optax_server(
+        'fedadam', lambda lr, b1, b2, tau: fedopt(lr, b1, b2, tau),
+        _fedopt_params(),
+        doc='FedAdam\'s server (Reddi et al. 2021): Adam on the mean model '
+        'change, no bias correction')),
+    ('fedyogi', optax_server(
+        'fedyogi', lambda lr, b1, b2, tau: fedopt(lr, b1, b2, tau, yogi=True),
+        _fedopt_params(),
+        doc='FedYogi\'s server (Reddi et al. 2021)')),
     ('cada_amsgrad', optax_server(
         'cada_amsgrad', cada_amsgrad, _moments(1e-7),
         doc='AMSGrad without bias correction: CADA\'s server and its Adam '

@@ -8,6 +8,7 @@ from typing import Callable
 import jax
 import numpy as np
 
+from laq_jax import clients as clients_lib
 from laq_jax import compressors
 from laq_jax import network as network_lib
 from laq_jax import rules
@@ -79,6 +80,12 @@ class RunSpec:
       theta_P, at_P) -> (loss, grads_MxP)`; None: `loop.minibatch_gradients`
       when `stochastic`, else `loop.full_batch_gradients`. A function of
       your own is compiled in by identity (the cache keys on it).
+    clients: the client parts it may meet (`Hyper.client` picks one,
+      `laq_jax.clients`; default ('gradient',): one gradient per worker).
+      A local client (K local steps, uploading the model change) needs
+      `stochastic` and the library's gradient part (`gradient` None).
+    weighting: compile the weighted-mean aggregate in (`Hyper.weighting`
+      samples or uniform); off, the server steps with the uploads' sum.
 
   The parts are resolved from their registries when the RunSpec is made,
   and the RunSpec holds the part objects (`part_objects`): two RunSpecs
@@ -101,15 +108,23 @@ class RunSpec:
   participation: bool = False
   servers: tuple[str, ...] = ('sgd',)
   gradient: Callable | None = None
+  clients: tuple[str, ...] = ('gradient',)
+  weighting: bool = False
   part_objects: tuple = dataclasses.field(default=(), init=False,
                                           repr=False)
 
   @property
   def parts(self) -> rules.Parts:
     """The rule's parts this program compiles in (the part objects)."""
-    compressors_, triggers, servers = self.part_objects
+    compressors_, triggers, servers, clients = self.part_objects
     return rules.Parts(compressors_, triggers, servers, self.error_feedback,
-                       self.downlink, self.stochastic)
+                       self.downlink, self.stochastic, clients,
+                       self.weighting)
+
+  @property
+  def local(self) -> bool:
+    """Whether a client part with local steps is compiled in."""
+    return any(clients_lib.is_local(p) for p in self.part_objects[3])
 
   @property
   def log_every(self) -> int:
@@ -135,7 +150,8 @@ class RunSpec:
           value, (int, np.integer)):
         raise ValueError(f'{name}={show(value)} is not allowed: it must be an '
                          'integer >= 1')
-    for name in ('stochastic', 'error_feedback', 'downlink', 'participation'):
+    for name in ('stochastic', 'error_feedback', 'downlink', 'participation',
+                 'weighting'):
       if not isinstance(getattr(self, name), (bool, np.bool_)):
         raise ValueError(f'{name}={show(getattr(self, name))} is not '
                          'allowed: it must be True or False')
@@ -166,7 +182,8 @@ class RunSpec:
     objects = []
     for name, registry in (('compressors', compressors.REGISTRY),
                            ('triggers', trigger_lib.REGISTRY),
-                           ('servers', servers_lib.REGISTRY)):
+                           ('servers', servers_lib.REGISTRY),
+                           ('clients', clients_lib.REGISTRY)):
       given = getattr(self, name)
       try:
         names = registry.check_names(registry.default_names if given is None
@@ -176,6 +193,14 @@ class RunSpec:
       object.__setattr__(self, name, names)
       objects.append(registry.parts(names))
     object.__setattr__(self, 'part_objects', tuple(objects))
+    if self.local and not self.stochastic:
+      raise ValueError(f'clients={self.clients} is not allowed with '
+                       'stochastic=False: local work runs K steps on '
+                       'minibatches (set stochastic=True and batch_size)')
+    if self.local and self.gradient is not None:
+      raise ValueError(f'clients={self.clients} is not allowed with a gradient '
+                       'part of your own (gradient=...): local work is the '
+                       'library\'s gradient part')
 
   def check_hyper(self, hyper: Hyper) -> None:
     """Raises ValueError if `hyper` uses a part not compiled in."""
@@ -191,10 +216,12 @@ class RunSpec:
     except jax.errors.TracerArrayConversionError:
       return  # traced: the caller checked the concrete values
     used_servers = np.unique(np.asarray(hyper.server))
+    used_clients = np.unique(np.asarray(hyper.client))
     for kind, registry, indices in (
         ('compressors', compressors.REGISTRY, used),
         ('triggers', trigger_lib.REGISTRY, used_triggers),
-        ('servers', servers_lib.REGISTRY, used_servers)):
+        ('servers', servers_lib.REGISTRY, used_servers),
+        ('clients', clients_lib.REGISTRY, used_clients)):
       names = [registry.names[int(i)] if 0 <= int(i) < len(registry)
                else f'#{int(i)}' for i in indices]
       missing = [n for n in names if n not in getattr(self, kind)]
@@ -233,8 +260,9 @@ class RunSpec:
                   & ~np.asarray(hyper.error_feedback)
                   & (np.asarray(hyper.downlink_bits) == 0)),
         deadline_s=hyper.deadline_s, where='hyper.')
+    weighted = bool(np.any(np.asarray(hyper.weighting) > 0))
     for used_it, name in ((feedback, 'error_feedback'),
-                          (downlink, 'downlink')):
+                          (downlink, 'downlink'), (weighted, 'weighting')):
       if used_it and not getattr(self, name):
         raise ValueError(f'hyper uses {name} but RunSpec.{name}=False; '
                          'set it True')

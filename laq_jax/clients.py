@@ -1,0 +1,126 @@
+"""The client part: what a participant computes in a round (local work).
+
+    local = clients.client('local', lambda p: optax.sgd(p['lr']),
+                           params=[steps(), lr(0.1), mu()])
+
+`gradient` (the default) is today's round: one gradient at the parameters
+the worker holds (full shard or minibatch), uploaded through the
+compressor and trigger parts. Every other client part runs K local steps
+of a client optimizer (an optax GradientTransformation, fresh each round)
+from those parameters, thetahat^k, on its own minibatches (keys (seed,
+step, worker, local step): the first is the minibatch `gradient` draws),
+and uploads the model change Delta_m = thetahat^k - theta_m^K through the
+SAME compressor and trigger parts (docs/algorithm.md, "Local work").
+
+A client part's parameters are arrays of the Hyper like every part's
+(`hyper.params['local']['steps']`, `local.steps` in grids): K, the client
+step eta_l and FedProx's mu are sweepable data; K has no static maximum
+(the local loop is a `lax.while_loop` on it).
+
+Call convention: fn(params) -> optax.GradientTransformation, the client
+optimizer, with `params` the part's parameter arrays; the local stage reads
+`steps` (K, required), `lr` (eta_l, the optimizer's step: SCAFFOLD's
+control variate divides by it) and `mu` (the proximal term, optional). A
+stateful client part (one with an `init`) keeps control variates, as
+SCAFFOLD's option II (Karimireddy et al. 2020): c_m per worker
+(`RuleState.parts_M[name]`), c on the server (`RuleState.server[name]`),
+the local gradient corrected by c - c_m, c_m+ = c_m - c + Delta_m / (K
+eta_l) uploaded as Delta c_m (32 p bits beside Delta_m's) and c +=
+sum_S Delta c_m / M broadcast (32 p bits more).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterable, Sequence
+
+import jax.numpy as jnp
+import optax
+
+from laq_jax import parts as parts_lib
+from laq_jax import registry
+
+_P = parts_lib.Param
+
+
+def steps(default: int = 1) -> parts_lib.Param:
+  """K, the local steps of a round."""
+  return _P('steps', default, 'int', check=lambda a: a >= 1,
+            allowed='an integer >= 1', doc='K, local steps per round')
+
+
+def lr(default: float = 0.1) -> parts_lib.Param:
+  """eta_l, the client optimizer's step."""
+  return _P('lr', default, check=lambda a: a > 0, allowed='a finite number > 0',
+            doc='eta_l, the client step (on the mean loss of a minibatch)')
+
+
+def mu(default: float = 0.0) -> parts_lib.Param:
+  """FedProx's proximal weight."""
+  return _P('mu', default, check=lambda a: a >= 0,
+            allowed='a finite number >= 0',
+            doc='mu, FedProx\'s proximal term mu/2 ||theta - thetahat||^2')
+
+
+def client(name: str, fn: Callable, *, params: Iterable[parts_lib.Param] = (),
+           init: Callable | None = None, doc: str = '',
+           opt_in: bool = False) -> parts_lib.Part:
+  """A client part (register it in `clients.REGISTRY`); see the module
+  docstring for `fn` and a stateful part's control variates."""
+  params = tuple(params)
+  names = [p.name for p in params]
+  if fn is not _gradient and not ('steps' in names and 'lr' in names):
+    raise ValueError(f'client {name!r} declares {names}: a client part needs '
+                     'the parameters steps (K) and lr (eta_l) '
+                     '(laq_jax.clients.steps(), lr())')
+  return parts_lib.Part('client', name, fn, params, init, doc, opt_in)
+
+
+def _gradient(params=None):
+  """No local work: the marker of the `gradient` part (never called)."""
+  raise TypeError('the gradient client runs no client optimizer')
+
+
+def is_local(part: parts_lib.Part) -> bool:
+  """Whether `part` runs local steps (every client part but `gradient`)."""
+  return part.fn is not _gradient
+
+
+def _control_init(num_params, dtype):
+  return jnp.zeros((num_params,), dtype)
+
+
+REGISTRY: parts_lib.PartRegistry = parts_lib.PartRegistry('client', [
+    ('gradient', parts_lib.Part(
+        'client', 'gradient', _gradient,
+        doc='one gradient at the parameters held (FedSGD; every preset of '
+        'the lazy family)')),
+    ('local', client(
+        'local', lambda p: optax.sgd(p['lr']), params=[steps(), lr(), mu()],
+        doc='K steps of client SGD (FedAvg, McMahan et al. 2017); mu > 0: '
+        'FedProx (Li et al. 2020)')),
+    ('local_momentum', client(
+        'local_momentum',
+        lambda p: optax.sgd(p['lr'], momentum=p['momentum']),
+        params=[steps(), lr(), mu(),
+                _P('momentum', 0.9, check=lambda a: (a >= 0) & (a < 1),
+                   allowed='a number in [0, 1)',
+                   doc='the client optimizer\'s heavy-ball momentum, reset '
+                   'every round')],
+        doc='K steps of client SGD with momentum (optax.sgd)')),
+    ('scaffold', client(
+        'scaffold', lambda p: optax.sgd(p['lr']), params=[steps(), lr()],
+        init=_control_init,
+        doc='K steps of client SGD corrected by control variates '
+        '(SCAFFOLD option II, Karimireddy et al. 2020)')),
+])
+__getattr__ = registry.names_attribute(__name__, CLIENTS=REGISTRY)
+
+
+def index(name: str) -> int:
+  """The position of `name` in CLIENTS (what `Hyper.client` holds)."""
+  return REGISTRY.index(name)
+
+
+def local_parts(parts: Sequence[parts_lib.Part]) -> tuple[parts_lib.Part, ...]:
+  """The parts among `parts` that run local steps."""
+  return tuple(p for p in parts if is_local(p))
