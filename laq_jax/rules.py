@@ -399,6 +399,14 @@ def step(grads_MxP: jax.Array, state: RuleState, theta_P: jax.Array,
         out.last_upload_P, taken, counts_M, hyper, axis_name), step_P)
   new_theta_P, server = servers_lib.update(step_P, theta_P, hyper,
                                            parts.servers, state.server)
+  if taken is not None:
+    # Under drop, a round nobody took part in is no step at all: the
+    # server's optimizer state (momentum, moments) stays where it was.
+    idle = (hyper.absent == participation_lib.ABSENT.index('drop')) & ~jnp.any(
+        collectives.gather_workers(taken, axis_name))
+    new_theta_P = jnp.where(idle, theta_P, new_theta_P)
+    server = jax.tree.map(lambda new, old: jnp.where(idle, old, new), server,
+                          state.server)
   for part in parts.controls:  # c += sum_S (c_m+ - c_m) / M
     change_P = collectives.sum_workers(
         out.parts[part.name] - state.parts_M[part.name], axis_name)

@@ -353,7 +353,7 @@ class ValidationTest(parameterized.TestCase):
       _case('clients_per_round_above_workers', dict(clients_per_round=11),
             'clients_per_round', '11', 'at most num_workers=10'),
       _case('absent', dict(absent='gone'), 'absent', "'gone'",
-            'one of stale, drop'),
+            'one of auto, stale, drop'),
       _case('deadline_on_a_ring',
             {'algo': 'gd', 'network.topology': 'ring', 'deadline_s': 1.0},
             'deadline_s', '1.0', "0 with network.topology='ring'"),

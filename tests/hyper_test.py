@@ -25,6 +25,9 @@ class PresetTest(parameterized.TestCase):
       self.assertEqual(a.error_feedback, f['error_feedback'], name)
       self.assertEqual(a.downlink, f['downlink'], name)
       self.assertEqual(a.server, f['server'], name)
+      self.assertEqual(a.client, f['client'], name)
+      self.assertEqual(a.absent, f['absent'], name)
+      self.assertEqual(a.weighting, f['weighting'], name)
       self.assertEqual(a.lazy, f['trigger'] != 'eager', name)
       self.assertEqual(a.quantize, f['compressor'] == 'uniform', name)
 
@@ -75,14 +78,21 @@ class HyperTest(absltest.TestCase):
     defaults = hyper.make_hyper('laq')
     self.assertEqual(defaults.step_size.dtype, jnp.float32)
     for name, value in hyper.DEFAULTS.items():
-      if name in hyper.SCHEDULE_FIELDS + hyper.NETWORK_FIELDS + ('absent',):
+      if name in hyper.SCHEDULE_FIELDS + hyper.NETWORK_FIELDS + (
+          'absent', 'weighting'):
         continue
       self.assertAlmostEqual(float(getattr(defaults, name)), value, 6, name)
     # The network: the default profile's values, float64 (x64 is on here)
     # whatever the run's precision.
     self.assertEqual(float(defaults.network.up_bps), 1e9)
     self.assertEqual(defaults.network.up_bps.dtype, jnp.float64)
-    self.assertEqual(int(defaults.absent), 0)  # 'stale'
+    self.assertEqual(int(defaults.absent), 0)  # 'auto': laq's 'stale'
+    self.assertEqual(int(defaults.weighting), 0)  # 'auto': laq's 'sum'
+    fedavg = hyper.make_hyper('fedavg')  # 'auto': drop, samples
+    self.assertEqual((int(fedavg.absent), int(fedavg.weighting)), (1, 1))
+    self.assertEqual(float(fedavg.step_size), 1.0)  # its settings
+    self.assertEqual(int(hyper.make_hyper('fedavg', absent='stale',
+                                          weighting='uniform').weighting), 2)
     # No schedule: every slot unused (factor 1 at a step no run reaches).
     np.testing.assert_array_equal(defaults.xi_factors, np.ones(8))
     np.testing.assert_array_equal(defaults.xi_steps, np.full(8, 2**31 - 1))

@@ -151,7 +151,16 @@ class ProgramsAndPartsTest(absltest.TestCase):
     self.assertEqual(points.parts_of([laq, mine])['servers'],
                      ('sgd', 'momentum'))
     self.assertEqual(points.algorithm_parts(PRESET),
-                     ('identity', 'eager', 'momentum'))
+                     ('identity', 'eager', 'momentum', 'gradient'))
+    fedavg = {**laq, 'algo': 'fedavg'}
+    self.assertEqual(points.parts_of([laq, fedavg])['clients'],
+                     ('gradient', 'local'))
+    self.assertFalse(points.parts_of([laq])['weighting'])
+    self.assertTrue(points.parts_of([laq, fedavg])['weighting'])
+    self.assertTrue(points.parts_of([{**laq, 'weighting': 'uniform'}])[
+        'weighting'])
+    self.assertFalse(points.parts_of([{**fedavg, 'weighting': 'sum'}])[
+        'weighting'])
 
 
 class BatchesTest(parameterized.TestCase):

@@ -60,10 +60,20 @@ def preset(name):
 
 
 def _member(minibatch, compressor, innovation, error_feedback, trigger,
-            downlink=False, server='sgd'):
+            downlink=False, server='sgd', client='gradient', absent='stale',
+            weighting='sum'):
   return dict(minibatch=minibatch, compressor=compressor,
               innovation=innovation, error_feedback=error_feedback,
-              trigger=trigger, downlink=downlink, server=server)
+              trigger=trigger, downlink=downlink, server=server,
+              client=client, absent=absent, weighting=weighting)
+
+
+def _fed(compressor='identity', innovation=False, trigger='eager',
+         server='sgd', client='local', weighting='samples'):
+  """A preset with local work (/work/shared/local-steps.md): absent
+  clients dropped, the uploads' mean weighted by sample counts."""
+  return _member(True, compressor, innovation, False, trigger, server=server,
+                 client=client, absent='drop', weighting=weighting)
 
 
 # The family's presets (/work/shared/compressors.md, "Presets the field
@@ -98,6 +108,17 @@ FAMILY = {
                      server='cada_amsgrad'),
     'cada_adam': _member(True, 'identity', False, False, 'eager',
                          server='cada_amsgrad'),
+    # Local work (/work/shared/local-steps.md): the upload is the model
+    # change after K local steps; their oracle is `run_local`.
+    'fedavg': _fed(),  # McMahan et al. 2017
+    'fedavgm': _fed(server='momentum'),  # Hsu, Qi, Brown 2019
+    'fedadam': _fed(server='fedadam'),  # Reddi et al. 2021
+    'fedyogi': _fed(server='fedyogi'),
+    'fedprox': _fed(),  # Li et al. 2020: mu > 0
+    'scaffold': _fed(client='scaffold'),  # Karimireddy et al. 2020
+    'fedpaq': _fed('qsgd'),  # Reisizadeh et al. 2020
+    'local_sgd': _fed(weighting='uniform'),
+    'fedlaq': _fed('uniform', True, 'laq'),
 }
 
 
@@ -668,5 +689,100 @@ def run_lasg(x_mnd, y_mn, *, steps, alpha, trigger, batches=None,
   out = {n: np.array([r[n] for r in rows])
          for n in ('loss', 'sent', 'bits', 'bits_down', 'grads', 'innovation',
                    'threshold', 'error')}
+  out['theta'] = theta
+  return out
+
+
+# ---------------------------------------------------------------------------
+# Rounds with local work (/work/shared/local-steps.md): FedAvg, FedProx,
+# SCAFFOLD, FedPAQ and the FedOpt servers, round by round.
+
+
+def run_local(x_mnd, y_mn, *, rounds, theta0, batches, present, local_steps,
+              client_lr, mu=0.0, control=False, server='sgd',
+              server_lr=1.0, momentum=0.9, b1=0.9, b2=0.99, tau=1e-3,
+              weighting='samples', counts=None, compressor='identity',
+              levels=16, uniforms=None, lam=0.0, classes=10,
+              model='logreg', hidden=None):
+  """Rounds of local work, written from the contract's text.
+
+  Each participant m of round k (present[k][m]) starts from theta^k, runs
+  K = local_steps steps of SGD with step client_lr on the minibatches
+  batches[k][m][j] of its shard, on f_m + mu/2 ||theta - theta^k||^2 (and,
+  with `control`, the gradient corrected by c - c_m: SCAFFOLD's option II),
+  and uploads Delta_m = theta^k - theta_m^K, compressed by `compressor`
+  (identity: 32 P bits; qsgd: QSGD's s = levels quantizer on Delta_m, with
+  uniforms[k][m]); with `control` also Delta c_m (32 P bits). The server
+  takes the participants' mean, weighted by counts[m] (samples) or not
+  (uniform), and steps: sgd (theta - eta_s mean), momentum (b <- beta b +
+  mean; theta - eta_s b), fedadam / fedyogi (Reddi et al. 2021, Algorithm
+  2: m, v from tau^2, no bias correction); c += sum_S Delta c_m / M.
+
+  Returns:
+    {'theta': final theta, 'loss': [f(theta^k)] per round (the sum of the
+    workers' objectives on their shards), 'bits': [k][m] uplink bits (0 if
+    absent), 'uploads': [k][m] the uploads (None if absent)}.
+  """
+  theta = np.array(theta0, dtype=x_mnd.dtype)
+  dtype = theta.dtype.type
+  num_workers, num_params = len(x_mnd), theta.size
+  counts = np.full(num_workers, x_mnd.shape[1]) if counts is None else counts
+  c_server = np.zeros_like(theta)
+  c_worker = np.zeros((num_workers, num_params), theta.dtype)
+  mom = np.zeros_like(theta)
+  adam_m = np.zeros_like(theta)
+  adam_v = np.full_like(theta, tau ** 2)
+  out = {'loss': [], 'bits': [], 'uploads': []}
+  for k in range(rounds):
+    out['loss'].append(objective(theta, x_mnd, y_mn, lam, classes, model,
+                                 hidden)[0])
+    uploads, bits, dcs = [None] * num_workers, [0] * num_workers, {}
+    for m in range(num_workers):
+      if not present[k][m]:
+        continue
+      th = theta.copy()
+      for j in range(local_steps):
+        idx = batches[k][m][j]
+        _, g = shard_loss_and_grad(th, x_mnd[m][idx], y_mn[m][idx], lam,
+                                   classes, model, hidden)
+        g = g + dtype(mu) * (th - theta)
+        if control:
+          g = g + (c_server - c_worker[m])
+        th = th - dtype(client_lr) * g
+      delta = theta - th
+      if compressor == 'qsgd':
+        q, b = qsgd(delta, levels, uniforms[k][m])
+      else:
+        q, b = delta, 32 * num_params
+      if control:
+        new_c = c_worker[m] - c_server + delta / (dtype(local_steps)
+                                                 * dtype(client_lr))
+        dcs[m] = new_c - c_worker[m]
+        c_worker[m] = new_c
+        b += 32 * num_params
+      uploads[m], bits[m] = q, b
+    chosen = [m for m in range(num_workers) if present[k][m]]
+    if chosen:
+      w = np.array([counts[m] if weighting == 'samples' else 1.0
+                    for m in chosen], theta.dtype)
+      mean = sum(wi * uploads[m] for wi, m in zip(w, chosen)) / w.sum()
+      if server == 'sgd':
+        theta = theta - dtype(server_lr) * mean
+      elif server == 'momentum':
+        mom = dtype(momentum) * mom + mean
+        theta = theta - dtype(server_lr) * mom
+      else:
+        adam_m = dtype(b1) * adam_m + dtype(1 - b1) * mean
+        sq = mean * mean
+        if server == 'fedyogi':
+          adam_v = adam_v - dtype(1 - b2) * sq * np.sign(adam_v - sq)
+        else:
+          adam_v = dtype(b2) * adam_v + dtype(1 - b2) * sq
+        theta = theta - dtype(server_lr) * adam_m / (np.sqrt(adam_v)
+                                                     + dtype(tau))
+    if dcs:
+      c_server = c_server + sum(dcs.values()) / dtype(num_workers)
+    out['bits'].append(bits)
+    out['uploads'].append(uploads)
   out['theta'] = theta
   return out

@@ -1,0 +1,276 @@
+"""Rounds with local work (laq_jax/clients.py, loop.local_gradients).
+
+FedAvg, FedProx, SCAFFOLD, FedPAQ and the FedOpt servers round by round
+against the NumPy oracle (tests/reference.run_local, written from the
+contract); K = 1 FedAvg against minibatch SGD; the servers against optax
+applied by hand; the weighted mean against NumPy; one program with the
+lazy family; resume; bad input. Real MNIST, 4 workers x 40 images,
+logistic regression, float64.
+"""
+
+from absl.testing import absltest
+from absl.testing import parameterized
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+import laq_jax as lj
+from laq_jax import participation
+from laq_jax import points
+from laq_jax import randomness
+from laq_jax import servers
+from laq_jax import sweep
+from tests import common
+from tests import reference
+
+M, N, B = 4, 40, 8
+ROUNDS = 12
+
+
+def _spec(algos, participation_=True, **kw):
+  """The RunSpec of a sweep of `algos` (the parts their points need)."""
+  base = dict(lj.hyper.DEFAULTS, algo=algos[0])
+  pts = [dict(p, algo=a) for a in algos
+         for p in points.expand_grid({}, base)]
+  parts = points.parts_of(pts)
+  parts['participation'] = participation_
+  return lj.RunSpec(lj.get_problem('logreg'), M, stochastic=True,
+                    batch_size=B, loss_every=1, **{**parts, **kw})
+
+
+def _data(dtype=np.float64):
+  x, y = common.mnist_shards(M, N, dtype=dtype)
+  return x, y, lj.Data(jnp.asarray(x), jnp.asarray(y))
+
+
+def _batches(seed, rounds, steps):
+  """laq_jax's documented draws: (seed, step, worker), then fold_in j."""
+  out = []
+  for k in range(rounds):
+    row = []
+    for m in range(M):
+      key = randomness.batch_key(seed, k, m)
+      row.append([np.asarray(jax.random.choice(
+          key if j == 0 else jax.random.fold_in(key, j), N, (B,),
+          replace=False)) for j in range(steps)])
+    out.append(row)
+  return out
+
+
+class OracleTest(parameterized.TestCase):
+  """Every round's parameters, uploads and bits against the oracle."""
+
+  @parameterized.named_parameters(
+      ('fedavg', 'fedavg', {}, {}),
+      ('fedprox', 'fedprox', {'local.mu': 0.5}, dict(mu=0.5)),
+      ('fedavgm', 'fedavgm', {'momentum.momentum': 0.8},
+       dict(server='momentum', momentum=0.8)),
+      ('fedadam', 'fedadam', {'fedadam.tau': 0.01},
+       dict(server='fedadam', tau=0.01)),
+      ('fedyogi', 'fedyogi', {'fedyogi.tau': 0.01},
+       dict(server='fedyogi', tau=0.01)),
+      ('scaffold', 'scaffold', {}, dict(control=True)),
+      ('fedpaq', 'fedpaq', {'qsgd.levels': 4},
+       dict(compressor='qsgd', levels=4)),
+      ('local_sgd_uniform', 'local_sgd', {}, dict(weighting='uniform')),
+  )
+  def test_rounds(self, algo, params, oracle_kw):
+    x, y, data = _data()
+    client = lj.ALGORITHMS[algo].client
+    steps, lr, seed = 3, 0.2, 5
+    h = lj.make_hyper(algo, dtype=jnp.float64, participation=0.6, seed=seed,
+                      l2=0.01, step_size=0.7,
+                      **{f'{client}.steps': steps, f'{client}.lr': lr},
+                      **params)
+    spec = _spec([algo])
+    state, trace = lj.run(spec, data, h, ROUNDS)
+    theta0 = lj.init_state(spec, h, jnp.float64).theta_P
+    present = np.asarray(trace.participants_M)
+    self.assertTrue(0 < present.sum() < present.size)  # partial rounds
+    uniforms = [[np.asarray(jax.random.uniform(
+        randomness.compress_key(seed, k, m), (theta0.size,), jnp.float64))
+                 for m in range(M)] for k in range(ROUNDS)]
+    ref = reference.run_local(
+        x, y, rounds=ROUNDS, theta0=np.asarray(theta0),
+        batches=_batches(seed, ROUNDS, steps), present=present,
+        local_steps=steps, client_lr=lr, server_lr=0.7, lam=0.01,
+        uniforms=uniforms, **oracle_kw)
+    np.testing.assert_array_equal(trace.bits_M, np.asarray(ref['bits']))
+    np.testing.assert_array_equal(trace.sent_M, present)
+    np.testing.assert_array_equal(trace.grads_M, steps * present)
+    np.testing.assert_allclose(trace.loss, ref['loss'], rtol=1e-10)
+    np.testing.assert_allclose(state.theta_P, ref['theta'], rtol=1e-9,
+                               atol=1e-12)
+    # Downlink: theta (and SCAFFOLD's c) to the participants.
+    per = 32 * theta0.size * (2 if algo == 'scaffold' else 1)
+    np.testing.assert_array_equal(trace.bits_down_M, per * present)
+
+
+class RelationsTest(absltest.TestCase):
+
+  def test_fedavg_k1_is_minibatch_sgd(self):
+    """K = 1, client SGD eta_l, server step 1, uniform mean, everyone:
+    theta - (1/M) sum eta_l g_m, minibatch SGD at alpha = eta_l / M (its
+    step is on the SUM of the gradients); the uploads are eta_l g_m."""
+    _, _, data = _data()
+    eta = 0.3
+    fedavg = lj.make_hyper('fedavg', dtype=jnp.float64, step_size=1.0,
+                           weighting='uniform', seed=2,
+                           **{'local.steps': 1, 'local.lr': eta})
+    sgd = lj.make_hyper('sgd', dtype=jnp.float64, step_size=eta / M, seed=2)
+    s1, t1 = lj.run(_spec(['fedavg'], participation_=False), data, fedavg, 20)
+    s2, t2 = lj.run(_spec(['sgd'], participation_=False), data, sgd, 20)
+    np.testing.assert_allclose(s1.theta_P, s2.theta_P, rtol=1e-12,
+                               atol=1e-14)
+    np.testing.assert_allclose(t1.loss, t2.loss, rtol=1e-12)
+    np.testing.assert_allclose(t1.grad_norm_sq, eta ** 2 * t2.grad_norm_sq,
+                               rtol=1e-10)
+    np.testing.assert_array_equal(t1.grads_M, t2.grads_M)
+
+  def test_one_program_with_the_lazy_family(self):
+    """sgd, slaq, fedavg, scaffold and fedadam: one compiled program; each
+    point equals its own run (the gradient client draws what
+    minibatch_gradients draws)."""
+    _, _, data = _data()
+    base = dict(lj.hyper.DEFAULTS, algo='sgd', participation=0.75, seed=1,
+                step_size=0.05)
+    pts = points.expand_grid(
+        {'algo': ['sgd', 'slaq', 'fedavg', 'scaffold', 'fedadam']}, base)
+    self.assertLen(points.programs(pts), 1)
+    spec = lj.RunSpec(lj.get_problem('logreg'), M, stochastic=True,
+                      batch_size=B, loss_every=1, grid_axis='map',
+                      **points.parts_of(pts))
+    result = sweep.run_sweep(spec, data, pts, num_steps=8)
+    for i, p in enumerate(pts):
+      alone = lj.RunSpec(lj.get_problem('logreg'), M, stochastic=True,
+                         batch_size=B, loss_every=1,
+                         **points.parts_of([p]))
+      _, trace = lj.run(alone, data, points.stack_points([p]), 8)
+      np.testing.assert_allclose(result.loss_GxT[i], trace.loss[0],
+                                 rtol=1e-5, err_msg=p['algo'])
+      np.testing.assert_array_equal(result.bits_GxTxM[i], trace.bits_M[0],
+                                    err_msg=p['algo'])
+
+  def test_resume_carries_client_and_server_state(self):
+    """Two chunks from the state between them = one run, bit for bit
+    (SCAFFOLD's control variates, FedAdam's moments)."""
+    _, _, data = _data()
+    for algo in ('scaffold', 'fedadam'):
+      spec = _spec([algo])
+      h = lj.make_hyper(algo, dtype=jnp.float64, participation=0.5)
+      whole, trace = lj.run(spec, data, h, 10)
+      half, _ = lj.run(spec, data, h, 4)
+      if algo == 'scaffold':
+        self.assertGreater(float(jnp.abs(half.rule.server['scaffold']).max()),
+                           0)
+      rest, trace2 = lj.run(spec, data, h, 6, state=half)
+      common.assert_trees_equal(self, whole, rest)
+      np.testing.assert_array_equal(trace.loss[4:], trace2.loss)
+
+
+class ServersTest(absltest.TestCase):
+
+  def test_momentum_is_optax_sgd_by_hand(self):
+    rng = np.random.default_rng(0)
+    steps = [rng.normal(size=5) for _ in range(4)]
+    theta = rng.normal(size=5)
+    h = lj.make_hyper('fedavgm', dtype=jnp.float64, step_size=0.5,
+                      **{'momentum.momentum': 0.7})
+    part = servers.REGISTRY.get('momentum')
+    state = servers.init_states([part], jnp.asarray(theta), h)
+    tx = optax.sgd(0.5, momentum=0.7)
+    opt = tx.init(theta)
+    ours, want = jnp.asarray(theta), theta
+    for g in steps:
+      ours, state = servers.update(jnp.asarray(g), ours, h, [part], state)
+      updates, opt = tx.update(g, opt, want)
+      want = optax.apply_updates(want, updates)
+    np.testing.assert_allclose(ours, want, rtol=1e-14)
+
+  def test_fedadam_fedyogi_are_reddi_algorithm_2(self):
+    rng = np.random.default_rng(1)
+    steps = [rng.normal(size=6) for _ in range(5)]
+    theta = rng.normal(size=6)
+    for name in ('fedadam', 'fedyogi'):
+      h = lj.make_hyper(name, dtype=jnp.float64, step_size=0.1,
+                        **{f'{name}.tau': 0.05})
+      part = servers.REGISTRY.get(name)
+      state = servers.init_states([part], jnp.asarray(theta), h)
+      ours = jnp.asarray(theta)
+      m, v, want = np.zeros(6), np.full(6, 0.05 ** 2), theta.copy()
+      for g in steps:
+        ours, state = servers.update(jnp.asarray(g), ours, h, [part], state)
+        m = 0.9 * m + 0.1 * g
+        v = (v - 0.01 * g * g * np.sign(v - g * g) if name == 'fedyogi'
+             else 0.99 * v + 0.01 * g * g)
+        want = want - 0.1 * m / (np.sqrt(v) + 0.05)
+      np.testing.assert_allclose(ours, want, rtol=1e-13, err_msg=name)
+
+
+class WeightedMeanTest(absltest.TestCase):
+
+  def test_against_numpy(self):
+    rng = np.random.default_rng(2)
+    up = rng.normal(size=(5, 3))
+    counts = np.array([10., 3., 7., 1., 4.])
+    taken = np.array([True, False, True, True, False])
+    for weighting, absent in (('samples', 'drop'), ('uniform', 'drop'),
+                              ('samples', 'stale'), ('uniform', 'stale')):
+      h = lj.make_hyper('fedavg', dtype=jnp.float64, weighting=weighting,
+                        absent=absent)
+      got = participation.weighted_step(jnp.asarray(up), jnp.asarray(taken),
+                                        jnp.asarray(counts), h)
+      w = counts if weighting == 'samples' else np.ones(5)
+      if absent == 'drop':
+        w = w * taken
+      np.testing.assert_allclose(got, (w[:, None] * up).sum(0) / w.sum(),
+                                 rtol=1e-14, err_msg=(weighting, absent))
+    nobody = participation.weighted_step(
+        jnp.asarray(up), jnp.zeros(5, bool), jnp.asarray(counts),
+        lj.make_hyper('fedavg', dtype=jnp.float64))
+    np.testing.assert_array_equal(nobody, np.zeros(3))
+
+
+class BadInputTest(parameterized.TestCase):
+
+  @parameterized.named_parameters(
+      ('k0', {'local.steps': 0}, 'local.steps=0', 'an integer >= 1'),
+      ('k_float', {'local.steps': 2.5}, 'local.steps=2.5', 'an integer >= 1'),
+      ('lr0', {'local.lr': 0.0}, 'local.lr=0.0', 'a finite number > 0'),
+      ('lr_neg', {'scaffold.lr': -1.0}, 'scaffold.lr=-1.0',
+       'a finite number > 0'),
+      ('mu_neg', {'local.mu': -0.1}, 'local.mu=-0.1', 'a finite number >= 0'),
+      ('tau0', {'fedadam.tau': 0.0}, 'fedadam.tau=0.0', 'a finite number > 0'),
+      ('b1', {'fedyogi.b1': 1.0}, 'fedyogi.b1=1.0', 'a number in [0, 1)'),
+      ('weighting', {'weighting': 'mean'}, "weighting='mean'",
+       'one of auto, sum, samples, uniform'),
+  )
+  def test_one_line(self, overrides, value, allowed):
+    with self.assertRaises(ValueError) as raised:
+      lj.make_hyper('fedavg', **overrides)
+    message = str(raised.exception)
+    self.assertNotIn('\n', message)
+    self.assertIn(f'{value} is not allowed: it must be {allowed}', message)
+
+  def test_unknown_client(self):
+    with self.assertRaisesRegex(ValueError, "client 'locl'.*local"):
+      lj.RunSpec(lj.get_problem('logreg'), M, stochastic=True,
+                 clients=('locl',))
+
+  def test_local_needs_minibatches_and_compiled_parts(self):
+    with self.assertRaisesRegex(ValueError, 'stochastic=False'):
+      lj.RunSpec(lj.get_problem('logreg'), M, clients=('local',))
+    spec = lj.RunSpec(lj.get_problem('logreg'), M, stochastic=True,
+                      batch_size=B, weighting=True)
+    _, _, data = _data()
+    with self.assertRaisesRegex(ValueError, "client.*local.*RunSpec.clients"):
+      lj.run(spec, data, lj.make_hyper('fedavg'), 1)
+    spec = lj.RunSpec(lj.get_problem('logreg'), M, stochastic=True,
+                      batch_size=B, clients=('gradient', 'local'))
+    with self.assertRaisesRegex(ValueError, 'weighting'):
+      lj.run(spec, data, lj.make_hyper('fedavg'), 1)
+
+
+if __name__ == '__main__':
+  absltest.main()
