@@ -238,7 +238,7 @@ class ValidationTest(parameterized.TestCase):
             "one of 'logreg', 'mlp'"),
       _case('split', dict(split='shuffled'), 'split', "'shuffled'",
             "one of 'contiguous', 'iid', 'label_sorted', 'dirichlet', "
-            "'dirichlet_unequal'"),
+            "'shards', 'dirichlet_unequal'"),
       _case('precision', dict(precision='float16'), 'precision',
             "'float16'", "one of 'float32', 'float64'"),
       _case('workers_on', dict(workers_on='tpu'), 'workers_on', "'tpu'",

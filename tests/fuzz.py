@@ -48,7 +48,8 @@ TEXT_VALUES = (
     'ring', 'star', 'vmap', 'map', 'devices', 'auto', 'drop', 'stale',
     'mobile', 'exp', '300:2,500:6', '10:2', 'libsvm:/nonexistent',
     'builtin:heart_scale', 'builtin:nope', 'dirichlet', 'iid', 'float16',
-    '\u00e9', '1.0', '600', '6e3', "{'laq': {'step_size': 0.01}}",
+    '\u00e9', '1.0', '600', '6e3', 'samples', 'uniform', 'sum', 'fedavg',
+    'scaffold', "{'laq': {'step_size': 0.01}}",
     "{'slaq': {'bitz': 3}}", "{'bits': (2, 4)}", "{'bitz': (2,)}",
 )
 MUST_LINE = 2000  # characters: a message may list the allowed names
@@ -278,7 +279,8 @@ def api_case():
   import laq_jax  # pylint: disable=g-import-not-at-top
   hyper_names = tuple(hyper_lib.DEFAULTS)
   participation = ('participation', 'clients_per_round', 'absent',
-                   'deadline_s')
+                   'deadline_s', 'weighting', 'local.steps', 'local.lr',
+                   'local.mu', 'scaffold.lr', 'fedadam.tau', 'fedyogi.b2')
   kwargs = lambda names: st.dictionaries(  # noqa: E731
       st.one_of(st.sampled_from(names), near_miss(names)), PY_VALUES,
       min_size=1, max_size=3)
@@ -294,7 +296,8 @@ def api_case():
       st.tuples(st.just('RunSpec'), st.none(), kwargs((
           'num_workers', 'memory', 'stochastic', 'batch_size', 'compressors',
           'error_feedback', 'downlink', 'grid_axis', 'loss_every',
-          'triggers', 'participation', 'problem', 'rule'))),
+          'triggers', 'participation', 'problem', 'rule', 'clients',
+          'weighting', 'servers'))),
       st.tuples(st.just('Data'), st.sampled_from(DATA_FAULTS),
                 st.integers(0, 2**16)),
       st.tuples(st.just('stack_hypers'), st.sampled_from(STACK_FAULTS),

@@ -45,6 +45,23 @@ class MakeShardsTest(parameterized.TestCase):
     # Stable: equal labels keep file order.
     np.testing.assert_array_equal(rows_of(x_shards), [[1, 3], [2, 5], [0, 4]])
 
+  def test_mcmahan_shards(self):
+    # 100 clients, 2 shards each of the label-sorted MNIST-like labels:
+    # every sample once, each client two sorted runs of 300 (two labels at
+    # most, as shard boundaries fall inside a label's 6,000).
+    y = np.repeat(np.arange(10), 6000)
+    x = np.arange(60000.0)[:, None]
+    x_shards, y_shards = data.make_shards(x, y, 100, 'shards', seed=3)
+    np.testing.assert_array_equal(np.sort(x_shards.reshape(-1)), x[:, 0])
+    labels = [len(set(row)) for row in y_shards.tolist()]
+    self.assertLessEqual(max(labels), 2)
+    self.assertGreater(np.mean(np.array(labels) == 2), 0.5)
+    for row in x_shards[:, :, 0]:
+      self.assertTrue(np.all(np.diff(row[:300]) == 1))
+      self.assertTrue(np.all(np.diff(row[300:]) == 1))
+    with self.assertRaisesRegex(data.DataError, '2 M to divide'):
+      data.make_shards(x[:100], y[:100], 100, 'shards')
+
   @parameterized.parameters(*data.EQUAL_SPLITS)
   def test_trailing_axes_of_a_sample_are_kept(self, split):
     # Images [n, 2, 3]: each shard holds whole images, labels alongside.

@@ -17,7 +17,7 @@ from typing import NamedTuple
 from laq_jax.data.base import DataError
 
 # Equal-size splits (M divides n) and the unequal-size one (padded).
-EQUAL_SPLITS = ('contiguous', 'iid', 'label_sorted', 'dirichlet')
+EQUAL_SPLITS = ('contiguous', 'iid', 'label_sorted', 'dirichlet', 'shards')
 UNEQUAL_SPLITS = ('dirichlet_unequal',)
 SPLITS = EQUAL_SPLITS + UNEQUAL_SPLITS
 
@@ -115,6 +115,10 @@ def make_shards(
     'iid': a seeded random permutation, then contiguous blocks.
     'label_sorted': a stable sort by label, then contiguous blocks, so each
       worker sees one or a few labels.
+    'shards': McMahan et al. 2017's pathological non-IID split: a stable
+      sort by label, 2 M shards of n / (2 M) consecutive samples, and each
+      worker two shards drawn at random (most workers see two labels).
+      Needs 2 M to divide n.
     'dirichlet': label-skewed shards of equal size. Workers are filled in
       turn: worker m draws a label mixture p_m ~ Dirichlet(alpha * C * q)
       over the C labels, q being the overall label distribution (so the
@@ -132,7 +136,7 @@ def make_shards(
     y: integer labels, [n].
     num_workers: M, which must divide n.
     split: one of EQUAL_SPLITS.
-    seed: seeds 'iid' and 'dirichlet'.
+    seed: seeds 'iid', 'dirichlet' and 'shards'.
     dirichlet_alpha: concentration for 'dirichlet'; must be > 0.
 
   Returns:
@@ -164,6 +168,13 @@ def make_shards(
     order = rng.permutation(n)
   elif split == 'label_sorted':
     order = np.argsort(y, kind='stable')
+  elif split == 'shards':
+    if n % (2 * num_workers):
+      raise DataError(f'split=\'shards\' cuts {n} samples into 2 x '
+                      f'num_workers={2 * num_workers} shards: it needs 2 M '
+                      f'to divide {n}')
+    pieces = np.argsort(y, kind='stable').reshape(2 * num_workers, -1)
+    order = pieces[rng.permutation(2 * num_workers)].reshape(-1)
   else:
     _check_alpha('dirichlet_alpha', dirichlet_alpha)
     order = np.concatenate(_dirichlet_rows(y, num_workers, shard_size,
