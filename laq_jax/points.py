@@ -165,6 +165,13 @@ def part_values(base) -> dict[str, Any]:
   return out
 
 
+def _same(a, b) -> bool:
+  try:
+    return bool(a == b)
+  except (TypeError, ValueError):
+    return False
+
+
 def expand_grid(grid: Mapping[str, Sequence[Any]], base: Any
                 ) -> list[dict[str, Any]]:
   """The product of the grid's axes over the values of `base`, each part's
@@ -178,7 +185,9 @@ def expand_grid(grid: Mapping[str, Sequence[Any]], base: Any
       ({part: {param: value}}) sets parts' own parameters.
 
   Returns:
-    One dict per point: every key of GRID_KEYS, then the dotted parameters
+    One dict per point: every key of GRID_KEYS (a field the base leaves at
+    its library default takes the preset's `settings` value where it has
+    one: FedAvg's server step 1), then the dotted parameters
     of the parts the sweep's presets use (their value from the grid, else
     `base`'s params, else the preset's, else the part's default), the last
     grid key varying fastest. A key of a part a point does not use holds
@@ -214,6 +223,11 @@ def expand_grid(grid: Mapping[str, Sequence[Any]], base: Any
   for combo in itertools.product(*axes.values()):
     point = {**fixed, **dict(zip(axes, combo))}
     algorithm = get_algorithm(point['algo'])
+    # The preset's settings (its paper's server step, ...) where the base
+    # leaves a field at the library's default, as its parts' parameters.
+    for key, value in algorithm.settings:
+      if key not in axes and _same(fixed[key], DEFAULTS[key]):
+        point[key] = value
     own = set(algorithm_parts(point['algo']))
     preset = dict(algorithm.params)
     for key in dotted:

@@ -54,6 +54,11 @@ BASE['ssgd'] = dict(BASE['slaq'], **{'rand_p.keep_prob': 0.25})
 # LASG: a forced upload after 9 skips, a threshold that both fires and not.
 BASE['lasg_wk2'] = dict(step_size=0.01, max_staleness=9, xi=0.2,
                         network='mobile', **{'lasg_ps.L': 40.0})
+# Local work: K = 3 steps of client SGD (SCAFFOLD's too), the presets'
+# server steps (fedavg's 1; the FedOpt servers' from their settings).
+BASE['fedavg'] = dict(network='mobile', **{
+    'local.steps': 3, 'local.lr': 0.05, 'scaffold.steps': 3,
+    'scaffold.lr': 0.05})
 
 
 def compare(ref, got, steps, tol=TOL):
@@ -123,11 +128,16 @@ def case(name, algo, model, num_workers, steps, hidden=16, grid=None,
   partial = bool(overrides) and ('participation' in overrides
                                  or 'clients_per_round' in overrides)
   # The default triggers, and the opt-in ones (LASG's) the points use.
-  used = {lj.ALGORITHMS[a].trigger for a in (algos or (algo,))}
+  presets = [lj.ALGORITHMS[a] for a in (algos or (algo,))]
+  used = {a.trigger for a in presets}
   spec = lj.RunSpec(lj.get_problem(model, hidden=hidden), num_workers,
                     stochastic=lj.ALGORITHMS[algo].stochastic,
                     batch_size=BATCH, participation=partial,
-                    triggers=(*lj.trigger.REGISTRY.default_names, *used))
+                    triggers=(*lj.trigger.REGISTRY.default_names, *used),
+                    # local work: its clients, servers and weighted mean
+                    servers=tuple({a.server: 0 for a in presets}),
+                    clients=tuple({a.client: 0 for a in presets}),
+                    weighting=any(a.weighting != 'sum' for a in presets))
   base = dict(BASE[algo], seed=3, **(overrides or {}))
   if algos:
     hyper = lj.stack_hypers([lj.make_hyper(a, dtype=jnp.float64, **base)
@@ -231,6 +241,13 @@ CASES = {
          None, ('lasg_wk2', 'lasg_wk1', 'lasg_ps', 'lasg_wk2_laq')),
         ('laq-logreg-M10-unequal-fast-layout', 'laq', 'logreg', 10, 30, 16,
          None, None, None, None, True, True),
+        # Local work on clients of unequal sizes (sample-weighted means),
+        # SCAFFOLD's control variates split over the devices, FedAdam's
+        # server state replicated, LAQ on the model changes, a deadline.
+        ('local-mlp16-M10-unequal-grid', 'fedavg', 'mlp', 10, 12, 16, None,
+         None, dict(participation=0.6, deadline_s=2.0),
+         ('fedavg', 'scaffold', 'fedadam', 'fedlaq', 'fedprox'), False,
+         True),
     ],
 }
 

@@ -165,5 +165,32 @@ class InTheRunTest(absltest.TestCase):
                                  rtol=1e-12)
 
 
+  @pytest.mark.slow
+  def test_local_work_replays_with_its_k_steps(self):
+    # SCAFFOLD with K = 3 on half the clients: each participant computes 3
+    # gradients and uploads Delta and Delta c (64 P bits), receives theta
+    # and c (64 P); the replay on the run's network gives its times.
+    import configs  # pylint: disable=g-import-not-at-top
+    from experiments.run import train  # pylint: disable=g-import-not-at-top
+    where = pathlib.Path(tempfile.mkdtemp(prefix='laq_scaffold_'))
+    config = configs.load('mnist_logreg', 'tiny,algo=scaffold,batch_size=10,'
+                          'network.profile=mobile,participation=0.5,'
+                          'params.scaffold.steps=3')
+    summary = train.train_and_evaluate(config, where)
+    m = outputs.read_metrics(where / 'metrics.csv')
+    grads = np.load(where / outputs.GRADS_FILE)
+    down = np.load(where / outputs.BITS_DOWN_FILE)
+    bits = np.load(where / 'bits.npy')
+    present = grads > 0
+    self.assertTrue(present.any() and not present.all())
+    np.testing.assert_array_equal(grads, 3 * present)
+    np.testing.assert_array_equal(bits, np.where(present, 64 * P, 0))
+    np.testing.assert_array_equal(down, np.where(present, 64 * P, 0))
+    self.assertEqual(summary['flops_per_worker_step'],
+                     [4 * 784 * 10 * 10.0] * 10)
+    replayed = replay.time_run(replay.load(where), 'mobile', {})
+    np.testing.assert_allclose(replayed['time_s'], m['time_s'], rtol=1e-12)
+
+
 if __name__ == '__main__':
   absltest.main()

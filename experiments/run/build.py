@@ -23,7 +23,8 @@ from laq_jax import data as data_lib
 from laq_jax import layouts
 from laq_jax import sharding
 from laq_jax import sweep as sweep_lib
-from laq_jax.hyper import Algorithm, Hyper, get_algorithm, make_hyper
+from laq_jax.hyper import (DEFAULTS, Algorithm, Hyper, get_algorithm,
+                           make_hyper)
 from laq_jax.loop import Data, RunSpec, fast_layout
 from laq_jax.problems import Problem, get_problem
 
@@ -187,10 +188,15 @@ def build(config) -> Built:
                  downlink=algorithm.downlink,
                  loss_every=get('loss_every'),
                  participation=config_lib.partial_participation(config),
-                 servers=(algorithm.server,))
+                 servers=(algorithm.server,), clients=(algorithm.client,),
+                 weighting=(algorithm.weighting if get('weighting') == 'auto'
+                            else get('weighting')) != 'sum')
+  fields = {f: get(f) for f in config_lib.HYPER_FIELDS}
+  for key, value in algorithm.settings:  # where the config left the default
+    if key in fields and fields[key] == DEFAULTS[key]:
+      fields[key] = value
   hyper = make_hyper(algorithm, dtype=dtype,
-                     authors_code=bool(get('authors_code')),
-                     **{f: get(f) for f in config_lib.HYPER_FIELDS},
+                     authors_code=bool(get('authors_code')), **fields,
                      **sweep_lib.part_values(config))
   np_dtype = np.dtype(dtype)
   run_chunk_fn = mesh = None
