@@ -4,7 +4,7 @@ r"""The federated experiment and its report (configs/federated.py).
         --copy_to docs/federated                       # the report
     python -m experiments.federated --workdir runs/federated_quick --quick
 
-Per problem (logistic regression, the 200-ReLU network), three sweeps,
+Per problem (logistic regression, the 200-ReLU network), these sweeps,
 each one compiled program:
   main       the seven presets at 10% participation, absent clients
              dropped, on the mobile network, no deadline;
@@ -13,7 +13,11 @@ each one compiled program:
              that the deadline cuts SGD's slowest tenth;
   laziness   sgd and slaq over participation q in {1, 0.5, 0.1} and absent
              in {stale, drop}: what partial participation does to LAQ's
-             skipping.
+             skipping;
+  slaq_bits  (the network) SLAQ's b = 3 against 6, stale and drop;
+  local      rounds with local work: fedavg, fedavgm, fedadam, fedyogi,
+             fedprox, scaffold, fedpaq, fedlaq at their papers' settings;
+  local_k    FedAvg with K in {1, 5, 20} local steps.
 WORKDIR/PROBLEM/SWEEP holds each sweep's files (experiments.sweep), and
 WORKDIR/REPORT.md the tables: test accuracy, and iterations, simulated
 seconds and uplink bits to the target accuracy (the first evaluation at
@@ -40,9 +44,10 @@ flags.DEFINE_bool('quick', False, '6,000 images, 300 iterations: minutes.')
 flags.DEFINE_bool('tiny', False, '600 images, M = 20, 20 iterations: a '
                   'smoke test of the pipeline (seconds).')
 flags.DEFINE_list('problems', ['logreg', 'mlp'], 'Which problems to run.')
-flags.DEFINE_list('sweeps', ['main', 'deadline', 'laziness', 'slaq_bits'],
+flags.DEFINE_list('sweeps', list(SWEEPS),
                   'Which sweeps to run (main, deadline, laziness, '
-                  'slaq_bits: the network only).')
+                  'slaq_bits: the network only; local, local_k: rounds '
+                  'with local work).')
 flags.DEFINE_integer('mlp_iters', None, 'Iterations of the network\'s sweeps '
                      '(default: 1,500 with a GPU/TPU, 500 on a CPU; logistic '
                      'regression runs 1,500).', lower_bound=1)

@@ -1,6 +1,6 @@
 """A user's own parts, written outside the library (notebooks/extend.ipynb).
 
-Importing this module registers five parts and a preset for each, the way a
+Importing this module registers six parts and a preset for each, the way a
 researcher adds methods from their own code, with no edit of `laq_jax`:
 
   rand_k      compressor with its OWN parameter k: k random coordinates,
@@ -12,10 +12,13 @@ researcher adds methods from their own code, with no edit of `laq_jax`:
               OWN STATE: each worker's warm-started Q
   ema         a trigger with state: upload iff the compressed innovation is
               at least `weight` times its running average (decay `decay`)
+  local_adam  a client part: K local steps of Adam (optax.adam, fresh every
+              round) on the client's minibatches, uploading the model change
 
 and the presets `rand_k_gd`, `natural_gd`, `powersgd_ef` (PowerSGD with
 error feedback), `laq_ema` (LAQ's quantizer under the ema trigger) and
-`gd_momentum` (GD with an optax momentum server, a part of the library).
+`gd_momentum` (GD with an optax momentum server, a part of the library),
+and `fedavg_adam` (FedAvg whose clients run local_adam).
 Launchers see them through a config that names this module
 (`config.modules = 'notebooks.user_parts'`, configs/user_parts.py).
 
@@ -36,9 +39,10 @@ import math
 
 import jax
 import jax.numpy as jnp
+import optax
 
 import laq_jax
-from laq_jax import compressors, parts, trigger
+from laq_jax import clients, compressors, parts, trigger
 from laq_jax.compressors import Compressed
 
 
@@ -147,12 +151,21 @@ EMA = parts.trigger(
     doc='upload iff ||Q - Qhat||^2 >= weight x its running average')
 
 
+LOCAL_ADAM = clients.client(
+    'local_adam', lambda p: optax.adam(p['lr'], b1=p['b1']),
+    params=[clients.steps(5), clients.lr(0.01),
+            parts.Param('b1', 0.9, check=lambda a: (a >= 0) & (a < 1),
+                        allowed='a number in [0, 1)')],
+    doc='K local steps of Adam, its moments reset every round')
+
+
 def register() -> None:
   """Registers the parts and presets (again: a re-run cell replaces them,
   and a RunSpec made afterwards compiles the new ones)."""
   for part in (RAND_K, NATURAL, POWERSGD):
     compressors.REGISTRY.register(part.name, part, replace=True)
   trigger.REGISTRY.register(EMA.name, EMA, replace=True)
+  clients.REGISTRY.register(LOCAL_ADAM.name, LOCAL_ADAM, replace=True)
   A = laq_jax.Algorithm
   for preset in (
       A('rand_k_gd', False, 'rand_k', False, reference='rand-k'),
@@ -165,6 +178,9 @@ def register() -> None:
       A('gd_momentum', False, 'identity', False, server='momentum',
         params={'momentum.momentum': 0.9},
         reference='GD with server momentum (optax)'),
+      A('fedavg_adam', True, 'identity', False, client='local_adam',
+        absent='drop', weighting='samples', settings={'step_size': 1.0},
+        reference='FedAvg with local Adam'),
   ):
     laq_jax.register_algorithm(preset, replace=True)
 

@@ -105,6 +105,30 @@ class PipelineTest(absltest.TestCase):
     rates = report.rates_by_absence(main, sgd)
     self.assertEqual(sum(n for _, n, _ in rates), int(present.sum()))
     self.assertEqual({r for _, n, r in rates if n}, {1.0})
+    # Local work: the replay on the run's own profile is its time; FedAvg's
+    # K sweep computed K gradients per participant; the winners are the
+    # fastest to the target (a target every point reaches here).
+    local = sweeps.load_sweep(workdir / 'logreg' / 'local')
+    self.assertEqual([r['algo'] for r in local['rows']],
+                     list(sweeps.LOCAL_PRESETS))
+    for g in range(len(local['rows'])):
+      np.testing.assert_allclose(
+          report.profile_times(local, g)['mobile'],
+          np.cumsum(local['curves']['time_s'][g]), rtol=1e-9)
+    ks = sweeps.load_sweep(workdir / 'logreg' / 'local_k')
+    for g, k in enumerate(sweeps.LOCAL_K):
+      np.testing.assert_array_equal(
+          ks['curves']['grads'][g], k * ks['curves']['participants'][g])
+    low = 0.15
+    summaries = [report.local_summary(d, g, low) for d in (main, local, ks)
+                 for g in range(len(d['rows']))]
+    win = report.winners(summaries)
+    for p in report.PROFILES:
+      best = min(s['profile_time_s'][p] for s in summaries)
+      tied = [s['label'] for s in summaries if s['profile_time_s'][p] == best]
+      self.assertEqual(win[p], (' = '.join(tied), best))
+    self.assertIn('fedavg K=20', text)
+    self.assertIn('First to the target on each profile', text)
 
 
 if __name__ == '__main__':

@@ -272,5 +272,37 @@ class BadInputTest(parameterized.TestCase):
       lj.run(spec, data, lj.make_hyper('fedavg'), 1)
 
 
+class UserClientTest(absltest.TestCase):
+
+  def test_a_client_part_from_user_code(self):
+    """notebooks/user_parts.py's local_adam (optax.adam, its own K, lr and
+    b1) runs beside FedAvg in one program, no library edit; K = 1 local
+    Adam step from fresh moments moves each coordinate by lr sign(g) (up
+    to eps): the upload is lr * sign(g_m)."""
+    from notebooks import user_parts  # pylint: disable=g-import-not-at-top
+    user_parts.register()
+    _, _, data = _data()
+    spec = lj.RunSpec(lj.get_problem('logreg'), M, stochastic=True,
+                      batch_size=B, loss_every=1, weighting=True,
+                      clients=('local', 'local_adam'), servers=('sgd',))
+    h = lj.make_hyper('fedavg_adam', dtype=jnp.float64,
+                      **{'local_adam.steps': 1, 'local_adam.lr': 0.01})
+    state0 = lj.init_state(spec, h, jnp.float64)
+    one, adam = lj.run(spec, data, h, 1, state=state0)
+    # theta^1 = theta^0 - mean_m lr sign(g_m) (equal shards: equal weights)
+    g = []
+    x, y = common.mnist_shards(M, N, dtype=np.float64)
+    for m in range(M):
+      idx = np.asarray(jax.random.choice(randomness.batch_key(0, 0, m), N,
+                                         (B,), replace=False))
+      _, g_m = reference.shard_loss_and_grad(
+          np.asarray(state0.theta_P), x[m][idx], y[m][idx], 0.01, 10)
+      g.append(g_m)
+    want = np.asarray(state0.theta_P) - np.mean(
+        [0.01 * g_m / (np.abs(g_m) + 1e-8) for g_m in g], axis=0)
+    np.testing.assert_allclose(one.theta_P, want, rtol=1e-9, atol=1e-12)
+    self.assertEqual(int(adam.grads_M.sum()), M)
+
+
 if __name__ == '__main__':
   absltest.main()

@@ -16,7 +16,7 @@ import pathlib
 import numpy as np
 
 from experiments.studies.federated.sweeps import (DEADLINE_PERCENTILE,
-                                                  SWEEPS, TITLES,
+                                                  LOCAL_K, SWEEPS, TITLES,
                                                   FederatedError, load_sweep,
                                                   sweep_config)
 
@@ -76,6 +76,127 @@ def rates_by_absence(loaded: dict, g: int) -> list[tuple[str, int, float]]:
     out.append((label, int(mask.sum()),
                 float(ups[mask].mean()) if mask.any() else float('nan')))
   return out
+
+
+PROFILES = ('datacenter', 'cross_silo', 'mobile')
+
+
+def profile_times(loaded: dict, g: int) -> dict[str, np.ndarray]:
+  """{profile: [T] cumulative simulated seconds} of point g replayed on
+  each network profile (its per-worker bits, downloads, gradients and
+  participants; the stragglers drawn for that profile from its seed): on
+  its own profile the replay is its run's time (a test checks)."""
+  from laq_jax import network  # pylint: disable=g-import-not-at-top
+  c, row = loaded['curves'], loaded['rows'][g]
+  bits = c['bits'][g]
+  workers = bits.shape[1]
+  present = (c['participants'][g] if 'participants' in c
+             else np.ones(bits.shape, bool))
+  if 'grads' in c:
+    grads, down = c['grads'][g], c['bits_down'][g]
+  else:
+    grads = present.astype(np.float64)
+    per_step = np.diff(c['cum_bits_down'][g], prepend=0)
+    down = present * (per_step / np.maximum(present.sum(1), 1))[:, None]
+  flops = np.full(workers, float(row['flops_per_worker_step']))
+  return {p: np.cumsum(network.replay(
+      network.make_network(p, num_workers=workers), flops, bits, down,
+      seed=int(row['seed']), participants_TxM=present,
+      grads_TxM=grads).time_s) for p in PROFILES}
+
+
+def local_summary(loaded: dict, g: int, target: float) -> dict:
+  """`point_summary` plus the time to target on every profile, the
+  gradients computed to it, and K."""
+  s = point_summary(loaded, g, target)
+  row, c = loaded['rows'][g], loaded['curves']
+  k = s['target_iteration']
+  times = profile_times(loaded, g)
+  s['profile_time_s'] = {p: None if k is None else float(t[k - 1])
+                         for p, t in times.items()}
+  grads = (c['grads'][g] if 'grads' in c else c['participants'][g])
+  s['target_grads'] = None if k is None else int(np.sum(grads[:k]))
+  client = row.get('algo')
+  s['label'] = client
+  if 'local.steps' in row and row['algo'] == 'fedavg':
+    s['label'] = f'fedavg K={int(float(row["local.steps"]))}'
+  return s
+
+
+def _local_table(summaries) -> list[str]:
+  best = {p: min((s['profile_time_s'][p] for s in summaries
+                  if s['profile_time_s'][p] is not None), default=None)
+          for p in PROFILES}
+  rows = []
+  for s in summaries:
+    times = []
+    for p in PROFILES:
+      t = _fmt(s['profile_time_s'][p], 's')
+      times.append(f'**{t}**' if s['profile_time_s'][p] is not None
+                   and s['profile_time_s'][p] == best[p] else t)
+    rows.append([s['label'], _fmt(s['final_accuracy'], 'pct'),
+                 _fmt(s['target_iteration']), *times,
+                 _fmt(s['target_bits'], 'bits'), _fmt(s['target_grads'])])
+  return _table(['preset', 'final test acc.', 'rounds to target',
+                 *(f'time to target, {p}' for p in PROFILES),
+                 'uplink bits to target', 'gradients to target'], rows)
+
+
+def winners(summaries) -> dict[str, tuple[str, float] | None]:
+  """{profile: (label, seconds)} of the fastest to the target (presets
+  tied at the same seconds joined by ' = ', in the tables' order), or
+  None where nobody reached it."""
+  out = {}
+  for p in PROFILES:
+    reached = [s['profile_time_s'][p] for s in summaries
+               if s['profile_time_s'][p] is not None]
+    if not reached:
+      out[p] = None
+      continue
+    best = min(reached)
+    out[p] = (' = '.join(s['label'] for s in summaries
+                         if s['profile_time_s'][p] == best), best)
+  return out
+
+
+def local_section(results: dict, target: float) -> list[str]:
+  """The FedAvg family beside main's FedSGD and lazy presets: rounds,
+  simulated time on the three profiles, bits and gradients to the target,
+  FedAvg's K, and which preset reaches the target first on each profile."""
+  lines = []
+  every = []
+  for sweep, title in (('main', 'FedSGD and the lazy family (main)'),
+                       ('local', 'Local work (K local steps per round)'),
+                       ('local_k', 'FedAvg\'s K, one program')):
+    if sweep not in results:
+      continue
+    loaded = results[sweep]
+    summaries = [local_summary(loaded, g, target)
+                 for g in range(len(loaded['rows']))]
+    every += summaries
+    if sweep == 'main':
+      continue
+    lines += [f'### {title}', '']
+    if sweep == 'local':
+      lines += ['Each preset at its paper\'s settings (docs/algorithm.md, '
+                '"Local work"): K = 10 local steps of client SGD on '
+                'minibatches of the main sweep\'s size, the server step of '
+                'its paper; the sample-weighted mean of the participants\' '
+                'model changes. Times are the rounds replayed on each '
+                'profile (bits, downloads, gradients and participants of '
+                'the run; the bold one is the fastest of this table).', '']
+    else:
+      lines += [f'FedAvg with K in {{{", ".join(map(str, LOCAL_K))}}}, '
+                'one compiled program (K is data).', '']
+    lines += _local_table(summaries) + ['']
+  if every and 'local' in results:
+    win = winners(every)
+    lines += ['**First to the target on each profile** (computed over the '
+              'main, local and K sweeps): ' + '; '.join(
+                  f'{p}: ' + ('nobody' if w is None
+                              else f'{w[0]} ({_fmt(w[1], "s")})')
+                  for p, w in win.items()) + '.', '']
+  return lines
 
 
 def _fmt(value, kind=''):
@@ -330,6 +451,7 @@ def report(workdir: pathlib.Path, problems, budget: str, command: str,
       figure(results, workdir / fig, problem, target)
       lines += [f'![{problem}: accuracy against time and bits]({fig})', '']
     lines += observations(results, target)
+    lines += local_section(results, target)
     if 'slaq_bits' in results:
       sb = results['slaq_bits']
       c = sb['curves']

@@ -17,7 +17,13 @@ import pathlib
 from absl import logging
 import numpy as np
 
-SWEEPS = ('main', 'deadline', 'laziness', 'slaq_bits')
+SWEEPS = ('main', 'deadline', 'laziness', 'slaq_bits', 'local', 'local_k')
+# Rounds with local work (docs/algorithm.md, "Local work"), each at its
+# paper's server step (`Algorithm.settings`), beside main's FedSGD presets;
+# and FedAvg's K swept in one program.
+LOCAL_PRESETS = ('fedavg', 'fedavgm', 'fedadam', 'fedyogi', 'fedprox',
+                 'scaffold', 'fedpaq', 'fedlaq')
+LOCAL_K = (1, 5, 20)
 # SLAQ's b on the network: the logistic settings' b = 3 against the
 # network script's b = 6, under both readings of absence (network only;
 # 300 iterations at the full budget, what showed the difference on a CPU).
@@ -57,6 +63,15 @@ def sweep_config(problem: str, sweep: str, budget: str,
     config.sweep = ml_collections.ConfigDict(dict(LAZINESS_GRID))
   if sweep == 'slaq_bits':
     config.sweep = ml_collections.ConfigDict(dict(SLAQ_BITS_GRID))
+  if sweep in ('local', 'local_k'):
+    from laq_jax.hyper import ALGORITHMS  # pylint: disable=g-import-not-at-top
+    algos = LOCAL_PRESETS if sweep == 'local' else ('fedavg',)
+    grid = {'algo': algos}
+    if sweep == 'local_k':
+      grid['local'] = {'steps': LOCAL_K}
+    config.sweep = ml_collections.ConfigDict(grid)
+    config.algo_settings = ml_collections.ConfigDict(
+        {a: dict(ALGORITHMS[a].settings) for a in algos})
   return config
 
 
