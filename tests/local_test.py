@@ -8,14 +8,18 @@ lazy family; resume; bad input. Real MNIST, 4 workers x 40 images,
 logistic regression, float64.
 """
 
+import tempfile
+
 from absl.testing import absltest
 from absl.testing import parameterized
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+import pytest
 
 import laq_jax as lj
+from laq_jax import checkpoint
 from laq_jax import participation
 from laq_jax import points
 from laq_jax import randomness
@@ -128,6 +132,7 @@ class RelationsTest(absltest.TestCase):
                                rtol=1e-10)
     np.testing.assert_array_equal(t1.grads_M, t2.grads_M)
 
+  @pytest.mark.slow
   def test_one_program_with_the_lazy_family(self):
     """sgd, slaq, fedavg, scaffold and fedadam: one compiled program; each
     point equals its own run (the gradient client draws what
@@ -159,12 +164,20 @@ class RelationsTest(absltest.TestCase):
     for algo in ('scaffold', 'fedadam'):
       spec = _spec([algo])
       h = lj.make_hyper(algo, dtype=jnp.float64, participation=0.5)
-      whole, trace = lj.run(spec, data, h, 10)
+      # chunks of one length: one compiled program
+      whole, trace = lj.run(spec, data, h, 8, chunk_size=4)
       half, _ = lj.run(spec, data, h, 4)
       if algo == 'scaffold':
         self.assertGreater(float(jnp.abs(half.rule.server['scaffold']).max()),
                            0)
-      rest, trace2 = lj.run(spec, data, h, 6, state=half)
+      # through an orbax checkpoint on disk, as the launchers resume
+      folder = tempfile.mkdtemp(prefix=f'laq_local_{algo}_')
+      ckpt = checkpoint.Checkpointer(folder,
+                                     checkpoint.fingerprint({'a': algo}))
+      ckpt.save(4, half, {'k': np.arange(4)})
+      restored = ckpt.restore(lj.init_state(spec, h, jnp.float64))
+      common.assert_trees_equal(self, restored.state, half)
+      rest, trace2 = lj.run(spec, data, h, 4, state=restored.state)
       common.assert_trees_equal(self, whole, rest)
       np.testing.assert_array_equal(trace.loss[4:], trace2.loss)
 
