@@ -56,6 +56,25 @@ class SameConfigTest(absltest.TestCase):
         dict(wanted, bits=wanted['bits'] + 1), wanted))
     self.assertFalse(outputs.same_config(dict(wanted, extra=1), wanted))
 
+  def test_parts_registered_since_and_absent_auto(self):
+    # Results written before the local-work parts (their parameter groups)
+    # and `weighting` / absent='auto' existed still stand; a part group
+    # that differs, or a written absent that 'auto' does not mean, does not.
+    wanted = outputs.as_json(paper.sweep_config(
+        paper.experiments(quick=True)[0]).to_dict())
+    self.assertEqual((wanted['absent'], wanted['weighting']), ('auto', 'auto'))
+    params = {k: v for k, v in wanted['params'].items()
+              if k not in ('local', 'scaffold', 'fedadam')}
+    older = {k: v for k, v in wanted.items() if k != 'weighting'}
+    older.update(absent='stale', params=params)
+    self.assertTrue(outputs.same_config(older, wanted))
+    self.assertFalse(outputs.same_config(dict(older, absent='drop'), wanted))
+    self.assertFalse(outputs.same_config(
+        dict(older, weighting='auto'), wanted))  # 'stale' is not 'auto' now
+    changed = dict(wanted, params=dict(
+        wanted['params'], local=dict(wanted['params']['local'], steps=5)))
+    self.assertFalse(outputs.same_config(older, changed))
+
 
 if __name__ == '__main__':
   absltest.main()

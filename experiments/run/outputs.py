@@ -297,13 +297,33 @@ def same_config(written: dict, wanted: dict) -> bool:
 
   Equal, or written before the schema grew a field that `wanted` leaves at
   its default (configs/default.py): such a field did not exist then, and
-  its default keeps the behaviour it had.
+  its default keeps the behaviour it had (so too `absent='stale'`,
+  written before 'auto' existed, for `absent='auto'`).
   """
   defaults = as_json(config_lib.to_dict(default_config.get_config()))
+  if ('weighting' not in written and written.get('absent') == 'stale'
+      and wanted.get('absent') == 'auto'):
+    # Written before `weighting` and absent='auto' existed: 'stale' was
+    # then every preset's default, which 'auto' still means for them.
+    written = {**written, 'absent': 'auto'}
+  return _same_group(written, wanted, defaults)
+
+
+def _same_group(written: dict, wanted: dict, defaults) -> bool:
+  """`same_config` on one level: a group (`params`, `network`) compares
+  the same way, so a part registered since (its parameters at their
+  defaults) does not make a finished run another config."""
+  defaults = defaults if isinstance(defaults, dict) else {}
   new = set(wanted) - set(written)
-  return (set(written) <= set(wanted)
-          and all(written[k] == wanted[k] for k in written)
-          and all(k in defaults and wanted[k] == defaults[k] for k in new))
+  if not set(written) <= set(wanted):
+    return False
+  for k in written:
+    if isinstance(written[k], dict) and isinstance(wanted[k], dict):
+      if not _same_group(written[k], wanted[k], defaults.get(k)):
+        return False
+    elif written[k] != wanted[k]:
+      return False
+  return all(k in defaults and wanted[k] == defaults[k] for k in new)
 
 
 def barrier(name: str) -> None:
