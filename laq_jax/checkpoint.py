@@ -38,6 +38,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
+import logging
 import os
 import pathlib
 import shutil
@@ -48,6 +49,22 @@ import numpy as np
 import orbax.checkpoint as ocp
 
 FORMAT = 3  # bumped when the layout changes; older checkpoints are refused
+
+
+class _OrbaxWithoutTraceback(logging.Filter):
+  """Keeps orbax's own error lines but drops their tracebacks: a failing
+  save (a full disk) is reported by `Checkpointer.save` in one line, and
+  orbax's background threads would otherwise print a traceback of the same
+  error, depending on which of its files the disk ran out on."""
+
+  def filter(self, record: logging.LogRecord) -> bool:
+    if record.exc_info and 'orbax' in (record.pathname or ''):
+      record.exc_info = None
+      record.exc_text = None
+    return True
+
+
+logging.getLogger('absl').addFilter(_OrbaxWithoutTraceback())
 # 3: the rule state holds the parts' state (parts_M) and the server's (server).
 KEEP = 3
 
