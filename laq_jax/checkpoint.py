@@ -58,13 +58,27 @@ class _OrbaxWithoutTraceback(logging.Filter):
   error, depending on which of its files the disk ran out on."""
 
   def filter(self, record: logging.LogRecord) -> bool:
-    if record.exc_info and 'orbax' in (record.pathname or ''):
+    if record.exc_info and _from_orbax(record):
       record.exc_info = None
       record.exc_text = None
     return True
 
 
-logging.getLogger('absl').addFilter(_OrbaxWithoutTraceback())
+def _from_orbax(record: logging.LogRecord) -> bool:
+  """Logged by orbax, or an exception raised in orbax's code (asyncio's
+  "Task exception was never retrieved" of orbax's writes)."""
+  if 'orbax' in (record.pathname or ''):
+    return True
+  tb = record.exc_info[2] if isinstance(record.exc_info, tuple) else None
+  while tb is not None:
+    if 'orbax' in tb.tb_frame.f_code.co_filename:
+      return True
+    tb = tb.tb_next
+  return False
+
+
+for _name in ('absl', 'asyncio'):
+  logging.getLogger(_name).addFilter(_OrbaxWithoutTraceback())
 # 3: the rule state holds the parts' state (parts_M) and the server's (server).
 KEEP = 3
 

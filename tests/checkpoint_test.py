@@ -6,6 +6,7 @@ for bit, with its dtypes.
 """
 
 import pathlib
+import sys
 import tempfile
 from unittest import mock
 
@@ -113,6 +114,39 @@ class FingerprintTest(absltest.TestCase):
     self.assertNotEqual(fp, checkpoint.fingerprint(changed))
     self.assertNotEqual(fp, checkpoint.fingerprint(dict(a, bits=3)))
     self.assertNotEqual(fp, checkpoint.fingerprint({**a, 'extra': 0}))
+
+
+
+
+class OrbaxLogTest(absltest.TestCase):
+
+  def test_orbax_errors_are_logged_without_their_traceback(self):
+    # A full disk meets orbax in a background thread or an asyncio task,
+    # which log the error with a traceback; the launcher reports it in one
+    # line, so those tracebacks are dropped (the lines kept). Ours are not.
+    import logging  # pylint: disable=g-import-not-at-top
+    import types  # pylint: disable=g-import-not-at-top
+    code = compile('def boom():\n  raise ValueError("RESOURCE_EXHAUSTED")\n',
+                   '/site-packages/orbax/checkpoint/_src/x.py', 'exec')
+    fake = types.ModuleType('fake_orbax')
+    exec(code, fake.__dict__)  # pylint: disable=exec-used
+    for name in ('absl', 'asyncio'):
+      logger = logging.getLogger(name)
+      try:
+        fake.boom()
+      except ValueError:
+        record = logger.makeRecord(name, logging.ERROR, 'base_events.py', 1,
+                                   'Task exception was never retrieved', (),
+                                   sys.exc_info())
+      self.assertTrue(logger.filter(record))
+      self.assertIsNone(record.exc_info, name)
+      try:
+        raise KeyError('ours')
+      except KeyError:
+        record = logger.makeRecord(name, logging.ERROR, 'train.py', 1, 'x',
+                                   (), sys.exc_info())
+      self.assertTrue(logger.filter(record))
+      self.assertIsNotNone(record.exc_info, name)
 
 
 if __name__ == '__main__':
