@@ -226,6 +226,27 @@ def full_batch_gradients(s: Setting) -> Callable:
   return gradients
 
 
+def draw_minibatch(s: Setting, key, x_NxD, y_N, count=None):
+  """One worker's minibatch from `key`: (x, y) of batch_size rows of its
+  shard drawn without replacement, or with `count` (clients of unequal
+  sizes) (x, y, used), `client_batch_rows`'s rows of its own samples."""
+  spec, hyper = s.spec, s.hyper
+  shard_size = x_NxD.shape[0]
+  if count is not None:
+    idx, used = client_batch_rows(key, count, shard_size, spec.batch_size,
+                                  hyper.authors_code)
+    return x_NxD[idx], y_N[idx], used
+  idx = randomness.choice_without_replacement(key, shard_size,
+                                              spec.batch_size)
+  # The authors' scripts: one of the shard's fixed contiguous blocks of
+  # batch_size (tf.data's batch, then shuffle().take(1)), drawn uniformly.
+  block = jax.random.randint(key, (), 0, max(shard_size // spec.batch_size,
+                                             1))
+  idx = jnp.where(hyper.authors_code,
+                  block * spec.batch_size + jnp.arange(spec.batch_size), idx)
+  return x_NxD[idx], y_N[idx]
+
+
 def minibatch_gradients(s: Setting) -> Callable:
   """The minibatch gradient part: (step, theta_P, at_P) -> (loss,
   grads_MxP, SameSample), each worker's gradient on a minibatch drawn from
@@ -233,28 +254,16 @@ def minibatch_gradients(s: Setting) -> Callable:
   the minibatches (a same-sample trigger's second gradient is on the same
   rows)."""
   spec, hyper, data = s.spec, s.hyper, s.data
-  shard_size = data.x_MxNxD.shape[1]
-  num_blocks = max(shard_size // spec.batch_size, 1)
   objective_m = _objective_m(s)
   _, full_values = full_batch(spec.problem, data, hyper.l2)
 
   def minibatch(step, worker, x_NxD, y_N):
-    key = randomness.batch_key(hyper.seed, step, worker)
-    idx = randomness.choice_without_replacement(key, shard_size,
-                                                spec.batch_size)
-    # The authors' scripts: one of the shard's fixed contiguous blocks of
-    # batch_size (tf.data's batch, then shuffle().take(1)), drawn uniformly.
-    block = jax.random.randint(key, (), 0, num_blocks)
-    idx = jnp.where(hyper.authors_code,
-                    block * spec.batch_size + jnp.arange(spec.batch_size),
-                    idx)
-    return x_NxD[idx], y_N[idx]
+    return draw_minibatch(s, randomness.batch_key(hyper.seed, step, worker),
+                          x_NxD, y_N)
 
   def client_minibatch(step, worker, x_NxD, y_N, count):
-    key = randomness.batch_key(hyper.seed, step, worker)
-    idx, used = client_batch_rows(key, count, shard_size, spec.batch_size,
-                                  hyper.authors_code)
-    return x_NxD[idx], y_N[idx], used
+    return draw_minibatch(s, randomness.batch_key(hyper.seed, step, worker),
+                          x_NxD, y_N, count)
 
   def gradients(step, theta_P, at_P):
     if data.count_M is not None:  # clients of unequal sizes
@@ -293,26 +302,13 @@ def local_gradients(s: Setting) -> Callable:
   gradient part times eta_l; docs/algorithm.md, "Local work")."""
   spec, hyper, data = s.spec, s.hyper, s.data
   clients = spec.parts.clients
-  shard_size = data.x_MxNxD.shape[1]
-  num_blocks = max(shard_size // spec.batch_size, 1)
   num_params = spec.problem.num_params()
   objective_m = _objective_m(s)
   grad_fn = jax.grad(objective_m)
   _, full_values = full_batch(spec.problem, data, hyper.l2)
   controls = tuple(p.name for p in clients if p.stateful)
 
-  def batch(key, x_NxD, y_N, count):
-    if count is None:
-      idx = randomness.choice_without_replacement(key, shard_size,
-                                                  spec.batch_size)
-      block = jax.random.randint(key, (), 0, num_blocks)
-      idx = jnp.where(hyper.authors_code,
-                      block * spec.batch_size + jnp.arange(spec.batch_size),
-                      idx)
-      return x_NxD[idx], y_N[idx]
-    idx, used = client_batch_rows(key, count, shard_size, spec.batch_size,
-                                  hyper.authors_code)
-    return x_NxD[idx], y_N[idx], used
+  batch = functools.partial(draw_minibatch, s)
 
   def one_worker(step, worker, x_NxD, y_N, count, anchor_P, own_M,
                  server_controls):
