@@ -4,12 +4,14 @@ its settings, the deadline it derives, its report's numbers against the
 sweeps' own files."""
 
 import pathlib
+from unittest import mock
 
 from absl.testing import absltest
 import numpy as np
 import pytest
 
 from experiments.run import config as config_lib
+from experiments.studies.federated import mcmahan
 from experiments.studies.federated import report
 from experiments.studies.federated import sweeps
 from tests import common
@@ -56,6 +58,46 @@ class ConfigTest(absltest.TestCase):
                       for q in (1.0, 0.5, 0.1) for s in ('stale', 'drop')})
     deadline = sweeps.sweep_config('mlp', 'deadline', 'quick', 0.25)
     self.assertEqual(deadline.deadline_s, 0.25)
+
+  def test_mcmahans_comparison_settings(self):
+    # McMahan et al. 2017: 100 clients of 600, 10 per round, IID and 2
+    # label shards per client; FedSGD = one step on the whole shard, FedAvg
+    # E = 1 with B = 50 (u = 12) and B = 10 (u = 60); each rate of the
+    # grid a point of one program.
+    configs = dict(mcmahan.setting_configs('logreg', 'full'))
+    self.assertEqual(sorted(configs), sorted(
+        f'{s}_{n}' for s in ('iid', 'shards')
+        for n in ('fedsgd', 'e1_b50', 'e1_b10')))
+    for name, config in configs.items():
+      with self.subTest(name=name):
+        split, setting = name.split('_', 1)
+        want_k, want_b = {'fedsgd': (1, 600), 'e1_b50': (12, 50),
+                          'e1_b10': (60, 10)}[setting]
+        self.assertEqual((config.split, config.num_workers,
+                          config.clients_per_round, config.participation,
+                          config.batch_size, config.params.local.steps),
+                         (split, 100, 10, 1.0, want_b, want_k))
+        points = config_lib.points_from_config(config)
+        self.assertEqual({p['algo'] for p in points}, {'fedavg'})
+        lrs = next(s[3] for s in mcmahan.SETTINGS if s[0] == setting)
+        self.assertEqual([p['local.lr'] for p in points], list(lrs))
+        self.assertEqual({p['local.steps'] for p in points}, {want_k})
+        self.assertEqual({p['absent'] for p in points}, {'drop'})
+    # The best rate: fewest rounds to the target, then final accuracy.
+    loaded = {'rows': [{'algo': 'fedavg', 'local.lr': lr}
+                       for lr in (0.1, 0.3, 1.0)]}
+    summaries = [{'target_iteration': k, 'final_accuracy': a,
+                  'profile_time_s': {}}
+                 for k, a in ((4, 0.95), (2, 0.94), (None, 0.3))]
+    with mock.patch.object(report, 'local_summary',
+                           lambda l, g, t: dict(summaries[g])):
+      picked = mcmahan.best(loaded, 0.9)
+    self.assertEqual(picked['best']['lr'], 0.3)
+    self.assertEqual([s['lr'] for s in picked['all']], [0.1, 0.3, 1.0])
+    summaries[1]['target_iteration'] = None  # nobody but lr 0.1 reaches it
+    with mock.patch.object(report, 'local_summary',
+                           lambda l, g, t: dict(summaries[g])):
+      self.assertEqual(mcmahan.best(loaded, 0.9)['best']['lr'], 0.1)
 
 
 @pytest.mark.slow
@@ -129,6 +171,22 @@ class PipelineTest(absltest.TestCase):
       self.assertEqual(win[p], (' = '.join(tied), best))
     self.assertIn('fedavg K=20', text)
     self.assertIn('First to the target on each profile', text)
+    # McMahan's comparison: at the tiny budget a client holds 30 images,
+    # so B = 50 is the whole shard with u = 1 local step: FedAvg E=1 B=50
+    # is then FedSGD, the same rounds bit for bit; B = 10 is 3 steps.
+    found = mcmahan.load(workdir / 'logreg' / 'mcmahan')
+    self.assertLen(found, 6)
+    for split in mcmahan.SPLITS:
+      sgd, b50 = found[(split, 'fedsgd')], found[(split, 'e1_b50')]
+      np.testing.assert_array_equal(sgd['curves']['test_accuracy'],
+                                    b50['curves']['test_accuracy'])
+      np.testing.assert_array_equal(
+          found[(split, 'e1_b10')]['curves']['grads'],
+          3 * found[(split, 'e1_b10')]['curves']['participants'])
+      # two of the 20 clients each round (C = 0.1)
+      np.testing.assert_array_equal(
+          sgd['curves']['participants'].sum(-1), 2)
+    self.assertIn('McMahan et al.\'s comparison', text)
 
 
 if __name__ == '__main__':

@@ -131,13 +131,13 @@ def _local_table(summaries) -> list[str]:
   for s in summaries:
     times = []
     for p in PROFILES:
-      t = _fmt(s['profile_time_s'][p], 's')
+      t = fmt(s['profile_time_s'][p], 's')
       times.append(f'**{t}**' if s['profile_time_s'][p] is not None
                    and s['profile_time_s'][p] == best[p] else t)
-    rows.append([s['label'], _fmt(s['final_accuracy'], 'pct'),
-                 _fmt(s['target_iteration']), *times,
-                 _fmt(s['target_bits'], 'bits'), _fmt(s['target_grads'])])
-  return _table(['preset', 'final test acc.', 'rounds to target',
+    rows.append([s['label'], fmt(s['final_accuracy'], 'pct'),
+                 fmt(s['target_iteration']), *times,
+                 fmt(s['target_bits'], 'bits'), fmt(s['target_grads'])])
+  return table(['preset', 'final test acc.', 'rounds to target',
                  *(f'time to target, {p}' for p in PROFILES),
                  'uplink bits to target', 'gradients to target'], rows)
 
@@ -177,8 +177,10 @@ def local_section(results: dict, target: float) -> list[str]:
     if sweep == 'main':
       continue
     lines += [f'### {title}', '']
+    budget = (f'{loaded["config"]["num_iters"]:,} rounds, test accuracy '
+              f'every {loaded["config"]["eval_every"]}. ')
     if sweep == 'local':
-      lines += ['Each preset at its paper\'s settings (docs/algorithm.md, '
+      lines += [budget + 'Each preset at its paper\'s settings (docs/algorithm.md, '
                 '"Local work"): K = 10 local steps of client SGD on '
                 'minibatches of the main sweep\'s size, the server step of '
                 'its paper; the sample-weighted mean of the participants\' '
@@ -186,7 +188,7 @@ def local_section(results: dict, target: float) -> list[str]:
                 'profile (bits, downloads, gradients and participants of '
                 'the run; the bold one is the fastest of this table).', '']
     else:
-      lines += [f'FedAvg with K in {{{", ".join(map(str, LOCAL_K))}}}, '
+      lines += [budget + f'FedAvg with K in {{{", ".join(map(str, LOCAL_K))}}}, '
                 'one compiled program (K is data).', '']
     lines += _local_table(summaries) + ['']
   if every and 'local' in results:
@@ -194,12 +196,12 @@ def local_section(results: dict, target: float) -> list[str]:
     lines += ['**First to the target on each profile** (computed over the '
               'main, local and K sweeps): ' + '; '.join(
                   f'{p}: ' + ('nobody' if w is None
-                              else f'{w[0]} ({_fmt(w[1], "s")})')
+                              else f'{w[0]} ({fmt(w[1], "s")})')
                   for p, w in win.items()) + '.', '']
   return lines
 
 
-def _fmt(value, kind=''):
+def fmt(value, kind=''):
   if value is None:
     return 'not reached'
   if kind == 'pct':
@@ -213,7 +215,7 @@ def _fmt(value, kind=''):
   return f'{value:,}'
 
 
-def _table(headers, rows) -> list[str]:
+def table(headers, rows) -> list[str]:
   lines = ['| ' + ' | '.join(headers) + ' |',
            '|' + '|'.join('---' if i == 0 else '---:'
                           for i in range(len(headers))) + '|']
@@ -226,19 +228,19 @@ def _main_table(summaries, with_dropped: bool) -> list[str]:
                    if s['target_time_s'] is not None), default=None)
   rows = []
   for s in summaries:
-    time = _fmt(s['target_time_s'], 's')
+    time = fmt(s['target_time_s'], 's')
     if best_time is not None and s['target_time_s'] == best_time:
       time = f'**{time}**'
-    rows.append([s['algo'], _fmt(s['final_accuracy'], 'pct'),
-                 _fmt(s['target_iteration']), time,
-                 _fmt(s['target_bits'], 'bits'),
-                 _fmt(s['total_time_s'], 's'), _fmt(s['total_bits'], 'bits'),
+    rows.append([s['algo'], fmt(s['final_accuracy'], 'pct'),
+                 fmt(s['target_iteration']), time,
+                 fmt(s['target_bits'], 'bits'),
+                 fmt(s['total_time_s'], 's'), fmt(s['total_bits'], 'bits'),
                  f'{s["upload_rate"]:.2f}']
                 + ([f'{s["dropped"]:,}'] if with_dropped else []))
   headers = ['preset', 'final test acc.', 'iterations to target',
              'time to target', 'uplink bits to target', 'total time',
              'total uplink bits', 'uploads per participation']
-  return _table(headers + (['cut by deadline'] if with_dropped else []),
+  return table(headers + (['cut by deadline'] if with_dropped else []),
                 rows)
 
 
@@ -286,7 +288,7 @@ def observations(results: dict, target: float) -> list[str]:
     fastest = min(reached, key=lambda a: reached[a]['target_time_s'])
     fewest = min(reached, key=lambda a: reached[a]['target_bits'])
     out.append(f'- Fastest to {100 * target:g}%: **{fastest}** '
-               f'({_fmt(reached[fastest]["target_time_s"], "s")}); fewest '
+               f'({fmt(reached[fastest]["target_time_s"], "s")}); fewest '
                f'uplink bits to it: **{fewest}** '
                f'({reached[fewest]["target_bits"]:.3g} bits).')
   missed = [a for a in summaries if a not in reached]
@@ -320,8 +322,8 @@ def observations(results: dict, target: float) -> list[str]:
           + (_ratio(with_d['target_time_s'], without['target_time_s'])
              if with_d['target_time_s'] is not None else 'not reached')
           + ', final accuracy '
-          f'{_fmt(with_d["final_accuracy"], "pct")} (without: '
-          f'{_fmt(without["final_accuracy"], "pct")}).')
+          f'{fmt(with_d["final_accuracy"], "pct")} (without: '
+          f'{fmt(without["final_accuracy"], "pct")}).')
     if not any(point_summary(cut, g, target)['dropped']
                for g in range(len(cut['rows']))):
       out.append(f'- The {deadline:.4g} s deadline cut no one.')
@@ -418,7 +420,7 @@ def report(workdir: pathlib.Path, problems, budget: str, command: str,
     target = federated.TARGET_ACCURACY[problem]
     results, notes = {}, []
     for sweep in SWEEPS:
-      if sweep == 'slaq_bits' and problem != 'mlp':
+      if (sweep == 'slaq_bits' and problem != 'mlp') or sweep == 'mcmahan':
         continue
       if not (workdir / problem / sweep).exists():
         notes += [f'*{problem}/{sweep} was not run (`--problems={problem} '
@@ -452,6 +454,12 @@ def report(workdir: pathlib.Path, problems, budget: str, command: str,
       lines += [f'![{problem}: accuracy against time and bits]({fig})', '']
     lines += observations(results, target)
     lines += local_section(results, target)
+    if (workdir / problem / 'mcmahan').exists():
+      from experiments.studies.federated import mcmahan  # pylint: disable=g-import-not-at-top
+      lines += mcmahan.section(workdir / problem / 'mcmahan', problem)
+    else:
+      lines += [f'*{problem}/mcmahan was not run (`--problems={problem} '
+                '--sweeps=mcmahan` runs it).*', '']
     if 'slaq_bits' in results:
       sb = results['slaq_bits']
       c = sb['curves']
@@ -463,11 +471,11 @@ def report(workdir: pathlib.Path, problems, budget: str, command: str,
       for g, row in enumerate(sb['rows']):
         s_ = point_summary(sb, g, target)
         rows.append([row['algo'], row['bits'], row['absent'],
-                     _fmt(s_['final_accuracy'], 'pct'),
+                     fmt(s_['final_accuracy'], 'pct'),
                      f'{float(c["final_loss"][g]):.4g}',
                      f'{s_["upload_rate"]:.3f}',
-                     _fmt(s_['target_time_s'], 's')])
-      lines += _table(['preset', 'b', 'absent', 'final test acc.',
+                     fmt(s_['target_time_s'], 's')])
+      lines += table(['preset', 'b', 'absent', 'final test acc.',
                        'final loss f', 'uploads per participation',
                        'time to target'], rows) + ['']
     if 'laziness' in results:
@@ -477,12 +485,12 @@ def report(workdir: pathlib.Path, problems, budget: str, command: str,
       for g, row in enumerate(lz['rows']):
         s = point_summary(lz, g, target)
         rows.append([row['algo'], row['participation'], row['absent'],
-                     _fmt(s['final_accuracy'], 'pct'),
-                     _fmt(s['target_iteration']),
-                     _fmt(s['target_time_s'], 's'),
-                     _fmt(s['target_bits'], 'bits'),
+                     fmt(s['final_accuracy'], 'pct'),
+                     fmt(s['target_iteration']),
+                     fmt(s['target_time_s'], 's'),
+                     fmt(s['target_bits'], 'bits'),
                      f'{s["upload_rate"]:.3f}'])
-      lines += _table(['preset', 'q', 'absent', 'final test acc.',
+      lines += table(['preset', 'q', 'absent', 'final test acc.',
                        'iterations to target', 'time to target',
                        'uplink bits to target', 'uploads per participation'],
                       rows)
@@ -495,7 +503,7 @@ def report(workdir: pathlib.Path, problems, budget: str, command: str,
         rows.append([f'q = {row["participation"]}, {row["absent"]}']
                     + [f'{n:,}: {r:.3f}' if n else '-'
                        for _, n, r in rates_by_absence(lz, g)])
-      lines += _table(['slaq', 'first', 'away 1', 'away 2-5', 'away 6-20',
+      lines += table(['slaq', 'first', 'away 1', 'away 2-5', 'away 6-20',
                        'away > 20'], rows)
       lines += [''] + laziness_observations(lz, target)
   text = '\n'.join(lines) + '\n'

@@ -17,13 +17,21 @@ import pathlib
 from absl import logging
 import numpy as np
 
-SWEEPS = ('main', 'deadline', 'laziness', 'slaq_bits', 'local', 'local_k')
+SWEEPS = ('main', 'deadline', 'laziness', 'slaq_bits', 'local', 'local_k',
+          'mcmahan')
 # Rounds with local work (docs/algorithm.md, "Local work"), each at its
 # paper's server step (`Algorithm.settings`), beside main's FedSGD presets;
 # and FedAvg's K swept in one program.
 LOCAL_PRESETS = ('fedavg', 'fedavgm', 'fedadam', 'fedyogi', 'fedprox',
                  'scaffold', 'fedpaq', 'fedlaq')
 LOCAL_K = (1, 5, 20)
+# The local sweeps' rounds at the full budget, what a 2-core CPU affords: a
+# round with local work costs K gradient steps of every client (the
+# vmapped program computes all M and masks the absent), so K = 10 local
+# steps make a round ten of main's iterations; evaluated often enough that
+# "rounds to target" resolves them.
+LOCAL_BUDGET = {'logreg': dict(num_iters=500, eval_every=25),
+                'mlp': dict(num_iters=50, eval_every=5)}
 # SLAQ's b on the network: the logistic settings' b = 3 against the
 # network script's b = 6, under both readings of absence (network only;
 # 300 iterations at the full budget, what showed the difference on a CPU).
@@ -58,6 +66,8 @@ def sweep_config(problem: str, sweep: str, budget: str,
   if sweep == 'slaq_bits':
     arg += (f',num_iters={SLAQ_BITS_ITERS}' if budget == 'full' else ''
             ) + ',algo=slaq'
+  if sweep in ('local', 'local_k') and budget == 'full':
+    arg += ''.join(f',{k}={v}' for k, v in LOCAL_BUDGET[problem].items())
   config = federated.get_config(arg)
   if sweep == 'laziness':
     config.sweep = ml_collections.ConfigDict(dict(LAZINESS_GRID))
@@ -142,17 +152,24 @@ def run_problem(problem: str, workdir: pathlib.Path, budget: str,
         logging.error('%s/deadline not run: %s', problem, e)
         failed.append(f'{problem}/deadline')
         continue
-    config = sweep_config(problem, sweep, budget, deadline, mlp_iters)
-    if _done(config, out):
-      logging.info('%s/%s: results already there, not run again', problem,
-                   sweep)
-      continue
-    logging.info('%s/%s%s', problem, sweep,
-                 f' (deadline_s={deadline:.4g})' if sweep == 'deadline'
-                 else '')
-    try:
-      grid.sweep_and_evaluate(config, out, overwrite=True)
-    except Exception:  # pylint: disable=broad-except
-      logging.exception('%s/%s failed', problem, sweep)
-      failed.append(f'{problem}/{sweep}')
+    if sweep == 'mcmahan':  # one sweep per (split, setting)
+      from experiments.studies.federated import mcmahan  # pylint: disable=g-import-not-at-top
+      todo = [(f'{sweep}/{name}', config, out / name) for name, config
+              in mcmahan.setting_configs(problem, budget)]
+    else:
+      todo = [(sweep, sweep_config(problem, sweep, budget, deadline,
+                                   mlp_iters), out)]
+    for name, config, folder in todo:
+      if _done(config, folder):
+        logging.info('%s/%s: results already there, not run again',
+                     problem, name)
+        continue
+      logging.info('%s/%s%s', problem, name,
+                   f' (deadline_s={deadline:.4g})' if sweep == 'deadline'
+                   else '')
+      try:
+        grid.sweep_and_evaluate(config, folder, overwrite=True)
+      except Exception:  # pylint: disable=broad-except
+        logging.exception('%s/%s failed', problem, name)
+        failed.append(f'{problem}/{name}')
   return failed
