@@ -155,7 +155,7 @@ class AtomicWriteTest(absltest.TestCase):
   def test_whole_file_readable_by_all_no_leftovers(self):
     with tempfile.TemporaryDirectory() as tmp:
       path = pathlib.Path(tmp) / 'f'
-      fetch_lib._atomic_write(path, b'new content')
+      fetch_lib.atomic_write(path, b'new content')
       self.assertEqual(path.read_bytes(), b'new content')
       self.assertEqual(path.stat().st_mode & 0o777, 0o644)
       self.assertEqual(os.listdir(tmp), ['f'])
@@ -167,7 +167,7 @@ class AtomicWriteTest(absltest.TestCase):
       with mock.patch.object(fetch_lib.os, 'replace',
                              side_effect=OSError('disk full')):
         with self.assertRaisesRegex(OSError, 'disk full'):
-          fetch_lib._atomic_write(path, b'new')
+          fetch_lib.atomic_write(path, b'new')
       self.assertEqual(path.read_bytes(), b'old')
       self.assertEqual(os.listdir(tmp), ['f'])
 

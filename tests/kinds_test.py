@@ -40,7 +40,8 @@ class ParseTest(parameterized.TestCase):
     message = str(caught.exception)
     self.assertTrue(message.startswith(f'dataset={dataset!r} is not allowed: '
                                        'it must be one of '), message)
-    for usage in ("'mnist'", "'builtin:NAME' (NAME in heart_scale)",
+    for usage in ("'mnist'", "'fashion_mnist'",
+                  "'builtin:NAME' (NAME in heart_scale)",
                   "'libsvm:/path/file'"):
       self.assertIn(usage, message)
 

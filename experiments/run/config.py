@@ -237,11 +237,13 @@ def validate_config(config, *, allow_extra: Iterable[str] = ()) -> None:
     problem = dataset_kind.check(rest, c['data_dir'])
     if problem:
       raise bad('dataset', c['dataset'], problem)
-  if kind == 'mnist' and c['data_dir'] and not os.path.isdir(
-      os.path.expanduser(c['data_dir'])):
+  if kind in ('mnist', 'fashion_mnist') and c['data_dir'] and not (
+      os.path.isdir(os.path.expanduser(c['data_dir']))):
+    env = (data_lib.DATA_ENV_VAR if kind == 'mnist'
+           else data_lib.fashion_mnist.ENV_VAR)
     raise bad('data_dir', c['data_dir'], 'an existing directory holding '
-              "the MNIST files, or '' to search "
-              f'${data_lib.DATA_ENV_VAR} and the cache')
+              f"the {'MNIST' if kind == 'mnist' else 'Fashion-MNIST'} "
+              f"files, or '' to search ${env} and the cache")
 
   subset, workers = c['train_subset'], c['num_workers']
   if not (is_number(c['dirichlet_size_alpha'])

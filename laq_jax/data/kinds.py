@@ -1,6 +1,7 @@
 """Dataset kinds: a loader in a registry, returning arrays and a description.
 
-    config.dataset = 'mnist' | 'builtin:heart_scale' | 'libsvm:/path/file'
+    config.dataset = 'mnist' | 'fashion_mnist' | 'builtin:heart_scale'
+                   | 'libsvm:/path/file'
 
 A kind is registered once (`REGISTRY.register(name, DatasetKind(...))`, from
 any code) and the launchers read everything about it from its entry: how to
@@ -19,6 +20,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from laq_jax import registry
+from laq_jax.data import fashion_mnist
 from laq_jax.data import libsvm
 from laq_jax.data import mnist
 
@@ -75,6 +77,15 @@ def _load_mnist(argument: str, *, dtype=np.float32, data_dir=None) -> Loaded:
                 f'MNIST test set ({len(d["y_test"])} images)', 1 / 255)
 
 
+def _load_fashion_mnist(argument: str, *, dtype=np.float32, data_dir=None
+                        ) -> Loaded:
+  del argument
+  d = fashion_mnist.load_fashion_mnist(data_dir or None, dtype=dtype)
+  return Loaded(d['x_train'], d['y_train'], d['x_test'], d['y_test'],
+                f'Fashion-MNIST test set ({len(d["y_test"])} images)',
+                1 / 255)
+
+
 def _load_builtin(argument: str, *, dtype=np.float32, data_dir=None
                   ) -> Loaded:
   del data_dir
@@ -125,6 +136,10 @@ REGISTRY: registry.Registry[DatasetKind] = registry.Registry('dataset', [
     ('mnist', DatasetKind(_load_mnist, usage="'mnist'",
                           integer_scale=1 / 255,
                           num_train=MNIST_TRAIN_SIZE)),
+    ('fashion_mnist', DatasetKind(_load_fashion_mnist,
+                                  usage="'fashion_mnist'",
+                                  integer_scale=1 / 255,
+                                  num_train=fashion_mnist.TRAIN_SIZE)),
     ('builtin', DatasetKind(
         _load_builtin, takes_argument=True,
         usage=(f"'builtin:NAME' (NAME in "

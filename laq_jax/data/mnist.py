@@ -122,7 +122,7 @@ def _read_decompressed(path: str | os.PathLike) -> bytes:
   return gunzip_if_gzip(pathlib.Path(path).read_bytes(), path)
 
 
-def _parse_idx(content: bytes, source: str) -> np.ndarray:
+def parse_idx(content: bytes, source: str) -> np.ndarray:
   """Parses IDX bytes: magic (0, 0, dtype code, ndim), big-endian dims, data."""
   if len(content) < 4 or content[:2] != b'\0\0':
     raise DataError(
@@ -166,7 +166,7 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
     DataError: the content is not valid IDX (bad magic, unknown type code,
       or a length that disagrees with the header).
   """
-  return _parse_idx(_read_decompressed(path), str(path))
+  return parse_idx(_read_decompressed(path), str(path))
 
 
 def digest(content: bytes) -> str:
@@ -220,7 +220,7 @@ def _load_mnist_array(
   if verify and key not in _VERIFIED:
     check_digest(name, path, content)
     _VERIFIED.add(key)
-  return _parse_idx(content, str(path))
+  return parse_idx(content, str(path))
 
 
 def load_mnist(
