@@ -1,4 +1,5 @@
-"""Models the paper trains: multinomial logistic regression and a 200-ReLU MLP.
+"""Models: the paper's multinomial logistic regression and 200-ReLU MLP; the
+CNNs of McMahan et al. and of the LASG code (`laq_jax.models`).
 
 A `Problem` is a model as pure functions: `init(key) -> params` and
 `apply(params, x_NxD) -> logits_NxC`. Losses are softmax cross-entropy; the
@@ -309,11 +310,22 @@ def mlp(input_dim: int = 784, num_classes: int = 10, hidden: int = 200) -> Probl
                                         + 2 * hidden * num_classes))
 
 
+def _cnn(input_dim: int = 784, num_classes: int = 10) -> Problem:
+  from laq_jax import models  # pylint: disable=g-import-not-at-top
+  return models.cnn(input_dim, num_classes)
+
+
+def _lasg_cnn(input_dim: int = 784, num_classes: int = 10) -> Problem:
+  from laq_jax import models  # pylint: disable=g-import-not-at-top
+  return models.lasg_cnn(input_dim, num_classes)
+
+
 # Every model: name -> factory(input_dim, num_classes, **options) -> Problem
 # (options it does not take, such as another model's `hidden`, are not
 # passed). Add one with `REGISTRY.register(name, factory)`.
 REGISTRY: registry.Registry[Callable[..., Problem]] = registry.Registry(
-    'model', [('logreg', logistic_regression), ('mlp', mlp)])
+    'model', [('logreg', logistic_regression), ('mlp', mlp), ('cnn', _cnn),
+              ('lasg_cnn', _lasg_cnn)])
 
 
 __getattr__ = registry.names_attribute(__name__, PROBLEMS=REGISTRY)
@@ -321,7 +333,8 @@ __getattr__ = registry.names_attribute(__name__, PROBLEMS=REGISTRY)
 
 def get_problem(name: str, input_dim: int = 784, num_classes: int = 10,
                 **options) -> Problem:
-  """Problem by name from REGISTRY ('logreg', 'mlp', or one registered);
+  """Problem by name from REGISTRY ('logreg', 'mlp', 'cnn', 'lasg_cnn', or
+  one registered);
   ValueError naming the allowed ones. `options` (e.g. hidden=200) go to the
   factories that take them."""
   factory = REGISTRY.get(name)

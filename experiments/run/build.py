@@ -177,8 +177,13 @@ def build(config) -> Built:
       size_alpha=get('dirichlet_size_alpha'))
   algorithm = get_algorithm(get('algo'))
   num_classes = int(max(y.max(), y_test.max())) + 1
-  problem = get_problem(get('model'), input_dim=x.shape[1],
-                        num_classes=num_classes, hidden=get('hidden'))
+  try:
+    problem = get_problem(get('model'), input_dim=x.shape[1],
+                          num_classes=num_classes, hidden=get('hidden'))
+  except ValueError as e:  # a model that does not fit the data
+    raise config_lib.bad('model', get('model'),
+                         f'a model for dataset={get("dataset")!r}: {e}'
+                         ) from None
   spec = RunSpec(problem, workers, memory=get('memory'),
                  stochastic=algorithm.stochastic,
                  batch_size=get('batch_size'),

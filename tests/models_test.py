@@ -1,0 +1,174 @@
+"""laq_jax.models: the CNNs of McMahan et al. and of the LASG code.
+
+Their logits against a NumPy forward pass written here (convolution by
+explicit sums over the kernel, max pooling, ReLU / ELU), their parameter
+counts against the papers' and the layer shapes', their FLOPs against
+XLA's own count, a minibatch run through the loop with vmapped workers,
+and the refusal of a model that does not fit the data.
+"""
+
+import json
+import pathlib
+import tempfile
+
+from absl.testing import absltest
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from experiments.run import config as config_lib
+from laq_jax import models
+from laq_jax import problems
+
+
+def _conv(x_NxHxWxC, w_KxKxCxO, b_O, padding):
+  """2-D convolution (cross-correlation, as flax's) by sums over taps."""
+  k = w_KxKxCxO.shape[0]
+  if padding == 'SAME':
+    p = (k - 1) // 2
+    x_NxHxWxC = np.pad(x_NxHxWxC, ((0, 0), (p, k - 1 - p), (p, k - 1 - p),
+                                   (0, 0)))
+  n, h, w, _ = x_NxHxWxC.shape
+  ho, wo = h - k + 1, w - k + 1
+  out = np.zeros((n, ho, wo, w_KxKxCxO.shape[-1]))
+  for i in range(k):
+    for j in range(k):
+      out += np.einsum('nhwc,co->nhwo', x_NxHxWxC[:, i:i + ho, j:j + wo],
+                       w_KxKxCxO[i, j])
+  return out + b_O
+
+
+def _pool(x):
+  n, h, w, c = x.shape
+  x = x[:, :h // 2 * 2, :w // 2 * 2]
+  return x.reshape(n, h // 2, 2, w // 2, 2, c).max(axis=(2, 4))
+
+
+def _elu(x):
+  return np.where(x > 0, x, np.expm1(np.minimum(x, 0)))
+
+
+def _reference(name, params, x_NxD, shape):
+  p = jax.tree.map(lambda a: np.asarray(a, np.float64), params)
+  act, padding = ((lambda v: np.maximum(v, 0)), 'SAME') if name == 'cnn' \
+      else (_elu, 'VALID')
+  x = np.asarray(x_NxD, np.float64).reshape((-1,) + shape)
+  x = _pool(act(_conv(x, p['conv1']['kernel'], p['conv1']['bias'],
+                      padding)))
+  x = _pool(act(_conv(x, p['conv2']['kernel'], p['conv2']['bias'],
+                      padding)))
+  x = x.reshape(len(x), -1)
+  x = act(x @ p['fc']['kernel'] + p['fc']['bias'])
+  return x @ p['out']['kernel'] + p['out']['bias']
+
+
+class ModelTest(absltest.TestCase):
+
+  def test_logits_against_numpy(self):
+    rng = np.random.default_rng(0)
+    for name in ('cnn', 'lasg_cnn'):
+      for dim, shape in models.IMAGE_SHAPES.items():
+        with self.subTest(name=name, dim=dim):
+          problem = problems.get_problem(name, dim, 10)
+          params = problem.init(jax.random.key(1))
+          x = rng.random((3, dim)).astype(np.float32)
+          got = np.asarray(jax.jit(problem.apply)(params, jnp.asarray(x)))
+          want = _reference(name, params, x, shape)
+          np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-5)
+
+  def test_parameter_counts(self):
+    # McMahan et al. 2017, Sec. 3: "1,663,370 total parameters".
+    self.assertEqual(problems.get_problem('cnn', 784).num_params(),
+                     1_663_370)
+    # The LASG code's Net: conv 1->20 (5x5), conv 20->50, 800->500, 500->10.
+    want = (25 * 20 + 20) + (25 * 20 * 50 + 50) + (800 * 500 + 500) + (
+        500 * 10 + 10)
+    self.assertEqual(problems.get_problem('lasg_cnn', 784).num_params(),
+                     want)
+    # 32x32x3: conv1 sees 3 channels; the flattened map is 8x8x64 / 5x5x50
+    self.assertEqual(problems.get_problem('cnn', 3072).num_params(),
+                     (75 * 32 + 32) + (800 * 64 + 64) + (4096 * 512 + 512)
+                     + 5130)
+
+  def test_flops_against_xla(self):
+    x = jnp.zeros((8, 784))
+    y = jnp.zeros((8,), jnp.int32)
+    for name in ('cnn', 'lasg_cnn'):
+      problem = problems.get_problem(name, 784)
+      params = problem.init(jax.random.key(0))
+
+      def cost(fn):
+        c = jax.jit(fn).lower(params).compile().cost_analysis()
+        return (c[0] if isinstance(c, list) else c)['flops'] / 8
+      forward = cost(lambda th: problem.loss(th, x, y))
+      grad = cost(jax.grad(lambda th: problem.loss(th, x, y)))
+      if name == 'lasg_cnn':  # 'VALID': every tap counted by both
+        self.assertAlmostEqual(problem.loss_flops_per_sample / forward, 1,
+                               delta=0.03)
+        self.assertAlmostEqual(problem.grad_flops_per_sample / grad, 1,
+                               delta=0.05)  # (XLA: ELU's derivative too)
+      else:  # 'SAME': ours counts the zero padding's taps, XLA does not
+        for ours, xla in ((problem.loss_flops_per_sample, forward),
+                          (problem.grad_flops_per_sample, grad)):
+          self.assertGreater(ours, xla)
+          self.assertLess(ours, 1.2 * xla)
+    # by hand: McMahan's CNN forward on 28x28x1
+    self.assertEqual(problems.get_problem('cnn', 784).loss_flops_per_sample,
+                     2 * (28 * 28 * 25 * 32 + 14 * 14 * 25 * 32 * 64
+                          + 7 * 7 * 64 * 512 + 512 * 10))
+
+  def test_a_model_that_does_not_fit_the_data_is_refused(self):
+    with self.assertRaisesRegex(ValueError,
+                                "model='cnn' takes images .* 13 features"):
+      problems.get_problem('cnn', 13)
+    from configs import default  # pylint: disable=g-import-not-at-top
+    from experiments.run import train  # pylint: disable=g-import-not-at-top
+    config = default.get_config('dataset=builtin:heart_scale,model=lasg_cnn,'
+                                'num_workers=10,num_iters=2,fstar=none,'
+                                'train_subset=270')
+    with tempfile.TemporaryDirectory() as where:
+      with self.assertRaisesRegex(
+          config_lib.ConfigError,
+          r"model='lasg_cnn' is not allowed: .*dataset='builtin:heart_scale'"
+          r'.*13 features'):
+        train.train_and_evaluate(config, where)
+
+
+@pytest.mark.slow
+class RunTest(absltest.TestCase):
+
+  def test_minibatch_sgd_and_fedavg_learn_in_one_program(self):
+    # MNIST, 10 vmapped workers, the LASG CNN; SGD (step 0.01 on the sum)
+    # and FedAvg (K = 2 local steps of 0.05, its server step 1) as one
+    # sweep, one compiled program: both learn in 30 iterations, and the
+    # flops per worker step are the model's times the minibatch.
+    import ml_collections  # pylint: disable=g-import-not-at-top
+    from configs import default  # pylint: disable=g-import-not-at-top
+    from experiments.run import grid  # pylint: disable=g-import-not-at-top
+    from experiments.run import outputs  # pylint: disable=g-import-not-at-top
+    config = default.get_config(
+        'model=lasg_cnn,num_workers=10,train_subset=600,batch_size=10,'
+        'num_iters=30,eval_every=10,fstar=none,precision=float32')
+    default.add_sweep_fields(config, {'algo': ('sgd', 'fedavg')})
+    config.params.local.steps = 2
+    config.params.local.lr = 0.05
+    config.algo_settings = ml_collections.ConfigDict(
+        {'sgd': {'step_size': 0.01}})
+    with tempfile.TemporaryDirectory() as where:
+      grid.sweep_and_evaluate(config, where)
+      where = pathlib.Path(where)
+      info = json.loads((where / 'sweep.json').read_text())
+      rows = outputs.read_results(where / 'results.csv')
+      with np.load(where / 'curves.npz') as c:
+        accuracy = c['test_accuracy']
+    self.assertEqual(info['programs_compiled'], 1)
+    for g, row in enumerate(rows):
+      self.assertGreater(accuracy[g][-1], 0.5, row['algo'])
+      self.assertEqual(float(row['flops_per_worker_step']),
+                       10 * problems.get_problem('lasg_cnn')
+                       .grad_flops_per_sample)
+
+
+if __name__ == '__main__':
+  absltest.main()
