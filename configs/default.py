@@ -78,7 +78,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # SSGD without seed bits (docs/algorithm.md). Off: the paper's Algorithm 1.
   config.authors_code = False
   # Data.
-  # 'mnist', 'fashion_mnist', 'builtin:heart_scale', 'libsvm:/path'
+  # 'mnist', 'fashion_mnist', 'cifar10', 'builtin:heart_scale',
+  # 'libsvm:/path'
   config.dataset = 'mnist'
   config.data_dir = ''  # MNIST folder; '' looks in $LAQ_JAX_DATA, the cache
   # contiguous (paper), iid, label_sorted, dirichlet (equal sizes), or

@@ -237,13 +237,14 @@ def validate_config(config, *, allow_extra: Iterable[str] = ()) -> None:
     problem = dataset_kind.check(rest, c['data_dir'])
     if problem:
       raise bad('dataset', c['dataset'], problem)
-  if kind in ('mnist', 'fashion_mnist') and c['data_dir'] and not (
+  named = {'mnist': ('MNIST', data_lib.DATA_ENV_VAR),
+           'fashion_mnist': ('Fashion-MNIST', data_lib.fashion_mnist.ENV_VAR),
+           'cifar10': ('CIFAR-10', data_lib.cifar10.ENV_VAR)}
+  if kind in named and c['data_dir'] and not (
       os.path.isdir(os.path.expanduser(c['data_dir']))):
-    env = (data_lib.DATA_ENV_VAR if kind == 'mnist'
-           else data_lib.fashion_mnist.ENV_VAR)
+    name, env = named[kind]
     raise bad('data_dir', c['data_dir'], 'an existing directory holding '
-              f"the {'MNIST' if kind == 'mnist' else 'Fashion-MNIST'} "
-              f"files, or '' to search ${env} and the cache")
+              f"the {name} files, or '' to search ${env} and the cache")
 
   subset, workers = c['train_subset'], c['num_workers']
   if not (is_number(c['dirichlet_size_alpha'])

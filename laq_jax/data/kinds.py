@@ -1,6 +1,6 @@
 """Dataset kinds: a loader in a registry, returning arrays and a description.
 
-    config.dataset = 'mnist' | 'fashion_mnist' | 'builtin:heart_scale'
+    config.dataset = 'mnist' | 'fashion_mnist' | 'cifar10' | 'builtin:heart_scale'
                    | 'libsvm:/path/file'
 
 A kind is registered once (`REGISTRY.register(name, DatasetKind(...))`, from
@@ -20,6 +20,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from laq_jax import registry
+from laq_jax.data import cifar10
 from laq_jax.data import fashion_mnist
 from laq_jax.data import libsvm
 from laq_jax.data import mnist
@@ -86,6 +87,14 @@ def _load_fashion_mnist(argument: str, *, dtype=np.float32, data_dir=None
                 1 / 255)
 
 
+def _load_cifar10(argument: str, *, dtype=np.float32, data_dir=None
+                  ) -> Loaded:
+  del argument
+  d = cifar10.load_cifar10(data_dir or None, dtype=dtype)
+  return Loaded(d['x_train'], d['y_train'], d['x_test'], d['y_test'],
+                f'CIFAR-10 test batch ({len(d["y_test"])} images)', 1 / 255)
+
+
 def _load_builtin(argument: str, *, dtype=np.float32, data_dir=None
                   ) -> Loaded:
   del data_dir
@@ -140,6 +149,9 @@ REGISTRY: registry.Registry[DatasetKind] = registry.Registry('dataset', [
                                   usage="'fashion_mnist'",
                                   integer_scale=1 / 255,
                                   num_train=fashion_mnist.TRAIN_SIZE)),
+    ('cifar10', DatasetKind(_load_cifar10, usage="'cifar10'",
+                            integer_scale=1 / 255,
+                            num_train=cifar10.TRAIN_SIZE)),
     ('builtin', DatasetKind(
         _load_builtin, takes_argument=True,
         usage=(f"'builtin:NAME' (NAME in "
