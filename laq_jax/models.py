@@ -17,6 +17,24 @@ refused naming the model, D and the shapes it knows (`image_shape`).
              conv 20 -> 2x2 max pool -> 5x5 conv 50 -> 2x2 max pool -> 500
              -> 10, 'VALID' convolutions, ELU (431,080 parameters on
              28x28x1).
+  resnet20   He et al. 2016's CIFAR ResNet-20 (3x3 conv 16, three stages of
+             three basic blocks of 16, 32, 64 channels, stride 2 at the
+             second and third, parameter-free shortcuts (option A: a
+             strided identity, zero-padded channels), global average pool,
+             a dense read-out) with group normalization (2 groups) where
+             the original has batch normalization: batch statistics are
+             computed over one client's minibatch and differ between
+             clients and between training and test, a known failure under
+             non-IID clients (Hsieh et al. 2020, "The Non-IID Data
+             Quagmire", who replace it by GroupNorm); GroupNorm normalizes
+             each sample by itself, so a gradient stays a function of the
+             parameters and the sample only (269,722 parameters on
+             32x32x3).
+  char_lstm  McMahan et al. 2017's and LEAF's Shakespeare model: each of
+             80 characters (indices, as floats, in the sample's D = 80
+             features) embedded in 8 dimensions, two LSTM layers of 256,
+             a dense softmax over the vocabulary from the last position
+             (LEAF's target: the next character).
 
 FLOPs count multiply-adds twice, the convolutions' and dense layers' only
 (pooling and activations are memory-bound and left out, as the MLP's
@@ -142,6 +160,96 @@ def _problem(name, module_cls, layers, input_dim, num_classes):
                           loss_flops_per_sample=loss)
 
 
+
+class _Block(nn.Module):
+  """A basic residual block: 3x3 conv, GN, ReLU, 3x3 conv, GN, + shortcut."""
+  channels: int
+  stride: int
+
+  @nn.compact
+  def __call__(self, x):
+    y = nn.Conv(self.channels, (3, 3), strides=self.stride, padding='SAME',
+                use_bias=False)(x)
+    y = nn.relu(nn.GroupNorm(num_groups=2)(y))
+    y = nn.Conv(self.channels, (3, 3), padding='SAME', use_bias=False)(y)
+    y = nn.GroupNorm(num_groups=2)(y)
+    if self.stride != 1 or x.shape[-1] != self.channels:  # option A
+      x = x[:, ::self.stride, ::self.stride]
+      pad = self.channels - x.shape[-1]
+      x = jnp.pad(x, ((0, 0), (0, 0), (0, 0), (pad // 2, pad - pad // 2)))
+    return nn.relu(x + y)
+
+
+class ResNet20(nn.Module):
+  """He et al. 2016's CIFAR ResNet-20 with GroupNorm (module docstring)."""
+  num_classes: int = 10
+  shape: tuple[int, int, int] = (32, 32, 3)
+
+  @nn.compact
+  def __call__(self, x):
+    x = x.reshape((x.shape[0],) + tuple(self.shape))
+    x = nn.Conv(16, (3, 3), padding='SAME', use_bias=False)(x)
+    x = nn.relu(nn.GroupNorm(num_groups=2)(x))
+    for stage, channels in enumerate((16, 32, 64)):
+      for block in range(3):
+        x = _Block(channels, 2 if stage and not block else 1)(x)
+    x = jnp.mean(x, axis=(1, 2))
+    return nn.Dense(self.num_classes)(x)
+
+
+def resnet20_layers(shape) -> list[tuple]:
+  """ResNet-20's convolutions and read-out as `layer_flops` sees them
+  (the shortcuts, normalizations and pooling are not matmuls)."""
+  h, w, _ = shape
+  layers = [('conv3', h, w, shape[2], 16)]
+  c = 16
+  for stage, channels in enumerate((16, 32, 64)):
+    for block in range(3):
+      if stage and not block:
+        h, w = (h + 1) // 2, (w + 1) // 2
+      layers += [('conv3', h, w, c, channels),
+                 ('conv3', h, w, channels, channels)]
+      c = channels
+  return layers
+
+
+def _resnet_flops(shape, num_classes) -> tuple[float, float]:
+  forward = [2.0 * h * w * 9 * cin * cout
+             for _, h, w, cin, cout in resnet20_layers(shape)]
+  forward.append(2.0 * 64 * num_classes)
+  total = sum(forward)
+  return 3 * total - forward[0], total
+
+
+class CharLSTM(nn.Module):
+  """Embedding 8, two LSTM layers of 256, a dense read-out of the last
+  position (McMahan et al. 2017; LEAF's Shakespeare model)."""
+  vocab: int
+  num_classes: int
+  embed: int = 8
+  hidden: int = 256
+
+  @nn.compact
+  def __call__(self, x):
+    tokens = jnp.clip(x.astype(jnp.int32), 0, self.vocab - 1)
+    h = nn.Embed(self.vocab, self.embed)(tokens)
+    for layer in range(2):
+      h = nn.RNN(nn.OptimizedLSTMCell(self.hidden), name=f'lstm{layer}')(h)
+    return nn.Dense(self.num_classes)(h[:, -1])
+
+
+def lstm_flops(length, vocab_classes, embed=8, hidden=256
+               ) -> tuple[float, float]:
+  """(gradient, loss) FLOPs per sample: per position 2 x 4 gates x (inputs
+  + hidden) x hidden per layer, the read-out once; backpropagation through
+  time twice the forward (the first layer's input gradient included: the
+  embedding's gradient needs it)."""
+  per_step = sum(2.0 * 4 * (n_in + hidden) * hidden
+                 for n_in in (embed, hidden))
+  forward = length * per_step + 2.0 * hidden * vocab_classes
+  return 3 * forward, forward
+
+
 @functools.cache
 def cnn(input_dim: int = 784, num_classes: int = 10):
   """McMahan et al. 2017's CNN (`FedAvgCNN`)."""
@@ -154,3 +262,36 @@ def lasg_cnn(input_dim: int = 784, num_classes: int = 10):
   return _problem('lasg_cnn', LasgCNN, LASG_CNN_LAYERS, input_dim,
                   num_classes)
 
+
+@functools.cache
+def resnet20(input_dim: int = 3072, num_classes: int = 10):
+  """ResNet-20 with GroupNorm (`ResNet20`), on 32x32x3 or 28x28x1."""
+  from laq_jax import problems  # pylint: disable=g-import-not-at-top
+  shape = image_shape('resnet20', input_dim)
+  module = ResNet20(num_classes=num_classes, shape=shape)
+  grad, loss = _resnet_flops(shape, num_classes)
+  return problems.Problem(
+      'resnet20', lambda key: module.init(
+          key, jnp.zeros((1, input_dim)))['params'],
+      lambda params, x: module.apply({'params': params}, x), num_classes,
+      grad_flops_per_sample=grad, loss_flops_per_sample=loss)
+
+
+@functools.cache
+def char_lstm(input_dim: int = 80, num_classes: int = 80):
+  """The Shakespeare character model (`CharLSTM`): a sample is `input_dim`
+  character indices, the classes the vocabulary (its size: num_classes)."""
+  from laq_jax import problems  # pylint: disable=g-import-not-at-top
+  if input_dim < 2 or input_dim in IMAGE_SHAPES:
+    raise ValueError(
+        f"model='char_lstm' takes sequences of character indices (e.g. "
+        f'Shakespeare: 80 per sample); these data have {input_dim} features '
+        'per sample, an image or vector set: use logreg, mlp, cnn, '
+        'lasg_cnn or resnet20 for them')
+  module = CharLSTM(vocab=num_classes, num_classes=num_classes)
+  grad, loss = lstm_flops(input_dim, num_classes)
+  return problems.Problem(
+      'char_lstm', lambda key: module.init(
+          key, jnp.zeros((1, input_dim)))['params'],
+      lambda params, x: module.apply({'params': params}, x), num_classes,
+      grad_flops_per_sample=grad, loss_flops_per_sample=loss)

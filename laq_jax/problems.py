@@ -320,12 +320,23 @@ def _lasg_cnn(input_dim: int = 784, num_classes: int = 10) -> Problem:
   return models.lasg_cnn(input_dim, num_classes)
 
 
+def _resnet20(input_dim: int = 3072, num_classes: int = 10) -> Problem:
+  from laq_jax import models  # pylint: disable=g-import-not-at-top
+  return models.resnet20(input_dim, num_classes)
+
+
+def _char_lstm(input_dim: int = 80, num_classes: int = 80) -> Problem:
+  from laq_jax import models  # pylint: disable=g-import-not-at-top
+  return models.char_lstm(input_dim, num_classes)
+
+
 # Every model: name -> factory(input_dim, num_classes, **options) -> Problem
 # (options it does not take, such as another model's `hidden`, are not
 # passed). Add one with `REGISTRY.register(name, factory)`.
 REGISTRY: registry.Registry[Callable[..., Problem]] = registry.Registry(
     'model', [('logreg', logistic_regression), ('mlp', mlp), ('cnn', _cnn),
-              ('lasg_cnn', _lasg_cnn)])
+              ('lasg_cnn', _lasg_cnn), ('resnet20', _resnet20),
+              ('char_lstm', _char_lstm)])
 
 
 __getattr__ = registry.names_attribute(__name__, PROBLEMS=REGISTRY)
@@ -333,8 +344,8 @@ __getattr__ = registry.names_attribute(__name__, PROBLEMS=REGISTRY)
 
 def get_problem(name: str, input_dim: int = 784, num_classes: int = 10,
                 **options) -> Problem:
-  """Problem by name from REGISTRY ('logreg', 'mlp', 'cnn', 'lasg_cnn', or
-  one registered);
+  """Problem by name from REGISTRY ('logreg', 'mlp', 'cnn', 'lasg_cnn',
+  'resnet20', 'char_lstm', or one registered);
   ValueError naming the allowed ones. `options` (e.g. hidden=200) go to the
   factories that take them."""
   factory = REGISTRY.get(name)

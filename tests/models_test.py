@@ -63,6 +63,33 @@ def _reference(name, params, x_NxD, shape):
   return x @ p['out']['kernel'] + p['out']['bias']
 
 
+def _sigmoid(v):
+  return 1 / (1 + np.exp(-v))
+
+
+def _lstm_reference(params, tokens_NxT):
+  """The character model in NumPy: embedding, two LSTM layers (gates i, f,
+  g, o; input kernels, hidden kernels with biases, zero initial state),
+  the read-out of the last position."""
+  p = jax.tree.map(lambda a: np.asarray(a, np.float64), params)
+  h_seq = p['Embed_0']['embedding'][tokens_NxT]
+  for layer in range(2):
+    cell = p[f'OptimizedLSTMCell_{layer}']
+    n, t, _ = h_seq.shape
+    h = np.zeros((n, 256))
+    c = np.zeros((n, 256))
+    out = []
+    for k in range(t):
+      x = h_seq[:, k]
+      gate = {g: x @ cell[f'i{g}']['kernel'] + h @ cell[f'h{g}']['kernel']
+              + cell[f'h{g}']['bias'] for g in 'ifgo'}
+      c = _sigmoid(gate['f']) * c + _sigmoid(gate['i']) * np.tanh(gate['g'])
+      h = _sigmoid(gate['o']) * np.tanh(c)
+      out.append(h)
+    h_seq = np.stack(out, 1)
+  return h_seq[:, -1] @ p['Dense_0']['kernel'] + p['Dense_0']['bias']
+
+
 class ModelTest(absltest.TestCase):
 
   def test_logits_against_numpy(self):
@@ -117,6 +144,51 @@ class ModelTest(absltest.TestCase):
     self.assertEqual(problems.get_problem('cnn', 784).loss_flops_per_sample,
                      2 * (28 * 28 * 25 * 32 + 14 * 14 * 25 * 32 * 64
                           + 7 * 7 * 64 * 512 + 512 * 10))
+
+  def test_resnet20_counts_and_per_sample_normalization(self):
+    problem = problems.get_problem('resnet20', 3072)
+    # by hand: bias-free 3x3 convs, GroupNorm's scale and bias per channel,
+    # the read-out
+    convs = 9 * (3 * 16 + 6 * 16 * 16 + (16 * 32 + 5 * 32 * 32)
+                 + (32 * 64 + 5 * 64 * 64))
+    norms = 2 * (16 + 6 * 16 + 6 * 32 + 6 * 64)
+    self.assertEqual(problem.num_params(), convs + norms + 64 * 10 + 10)
+    forward = 2 * 9 * (32 * 32 * (3 * 16 + 6 * 16 * 16)
+                       + 16 * 16 * (16 * 32 + 5 * 32 * 32)
+                       + 8 * 8 * (32 * 64 + 5 * 64 * 64)) + 2 * 64 * 10
+    self.assertEqual(problem.loss_flops_per_sample, forward)
+    # GroupNorm: a sample's logits do not depend on the rest of its batch
+    # (batch normalization's would), the property that keeps a client's
+    # gradient a function of its own samples.
+    params = problem.init(jax.random.key(0))
+    rng = np.random.default_rng(0)
+    a, b, c = (jnp.asarray(rng.random((1, 3072)), jnp.float32)
+               for _ in range(3))
+    apply = jax.jit(problem.apply)
+    ab = apply(params, jnp.concatenate([a, b]))
+    ac = apply(params, jnp.concatenate([a, c]))
+    np.testing.assert_allclose(ab[0], ac[0], rtol=1e-5, atol=1e-6)
+    self.assertGreater(float(jnp.abs(ab[1] - ac[1]).max()), 1e-4)
+
+  def test_char_lstm_against_numpy(self):
+    problem = problems.get_problem('char_lstm', 12, 80)
+    params = problem.init(jax.random.key(2))
+    # (4, 80) embedding, 2 x 4 gates, read-out: McMahan's 8 / 256 / 256
+    self.assertEqual(problem.num_params(),
+                     80 * 8 + 4 * (8 * 256 + 256 * 256 + 256)
+                     + 4 * (256 * 256 + 256 * 256 + 256) + 256 * 80 + 80)
+    tokens = np.random.default_rng(1).integers(0, 80, (3, 12))
+    got = np.asarray(jax.jit(problem.apply)(params, jnp.asarray(
+        tokens, jnp.float32)))
+    np.testing.assert_allclose(got, _lstm_reference(params, tokens),
+                               rtol=1e-4, atol=1e-5)
+    grad, loss = models.lstm_flops(80, 80)
+    self.assertEqual(loss, 80 * 2 * 4 * ((8 + 256) * 256 + 512 * 256)
+                     + 2 * 256 * 80)
+    self.assertEqual(grad, 3 * loss)
+    with self.assertRaisesRegex(ValueError, "model='char_lstm' takes "
+                                'sequences .* 784 features'):
+      problems.get_problem('char_lstm', 784)
 
   def test_a_model_that_does_not_fit_the_data_is_refused(self):
     with self.assertRaisesRegex(ValueError,
