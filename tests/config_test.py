@@ -315,7 +315,7 @@ class ValidationTest(parameterized.TestCase):
       _case('fstar', dict(fstar='abc'), 'fstar', "'abc'",
             "'auto'.*'none', or a finite number"),
       _case('dataset', dict(dataset='cifar'), 'dataset', "'cifar'",
-            "'mnist', 'builtin:NAME'.*heart_scale.*'libsvm:/path/file'"),
+            "'mnist', .*'builtin:NAME'.*heart_scale.*'libsvm:/path/file'"),
       _case('dataset_builtin', dict(dataset='builtin:iris'), 'dataset',
             "'builtin:iris'", 'builtin:NAME with NAME one of heart_scale'),
       _case('dataset_libsvm', dict(dataset='libsvm:/no/such/file'),

@@ -33,7 +33,7 @@ class ParseTest(parameterized.TestCase):
     self.assertEqual(kinds.parse(text), want)
 
   @parameterized.parameters('mnist:train', 'builtin', 'builtin:', 'libsvm',
-                            'cifar10', '', 3, None)
+                            'cifar100', 'shakespeare:', '', 3, None)
   def test_refusals_list_every_usage(self, dataset):
     with self.assertRaises(ValueError) as caught:
       kinds.parse(dataset)

@@ -153,7 +153,12 @@ def build(config) -> Built:
         'launchers do); float32 runs stay float32 with it on')
   loaded = load_dataset(config, np.dtype(dtype))
   x, y, x_test, y_test, test_set = loaded[:5]
+  owner = loaded.owner_train
   workers, subset = get('num_workers'), get('train_subset')
+  if get('split') == 'natural' and subset:
+    raise config_lib.bad('train_subset', subset, "0 with split='natural' "
+                         '(the clients are the data\'s own; choose them with '
+                         'the dataset\'s options)')
   if subset:
     if subset > len(y):
       raise config_lib.bad('train_subset', subset, f'at most {len(y)} (the '
@@ -174,9 +179,9 @@ def build(config) -> Built:
   x_MxNxD, y_MxN, count_M = data_lib.split_clients(
       x, y, workers, get('split'), seed=get('data_seed'),
       dirichlet_alpha=get('dirichlet_alpha'),
-      size_alpha=get('dirichlet_size_alpha'))
+      size_alpha=get('dirichlet_size_alpha'), owner=owner)
   algorithm = get_algorithm(get('algo'))
-  num_classes = int(max(y.max(), y_test.max())) + 1
+  num_classes = loaded.num_classes or int(max(y.max(), y_test.max())) + 1
   try:
     problem = get_problem(get('model'), input_dim=x.shape[1],
                           num_classes=num_classes, hidden=get('hidden'))

@@ -1,6 +1,7 @@
 """Dataset kinds: a loader in a registry, returning arrays and a description.
 
-    config.dataset = 'mnist' | 'fashion_mnist' | 'cifar10' | 'builtin:heart_scale'
+    config.dataset = 'mnist' | 'fashion_mnist' | 'cifar10' | 'shakespeare'
+                   | 'builtin:heart_scale'
                    | 'libsvm:/path/file'
 
 A kind is registered once (`REGISTRY.register(name, DatasetKind(...))`, from
@@ -24,6 +25,7 @@ from laq_jax.data import cifar10
 from laq_jax.data import fashion_mnist
 from laq_jax.data import libsvm
 from laq_jax.data import mnist
+from laq_jax.data import shakespeare
 
 
 class Loaded(NamedTuple):
@@ -34,6 +36,10 @@ class Loaded(NamedTuple):
     test_set: what the test arrays are, in words (for summaries).
     integer_scale: s when every feature is an integer n (|n| <= 256) times
       s, else None (`laq_jax.fast_layout`).
+    owner_train: each training sample's natural client (int [N], clients
+      0..K-1), for `split='natural'`; None for a set without clients.
+    num_classes: the classes when the labels may not show them all (a
+      vocabulary); None: one more than the largest label.
   """
   x_train: np.ndarray
   y_train: np.ndarray
@@ -41,6 +47,8 @@ class Loaded(NamedTuple):
   y_test: np.ndarray
   test_set: str
   integer_scale: float | None = None
+  owner_train: np.ndarray | None = None
+  num_classes: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,6 +66,7 @@ class DatasetKind:
     integer_scale: the features' integer scale when known before loading
       (the roofline's bytes per feature).
     num_train: the training samples when known before loading.
+    optional_argument: the config may name it 'kind' or 'kind:ARGUMENT'.
   """
   load: Callable[..., Loaded]
   takes_argument: bool = False
@@ -66,6 +75,7 @@ class DatasetKind:
   key: Callable[[str], dict] | None = None
   integer_scale: float | None = None
   num_train: int | None = None
+  optional_argument: bool = False
 
 
 MNIST_TRAIN_SIZE = 60_000
@@ -93,6 +103,26 @@ def _load_cifar10(argument: str, *, dtype=np.float32, data_dir=None
   d = cifar10.load_cifar10(data_dir or None, dtype=dtype)
   return Loaded(d['x_train'], d['y_train'], d['x_test'], d['y_test'],
                 f'CIFAR-10 test batch ({len(d["y_test"])} images)', 1 / 255)
+
+
+def _load_shakespeare(argument: str, *, dtype=np.float32, data_dir=None
+                      ) -> Loaded:
+  del data_dir
+  d = shakespeare.load_shakespeare(argument, dtype=dtype)
+  info = shakespeare.describe(d)
+  return Loaded(d['x_train'], d['y_train'], d['x_test'], d['y_test'],
+                f'Shakespeare: the {info["test"]:,} test windows of its '
+                f'{info["clients"]:,} clients', None, d['owner_train'],
+                len(shakespeare.VOCAB))
+
+
+def _check_shakespeare(argument: str, data_dir: str) -> str | None:
+  del data_dir
+  try:
+    shakespeare.parse_options(argument)
+  except ValueError as e:
+    return str(e)
+  return None
 
 
 def _load_builtin(argument: str, *, dtype=np.float32, data_dir=None
@@ -152,6 +182,11 @@ REGISTRY: registry.Registry[DatasetKind] = registry.Registry('dataset', [
     ('cifar10', DatasetKind(_load_cifar10, usage="'cifar10'",
                             integer_scale=1 / 255,
                             num_train=cifar10.TRAIN_SIZE)),
+    ('shakespeare', DatasetKind(
+        _load_shakespeare, optional_argument=True,
+        usage=("'shakespeare' or 'shakespeare:OPTIONS' (min_lines=N, "
+               'stride=N, max_clients=N, test_fraction=F, joined by + or ,)'),
+        check=_check_shakespeare)),
     ('builtin', DatasetKind(
         _load_builtin, takes_argument=True,
         usage=(f"'builtin:NAME' (NAME in "
@@ -175,7 +210,8 @@ def parse(dataset) -> tuple[str, str]:
   entry = REGISTRY.get(kind) if kind in REGISTRY else None
   if isinstance(dataset, str) and entry is not None and (
       (entry.takes_argument and sep and rest)
-      or (not entry.takes_argument and not sep)):
+      or (not entry.takes_argument and not sep)
+      or (entry.optional_argument and sep and rest)):
     return kind, rest
   usages = ', '.join(REGISTRY.get(n).usage or repr(n) for n in REGISTRY)
   raise ValueError(f'dataset={dataset!r} is not allowed: it must be one of '

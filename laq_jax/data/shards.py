@@ -18,7 +18,7 @@ from laq_jax.data.base import DataError
 
 # Equal-size splits (M divides n) and the unequal-size one (padded).
 EQUAL_SPLITS = ('contiguous', 'iid', 'label_sorted', 'dirichlet', 'shards')
-UNEQUAL_SPLITS = ('dirichlet_unequal',)
+UNEQUAL_SPLITS = ('dirichlet_unequal', 'natural')
 SPLITS = EQUAL_SPLITS + UNEQUAL_SPLITS
 
 
@@ -197,7 +197,8 @@ def client_sizes(n: int, num_workers: int, size_alpha: float,
 def split_clients(
     x: np.ndarray, y: np.ndarray, num_workers: int,
     split: str = 'contiguous', *, seed: int = 0,
-    dirichlet_alpha: float = 0.5, size_alpha: float = 1.0) -> Shards:
+    dirichlet_alpha: float = 0.5, size_alpha: float = 1.0,
+    owner: np.ndarray | None = None) -> Shards:
   """Splits (x, y) among `num_workers` clients, equal or unequal.
 
   The equal splits are `make_shards`'s (count_M None). 'dirichlet_unequal'
@@ -210,10 +211,36 @@ def split_clients(
   the mean over those rows only, and a minibatch draws min(batch_size,
   count) of them without replacement.
 
+  'natural' keeps the data's own clients (`owner`: each sample's client,
+  0..K-1, from the dataset kind, e.g. Shakespeare's roles): client m holds
+  its samples in order; M must be K.
+
   Raises:
     DataError: as `make_shards`; for 'dirichlet_unequal', M > n or an
-      alpha <= 0.
+      alpha <= 0; for 'natural', no owners or M != K.
   """
+  if split == 'natural':
+    if owner is None:
+      raise DataError("split='natural' needs a dataset with its own clients "
+                      "(e.g. 'shakespeare'); this one has none: use another "
+                      f'split ({", ".join(s for s in SPLITS if s != "natural")})')
+    owner = np.asarray(owner)
+    k = int(owner.max()) + 1 if len(owner) else 0
+    if num_workers != k:
+      raise DataError(f'num_workers={num_workers} is not allowed with '
+                      f"split='natural': it must be the data's {k} clients")
+    sizes_M = np.bincount(owner, minlength=k)
+    if sizes_M.min() < 1:
+      raise DataError(f"split='natural': client {int(np.argmin(sizes_M))} "
+                      'has no training sample')
+    width = int(sizes_M.max())
+    x_MxNxD = np.zeros((k, width) + x.shape[1:], x.dtype)
+    y_MxN = np.zeros((k, width), y.dtype)
+    for m in range(k):
+      rows = np.flatnonzero(owner == m)
+      x_MxNxD[m, :len(rows)] = x[rows]
+      y_MxN[m, :len(rows)] = y[rows]
+    return Shards(x_MxNxD, y_MxN, sizes_M.astype(np.int32))
   if split not in UNEQUAL_SPLITS:
     return Shards(*make_shards(x, y, num_workers, split, seed=seed,
                                dirichlet_alpha=dirichlet_alpha))
