@@ -121,8 +121,27 @@ def worker_objective(problem: Problem, unravel: Callable, theta_P, x_NxD, y_N,
   return loss + 0.5 * l2 * jnp.sum(jnp.square(theta_P))
 
 
-def _vmap_objective(objective_fn, theta_P, data: Data):
-  """objective_fn(theta, x, y[, count]) over every worker."""
+# A model whose forward pass costs more than this per sample (the CNNs,
+# ResNet-20, the LSTM; not logistic regression or the MLP) has its
+# whole-shard objectives computed one worker at a time (`lax.map`), and
+# its predictions in smaller batches: vmapped over every worker's shard, a
+# convolution's activations alone are gigabytes.
+HEAVY_FLOPS_PER_SAMPLE = 2e6
+
+
+def heavy(problem: Problem) -> bool:
+  return (problem.loss_flops_per_sample or 0) > HEAVY_FLOPS_PER_SAMPLE
+
+
+def _vmap_objective(objective_fn, theta_P, data: Data, sequential=False):
+  """objective_fn(theta, x, y[, count]) over every worker (one at a time
+  with `sequential`)."""
+  if sequential:
+    if data.count_M is None:
+      return jax.lax.map(lambda xy: objective_fn(theta_P, *xy),
+                         (data.x_MxNxD, data.y_MxN))
+    return jax.lax.map(lambda xyc: objective_fn(theta_P, *xyc),
+                       (data.x_MxNxD, data.y_MxN, data.count_M))
   if data.count_M is None:
     return jax.vmap(objective_fn, in_axes=(None, 0, 0))(
         theta_P, data.x_MxNxD, data.y_MxN)
@@ -150,12 +169,13 @@ def full_batch(problem: Problem, data: Data, l2) -> tuple[Callable,
   def value_and_grad(theta_P):
     if fast:
       return problem.workers_value_and_grad(theta_P, data, l2, unravel, ravel)
-    return _vmap_objective(jax.value_and_grad(objective), theta_P, data)
+    return _vmap_objective(jax.value_and_grad(objective), theta_P, data,
+                           heavy(problem))
 
   def values(theta_P):
     if fast and problem.workers_value is not None:
       return problem.workers_value(theta_P, data, l2, unravel)
-    return _vmap_objective(objective, theta_P, data)
+    return _vmap_objective(objective, theta_P, data, heavy(problem))
 
   return value_and_grad, values
 
@@ -170,6 +190,10 @@ def accuracy(problem: Problem, theta_P, x_NxD, y_N, *,
 def predict(problem: Problem, theta_P, x_NxD, batch: int = 10_000):
   """Predicted labels, evaluated in batches (vmapped over a grid of theta)."""
   theta_P = jnp.asarray(theta_P)
+  if heavy(problem):  # (about 2e10 FLOPs a call over the grid of theta)
+    grid = theta_P.shape[0] if theta_P.ndim == 2 else 1
+    batch = int(max(16, min(batch, 2e10 // (problem.loss_flops_per_sample
+                                             * grid))))
   out = []
   for start in range(0, x_NxD.shape[0], batch):
     out.append(_predict(problem, theta_P,
@@ -194,5 +218,5 @@ def objective(problem: Problem, theta_P, data: Data, l2) -> jax.Array:
   values = _vmap_objective(
       lambda th, x, y, count=None: worker_objective(problem, unravel, th, x,
                                                     y, l2, count),
-      theta_P, data)
+      theta_P, data, heavy(problem))
   return jnp.sum(values)

@@ -334,9 +334,10 @@ def pareto_figure(rows: Sequence[Mapping[str, Any]]):
         labelled.add((total_bits[i], y[i]))
         ax.annotate(point_label(rows[i], varying), (total_bits[i], y[i]),
                     fontsize=6, xytext=(3, 3), textcoords='offset points')
-    ax.set_xscale('log')
-    ax.xaxis.set_minor_formatter(ticker.NullFormatter())
-    if log_y:
+    if np.isfinite(total_bits).any():  # (not when nothing was uploaded)
+      ax.set_xscale('log')
+      ax.xaxis.set_minor_formatter(ticker.NullFormatter())
+    if log_y and np.any(np.isfinite(y) & (y > 0)):
       ax.set_yscale('log')
     ax.set_xlabel('total bits uploaded')
     ax.set_ylabel(label)

