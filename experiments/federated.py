@@ -17,7 +17,12 @@ each one compiled program:
   slaq_bits  (the network) SLAQ's b = 3 against 6, stale and drop;
   local      rounds with local work: fedavg, fedavgm, fedadam, fedyogi,
              fedprox, scaffold, fedpaq, fedlaq at their papers' settings;
-  local_k    FedAvg with K in {1, 5, 20} local steps.
+  local_k    FedAvg with K in {1, 5, 20} local steps;
+  mcmahan    McMahan et al. 2017's comparison: FedSGD against FedAvg (E = 1,
+             B = 50 and B = 10) with 10 of 100 clients a round, IID and two
+             label shards per client, a learning-rate grid each, their
+             published rounds beside ours (one sweep per split and setting;
+             experiments/studies/federated/mcmahan.py).
 WORKDIR/PROBLEM/SWEEP holds each sweep's files (experiments.sweep), and
 WORKDIR/REPORT.md the tables: test accuracy, and iterations, simulated
 seconds and uplink bits to the target accuracy (the first evaluation at
@@ -47,7 +52,7 @@ flags.DEFINE_list('problems', ['logreg', 'mlp'], 'Which problems to run.')
 flags.DEFINE_list('sweeps', list(SWEEPS),
                   'Which sweeps to run (main, deadline, laziness, '
                   'slaq_bits: the network only; local, local_k: rounds '
-                  'with local work).')
+                  'with local work; mcmahan: FedSGD against FedAvg).')
 flags.DEFINE_integer('mlp_iters', None, 'Iterations of the network\'s sweeps '
                      '(default: 1,500 with a GPU/TPU, 500 on a CPU; logistic '
                      'regression runs 1,500).', lower_bound=1)
