@@ -10,11 +10,13 @@
 # It uses the machine's own JAX (never installs one), installs the few
 # pure-Python packages such a machine lacks (ml_collections, tensorboardX)
 # from the wheel folder --wheels names into a private folder, and runs, each
-# timed, into OUTDIR (7 files):
+# timed, into OUTDIR (8 files):
 #   env.txt          python, jax and device description
 #   estimate.md      the FLOP-count estimate of this run (gpu_estimate.py)
 #   bench.json       benchmarks/run.py (its table is in gpu.log)
 #   cost.json        benchmarks/cost.py: layouts, cost against N, G, P
+#   models.json      benchmarks/models.py: each workload's model (CNNs,
+#                    ResNet-20, the LSTM) per iteration against its floor
 #   paper_REPORT.md  experiments.reproduce at full budget, the network at
 #                    its 8,000 full-batch iterations
 #   family_REPORT.md experiments.family at full budget (network: 8,000)
@@ -22,7 +24,7 @@
 # Figures and the runs' files stay in --work (default: a temporary folder).
 # --tiny runs the same steps at the smallest budgets (minutes on a CPU; the
 # test suite runs it, skipping paper and family, which their own tests run).
-# --skip leaves steps out (estimate, bench, cost, paper, family), e.g. those
+# --skip leaves steps out (estimate, bench, cost, models, paper, family), e.g. those
 # a first try finished. MNIST: --data, or LAQ_JAX_DATA, or the user cache.
 # A failed step is logged and the next one runs; the exit status is 1 if
 # any failed.
@@ -33,7 +35,7 @@ PYTHON="${PYTHON:-python3}"
 PACKAGES=(ml_collections tensorboardX)
 PINS=(ml_collections==1.1.0 tensorboardX==2.6.5)  # as requirements.txt
 
-usage() { sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
+usage() { sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
 
 if [ "${1:-}" = "--download-wheels" ]; then
   [ -n "${2:-}" ] || usage
@@ -44,7 +46,7 @@ if [ "${1:-}" = "--download-wheels" ]; then
 fi
 
 OUT="" TINY=0 WHEELS="" DATA="${LAQ_JAX_DATA:-}" WORK="" SKIP=""
-STEPS=(estimate bench cost paper family)
+STEPS=(estimate bench cost models paper family)
 while [ $# -gt 0 ]; do
   case "$1" in
     --tiny) TINY=1 ;;
@@ -130,12 +132,15 @@ step estimate "$PYTHON" benchmarks/gpu_estimate.py --out "$OUT/estimate.md"
 if [ $TINY = 1 ]; then
   step bench "$PYTHON" benchmarks/cost.py --quick --only layouts --out "$OUT/bench.json"
   step cost "$PYTHON" benchmarks/cost.py --quick --only cost --out "$OUT/cost.json"
+  step models "$PYTHON" benchmarks/models.py --quick --only logreg,lasg_cnn \
+    --out "$OUT/models.json"
   step paper "$PYTHON" -m experiments.reproduce --workdir "$WORK/paper" --quick \
     --only logreg --nocrosscheck --noauthors_code
   step family "$PYTHON" -m experiments.family --workdir "$WORK/family" --tiny
 else
   step bench "$PYTHON" benchmarks/run.py --out "$OUT/bench.json"
   step cost "$PYTHON" benchmarks/cost.py --out "$OUT/cost.json"
+  step models "$PYTHON" benchmarks/models.py --out "$OUT/models.json"
   step paper "$PYTHON" -m experiments.reproduce --workdir "$WORK/paper" \
     --mlp_iters 8000
   step family "$PYTHON" -m experiments.family --workdir "$WORK/family" \

@@ -31,10 +31,14 @@ class GpuScriptTest(absltest.TestCase):
     self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
     files = sorted(p.name for p in pathlib.Path(out).iterdir())
     self.assertEqual(files, ['bench.json', 'cost.json', 'env.txt',
-                             'estimate.md', 'gpu.log'])
+                             'estimate.md', 'gpu.log', 'models.json'])
     log = (pathlib.Path(out) / 'gpu.log').read_text()
-    for step in ('estimate', 'bench', 'cost'):
+    for step in ('estimate', 'bench', 'cost', 'models'):
       self.assertIn(f'done {step} in', log)
+    models = json.loads((pathlib.Path(out) / 'models.json').read_text())
+    self.assertEqual([r['model'] for r in models['rows']],
+                     ['logreg', 'lasg_cnn'])
+    self.assertTrue(all(r['ratio'] > 0.5 for r in models['rows']))
     for step in ('paper', 'family'):
       self.assertIn(f'skipped {step}', log)
     bench = json.loads((pathlib.Path(out) / 'bench.json').read_text())
