@@ -78,16 +78,20 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # SSGD without seed bits (docs/algorithm.md). Off: the paper's Algorithm 1.
   config.authors_code = False
   # Data.
-  # 'mnist', 'fashion_mnist', 'cifar10', 'builtin:heart_scale',
-  # 'libsvm:/path'
+  # 'mnist', 'fashion_mnist', 'cifar10', 'shakespeare[:OPTIONS]',
+  # 'builtin:heart_scale', 'libsvm:/path'
   config.dataset = 'mnist'
-  config.data_dir = ''  # MNIST folder; '' looks in $LAQ_JAX_DATA, the cache
-  # contiguous (paper), iid, label_sorted, dirichlet (equal sizes), or
-  # dirichlet_unequal (Dirichlet sizes too; padded and masked)
+  # the data's folder (MNIST, Fashion-MNIST, CIFAR-10); '' looks in the
+  # kind's environment variable ($LAQ_JAX_DATA for MNIST) and the cache
+  config.data_dir = ''
+  # contiguous (paper), iid, label_sorted, dirichlet, shards (McMahan et
+  # al.'s two label shards per client) (equal sizes), dirichlet_unequal
+  # (Dirichlet sizes too; padded and masked), or natural (the data's own
+  # clients, e.g. Shakespeare's roles)
   config.split = 'contiguous'
   config.dirichlet_alpha = 0.5  # label skew of dirichlet / dirichlet_unequal
   config.dirichlet_size_alpha = 1.0  # size skew of dirichlet_unequal
-  config.data_seed = 0  # shuffles the iid and dirichlet splits
+  config.data_seed = 0  # shuffles the iid, dirichlet and shards splits
   config.train_subset = 0  # 0: all training samples; N: the first N
   # Model and numerics.
   config.model = 'logreg'  # 'logreg' or 'mlp'

@@ -21,8 +21,9 @@ from experiments.run import cli
 from laq_jax import data
 
 _DIR = flags.DEFINE_string(
-    'dir', None, 'Directory for the four MNIST files; default: the cache '
-    '($XDG_CACHE_HOME/laq_jax/mnist or ~/.cache/laq_jax/mnist).')
+    'dir', None, 'Directory for the four IDX files; default: the cache '
+    '($XDG_CACHE_HOME/laq_jax/mnist or .../fashion_mnist, else '
+    '~/.cache/laq_jax/...).')
 _DATASET = flags.DEFINE_enum(
     'dataset', 'mnist', ['mnist', 'fashion_mnist'], 'Which data set.')
 _TIMEOUT = flags.DEFINE_float(

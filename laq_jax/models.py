@@ -63,7 +63,8 @@ def image_shape(model: str, input_dim: int) -> tuple[int, int, int]:
         f'model={model!r} takes images ({known} features per sample, '
         f'height x width x channels); these data have {input_dim} features '
         'per sample: use a dataset of images (mnist, fashion_mnist, '
-        'cifar10) or a model for vectors (logreg, mlp)')
+        'cifar10), or a model for vectors (logreg, mlp) or for character '
+        'sequences (char_lstm)')
   return IMAGE_SHAPES[input_dim]
 
 

@@ -189,9 +189,9 @@ class Cifar10Test(absltest.TestCase):
     with tempfile.TemporaryDirectory() as where:
       summary = train.train_and_evaluate(config, where)
     self.assertTrue(np.isfinite(summary['final_loss']))
-    self.assertEqual(summary['num_params'] if 'num_params' in summary
-                     else problems.get_problem('lasg_cnn', 3072).num_params(),
-                     problems.get_problem('lasg_cnn', 3072).num_params())
+    self.assertEqual(
+        float(np.mean(summary['flops_per_worker_step'])),
+        5 * problems.get_problem('lasg_cnn', 3072).grad_flops_per_sample)
 
 
 if __name__ == '__main__':

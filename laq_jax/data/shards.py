@@ -225,6 +225,11 @@ def split_clients(
                       "(e.g. 'shakespeare'); this one has none: use another "
                       f'split ({", ".join(s for s in SPLITS if s != "natural")})')
     owner = np.asarray(owner)
+    if (owner.shape != (len(x),) or not np.issubdtype(owner.dtype, np.integer)
+        or (len(owner) and owner.min() < 0)):
+      raise DataError(f"split='natural': the owners must be {len(x)} "
+                      f'integers >= 0, one per sample (got shape '
+                      f'{owner.shape}, {owner.dtype})')
     k = int(owner.max()) + 1 if len(owner) else 0
     if num_workers != k:
       raise DataError(f'num_workers={num_workers} is not allowed with '

@@ -142,21 +142,28 @@ def section(folder: pathlib.Path, problem: str) -> list[str]:
   if not found:
     return []
   target = TARGET[problem]
+  any_config = next(iter(found.values()))['config']
+  m, per_round = any_config['num_workers'], any_config['clients_per_round']
+  ks = {name: found[key]['config']['params']['local']['steps']
+        for key in found for name in [key[1]]}
+  batches = {name: found[key]['config']['batch_size']
+             for key in found for name in [key[1]]}
+  avg = ' or '.join(f'B = {batches[n]} (u = {ks[n]} local steps)'
+                    for n, _, b, *_ in SETTINGS if b is not None and n in ks)
   lines = ['### McMahan et al.\'s comparison: FedSGD against FedAvg', '',
-           f'M = {CLIENTS} clients, C = {PER_ROUND / CLIENTS:g} '
-           f'({PER_ROUND} drawn each round, `clients_per_round`), IID '
-           '(`split=iid`) and their pathological non-IID split (sorted '
-           'by digit, two shards of 300 per client: `split=shards`); '
-           'FedSGD (E = 1, B = ∞: one step on the whole shard) against '
-           'FedAvg with E = 1 and B = 50 (u = 12 local steps) or B = 10 '
-           '(u = 60); the learning rate the best of a grid, as theirs '
-           '(a best rate at the grid\'s edge is marked: they checked that '
-           'theirs were inside their grids), the grid swept in one program '
-           'per (split, setting); '
-           f'rounds to {100 * target:g}% test accuracy. Our model is '
-           'this problem\'s, not their 2NN or CNN, so compare the '
-           'speedups over FedSGD, the paper\'s own measure. Their '
-           f'numbers: {SOURCE}.', '']
+           f'M = {m} clients, {per_round} drawn each round '
+           f'(`clients_per_round`; theirs: M = {CLIENTS}, C = '
+           f'{PER_ROUND / CLIENTS:g}), IID (`split=iid`) and their '
+           'pathological non-IID split (sorted by digit, two shards per '
+           'client: `split=shards`); FedSGD (E = 1, B = ∞: one step on the '
+           f'whole shard of {batches.get("fedsgd", "?")}) against FedAvg '
+           f'with E = 1 and {avg}; the learning rate the best of a grid, '
+           'as theirs (a best rate at the grid\'s edge is marked: they '
+           'checked that theirs were inside their grids), the grid swept '
+           'in one program per (split, setting); rounds to '
+           f'{100 * target:g}% test accuracy. Our model is this problem\'s, '
+           'not their 2NN or CNN, so compare the speedups over FedSGD, the '
+           f'paper\'s own measure. Their numbers: {SOURCE}.', '']
   rows = []
   for split in SPLITS:
     base = found.get((split, 'fedsgd'))
