@@ -15,7 +15,7 @@ sample, `Problem.grad_flops_per_sample`) at the rate this machine reaches:
 a float32 matmul (the dense models) or a float32 5x5 convolution (the
 convolutional ones), each measured here. The features are random (the cost
 of these programs does not depend on the values). Prints a Markdown table
-(docs/benchmarks.md, "Models") and writes the raw times as JSON.
+(for docs/benchmarks.md) and writes the raw times as JSON.
 """
 
 from __future__ import annotations
