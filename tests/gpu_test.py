@@ -74,7 +74,7 @@ class GpuScriptTest(absltest.TestCase):
                           check=False)
     self.assertEqual(proc.returncode, 2)
     self.assertIn('--skip famly: no such step (steps: estimate bench cost '
-                  'paper family)', proc.stderr)
+                  'models paper family)', proc.stderr)
 
 
 class EstimateTest(absltest.TestCase):
