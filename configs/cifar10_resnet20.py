@@ -34,25 +34,8 @@ VARIANTS = {
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-  config = default.get_config()
-  config.dataset = 'cifar10'
-  config.model = 'resnet20'
-  config.algo = 'fedavg'
-  config.num_workers = 100
-  config.split = 'dirichlet'
-  config.dirichlet_alpha = 0.5
-  config.participation = 0.1
-  config.absent = 'drop'
-  config.batch_size = 32
-  config.precision = 'float32'
-  config.fstar = 'none'
-  config.l2 = 0.0
-  config.num_iters = 1000
-  config.eval_every = 50
-  config.loss_every = 50
-  workloads.family_sweep(config)
-  config = default.apply_arg(config, arg, VARIANTS)
-  given = {w.split('=', 1)[0].strip() for w in (arg or '').split(',')}
-  if 'step_size' not in given:
-    config.step_size = ETA / config.num_workers
-  return config
+  return workloads.workload_config(
+      arg, VARIANTS, ETA, dataset='cifar10', model='resnet20',
+      num_workers=100, split='dirichlet', dirichlet_alpha=0.5,
+      participation=0.1, batch_size=32, num_iters=1000, eval_every=50,
+      loss_every=50)

@@ -42,25 +42,8 @@ VARIANTS = {
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-  config = default.get_config()
-  config.dataset = 'fashion_mnist'
-  config.model = 'cnn'
-  config.algo = 'fedavg'
-  config.num_workers = 100
-  config.split = 'dirichlet'
-  config.dirichlet_alpha = 0.5
-  config.participation = 0.1
-  config.absent = 'drop'
-  config.batch_size = 50
-  config.precision = 'float32'
-  config.fstar = 'none'
-  config.l2 = 0.0
-  config.num_iters = 500
-  config.eval_every = 25
-  config.loss_every = 25
-  workloads.family_sweep(config)
-  config = default.apply_arg(config, arg, VARIANTS)
-  given = {w.split('=', 1)[0].strip() for w in (arg or '').split(',')}
-  if 'step_size' not in given:
-    config.step_size = ETA / config.num_workers
-  return config
+  return workloads.workload_config(
+      arg, VARIANTS, ETA, dataset='fashion_mnist', model='cnn',
+      num_workers=100, split='dirichlet', dirichlet_alpha=0.5,
+      participation=0.1, batch_size=50, num_iters=500, eval_every=25,
+      loss_every=25)

@@ -42,24 +42,8 @@ VARIANTS = {
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-  config = default.get_config()
-  config.dataset = f'shakespeare:{CLIENTS["full"]}'
-  config.model = 'char_lstm'
-  config.split = 'natural'
-  config.algo = 'fedavg'
-  config.num_workers = NUM_CLIENTS['full']
-  config.clients_per_round = 10
-  config.absent = 'drop'
-  config.batch_size = 10
-  config.precision = 'float32'
-  config.fstar = 'none'
-  config.l2 = 0.0
-  config.num_iters = 300
-  config.eval_every = 25
-  config.loss_every = 25
-  workloads.family_sweep(config)
-  config = default.apply_arg(config, arg, VARIANTS)
-  given = {w.split('=', 1)[0].strip() for w in (arg or '').split(',')}
-  if 'step_size' not in given:
-    config.step_size = ETA / config.num_workers
-  return config
+  return workloads.workload_config(
+      arg, VARIANTS, ETA, dataset=f'shakespeare:{CLIENTS["full"]}',
+      model='char_lstm', split='natural', num_workers=NUM_CLIENTS['full'],
+      clients_per_round=10, batch_size=10, num_iters=300, eval_every=25,
+      loss_every=25)

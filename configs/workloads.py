@@ -24,6 +24,25 @@ FAMILY = ('sgd', 'slaq', 'qsgd', 'topk_ef', 'ef21_sgd', 'lasg_wk2',
           'fedpaq')
 
 
+def workload_config(arg: str | None, variants: dict, eta: float,
+                    **fields) -> ml_collections.ConfigDict:
+  """A workload config: the defaults with the federated fields every
+  workload shares (fedavg, absent clients dropped, float32, no f*, no l2),
+  then `fields`, the family sweep, the argument's variants and overrides,
+  and SGD's step `eta` on the mean gradient (alpha = eta / M on the sum)
+  unless the argument set `step_size`."""
+  config = default.get_config()
+  config.update(dict(algo='fedavg', absent='drop', precision='float32',
+                     fstar='none', l2=0.0))
+  config.update(fields)
+  family_sweep(config)
+  config = default.apply_arg(config, arg, variants)
+  given = {w.split('=', 1)[0].strip() for w in (arg or '').split(',')}
+  if 'step_size' not in given:
+    config.step_size = eta / config.num_workers
+  return config
+
+
 def family_sweep(config: ml_collections.ConfigDict,
                  presets=FAMILY) -> ml_collections.ConfigDict:
   """Makes `config` a sweep over `presets` with each local preset's own

@@ -68,38 +68,34 @@ def image_shape(model: str, input_dim: int) -> tuple[int, int, int]:
   return IMAGE_SHAPES[input_dim]
 
 
-class FedAvgCNN(nn.Module):
-  """McMahan et al. 2017's MNIST CNN."""
+class TwoConvCNN(nn.Module):
+  """Two 5x5 convolutions, each followed by 2x2 max pooling, a hidden dense
+  layer and the read-out: McMahan et al.'s CNN and the LASG code's differ
+  only in the fields (`CNN`, `LASG_CNN`)."""
+  channels: tuple[int, int]
+  padding: str
+  hidden: int
+  activation: str
   num_classes: int = 10
   shape: tuple[int, int, int] = (28, 28, 1)
 
   @nn.compact
   def __call__(self, x):
+    act = {'relu': nn.relu, 'elu': nn.elu}[self.activation]
     x = x.reshape((x.shape[0],) + tuple(self.shape))
-    x = nn.relu(nn.Conv(32, (5, 5), padding='SAME', name='conv1')(x))
-    x = nn.max_pool(x, (2, 2), strides=(2, 2))
-    x = nn.relu(nn.Conv(64, (5, 5), padding='SAME', name='conv2')(x))
-    x = nn.max_pool(x, (2, 2), strides=(2, 2))
+    for i, channels in enumerate(self.channels):
+      x = act(nn.Conv(channels, (5, 5), padding=self.padding,
+                      name=f'conv{i + 1}')(x))
+      x = nn.max_pool(x, (2, 2), strides=(2, 2))
     x = x.reshape((x.shape[0], -1))
-    x = nn.relu(nn.Dense(512, name='fc')(x))
+    x = act(nn.Dense(self.hidden, name='fc')(x))
     return nn.Dense(self.num_classes, name='out')(x)
 
 
-class LasgCNN(nn.Module):
-  """The LASG authors' CNN (ELU, 'VALID' convolutions)."""
-  num_classes: int = 10
-  shape: tuple[int, int, int] = (28, 28, 1)
-
-  @nn.compact
-  def __call__(self, x):
-    x = x.reshape((x.shape[0],) + tuple(self.shape))
-    x = nn.elu(nn.Conv(20, (5, 5), padding='VALID', name='conv1')(x))
-    x = nn.max_pool(x, (2, 2), strides=(2, 2))
-    x = nn.elu(nn.Conv(50, (5, 5), padding='VALID', name='conv2')(x))
-    x = nn.max_pool(x, (2, 2), strides=(2, 2))
-    x = x.reshape((x.shape[0], -1))
-    x = nn.elu(nn.Dense(500, name='fc')(x))
-    return nn.Dense(self.num_classes, name='out')(x)
+# McMahan et al. 2017's CNN and the LASG code's (`Net`, ELU, 'VALID').
+CNN = dict(channels=(32, 64), padding='SAME', hidden=512, activation='relu')
+LASG_CNN = dict(channels=(20, 50), padding='VALID', hidden=500,
+                activation='elu')
 
 
 def layer_flops(shape, layers) -> list[float]:
@@ -135,17 +131,17 @@ def _flops(shape, layers) -> tuple[float, float]:
   return 3 * total - forward[0], total
 
 
-CNN_LAYERS = (('conv', 32, 5, 'SAME'), ('pool',), ('conv', 64, 5, 'SAME'),
-              ('pool',), ('dense', 512), ('dense', None))
-LASG_CNN_LAYERS = (('conv', 20, 5, 'VALID'), ('pool',),
-                   ('conv', 50, 5, 'VALID'), ('pool',), ('dense', 500),
-                   ('dense', None))
+def cnn_layers(spec: dict, num_classes: int) -> list[tuple]:
+  """A `TwoConvCNN` spec's layers as `layer_flops` reads them."""
+  conv = [(('conv', c, 5, spec['padding']), ('pool',))
+          for c in spec['channels']]
+  return [l for pair in conv for l in pair] + [('dense', spec['hidden']),
+                                               ('dense', num_classes)]
 
 
-def _problem(name, module_cls, layers, input_dim, num_classes):
+def _as_problem(name, module, input_dim, num_classes, flops):
+  """The flax `module` as a Problem ((gradient, loss) FLOPs per sample)."""
   from laq_jax import problems  # pylint: disable=g-import-not-at-top
-  shape = image_shape(name, input_dim)
-  module = module_cls(num_classes=num_classes, shape=shape)
 
   def init(key):
     return module.init(key, jnp.zeros((1, input_dim)))['params']
@@ -153,13 +149,16 @@ def _problem(name, module_cls, layers, input_dim, num_classes):
   def apply(params, x):
     return module.apply({'params': params}, x)
 
-  grad, loss = _flops(shape, [l if l[1:] != (None,) else ('dense',
-                                                           num_classes)
-                              for l in layers])
   return problems.Problem(name, init, apply, num_classes,
-                          grad_flops_per_sample=grad,
-                          loss_flops_per_sample=loss)
+                          grad_flops_per_sample=flops[0],
+                          loss_flops_per_sample=flops[1])
 
+
+def _cnn_problem(name, spec, input_dim, num_classes):
+  shape = image_shape(name, input_dim)
+  return _as_problem(name, TwoConvCNN(**spec, num_classes=num_classes,
+                                      shape=shape), input_dim, num_classes,
+                     _flops(shape, cnn_layers(spec, num_classes)))
 
 
 class _Block(nn.Module):
@@ -253,46 +252,36 @@ def lstm_flops(length, vocab_classes, embed=8, hidden=256
 
 @functools.cache
 def cnn(input_dim: int = 784, num_classes: int = 10):
-  """McMahan et al. 2017's CNN (`FedAvgCNN`)."""
-  return _problem('cnn', FedAvgCNN, CNN_LAYERS, input_dim, num_classes)
+  """McMahan et al. 2017's CNN (`TwoConvCNN` with `CNN`)."""
+  return _cnn_problem('cnn', CNN, input_dim, num_classes)
 
 
 @functools.cache
 def lasg_cnn(input_dim: int = 784, num_classes: int = 10):
-  """The LASG code's CNN (`LasgCNN`)."""
-  return _problem('lasg_cnn', LasgCNN, LASG_CNN_LAYERS, input_dim,
-                  num_classes)
+  """The LASG code's CNN (`TwoConvCNN` with `LASG_CNN`)."""
+  return _cnn_problem('lasg_cnn', LASG_CNN, input_dim, num_classes)
 
 
 @functools.cache
 def resnet20(input_dim: int = 3072, num_classes: int = 10):
   """ResNet-20 with GroupNorm (`ResNet20`), on 32x32x3 or 28x28x1."""
-  from laq_jax import problems  # pylint: disable=g-import-not-at-top
   shape = image_shape('resnet20', input_dim)
-  module = ResNet20(num_classes=num_classes, shape=shape)
-  grad, loss = _resnet_flops(shape, num_classes)
-  return problems.Problem(
-      'resnet20', lambda key: module.init(
-          key, jnp.zeros((1, input_dim)))['params'],
-      lambda params, x: module.apply({'params': params}, x), num_classes,
-      grad_flops_per_sample=grad, loss_flops_per_sample=loss)
+  return _as_problem('resnet20', ResNet20(num_classes=num_classes,
+                                          shape=shape), input_dim,
+                     num_classes, _resnet_flops(shape, num_classes))
 
 
 @functools.cache
 def char_lstm(input_dim: int = 80, num_classes: int = 80):
   """The Shakespeare character model (`CharLSTM`): a sample is `input_dim`
   character indices, the classes the vocabulary (its size: num_classes)."""
-  from laq_jax import problems  # pylint: disable=g-import-not-at-top
   if input_dim < 2 or input_dim in IMAGE_SHAPES:
     raise ValueError(
         f"model='char_lstm' takes sequences of character indices (e.g. "
         f'Shakespeare: 80 per sample); these data have {input_dim} features '
         'per sample, an image or vector set: use logreg, mlp, cnn, '
         'lasg_cnn or resnet20 for them')
-  module = CharLSTM(vocab=num_classes, num_classes=num_classes)
-  grad, loss = lstm_flops(input_dim, num_classes)
-  return problems.Problem(
-      'char_lstm', lambda key: module.init(
-          key, jnp.zeros((1, input_dim)))['params'],
-      lambda params, x: module.apply({'params': params}, x), num_classes,
-      grad_flops_per_sample=grad, loss_flops_per_sample=loss)
+  return _as_problem('char_lstm', CharLSTM(vocab=num_classes,
+                                           num_classes=num_classes),
+                     input_dim, num_classes, lstm_flops(input_dim,
+                                                        num_classes))

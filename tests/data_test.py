@@ -42,7 +42,7 @@ def _idx_bytes(type_code, dims, payload):
 @functools.cache
 def _mnist_raw(name):
   """The decompressed bytes of one shared MNIST file."""
-  path = mnist_lib._mnist_file(_MNIST_DIR, name)
+  path = mnist_lib.idx_file(_MNIST_DIR, name)
   content = path.read_bytes()
   return gzip.decompress(content) if path.suffix == '.gz' else content
 
@@ -50,7 +50,7 @@ def _mnist_raw(name):
 @functools.cache
 def _mnist_gz(name):
   """One shared MNIST file, gzip-compressed."""
-  path = mnist_lib._mnist_file(_MNIST_DIR, name)
+  path = mnist_lib.idx_file(_MNIST_DIR, name)
   if path.suffix == '.gz':
     return path.read_bytes()
   return gzip.compress(_mnist_raw(name), compresslevel=1)
@@ -228,7 +228,7 @@ class MnistTest(_TestCase):
   def test_verify_accepts_canonical_and_names_corrupt_file(self):
     copy = self._tmp_dir()
     for name in data.MNIST_FILES:
-      shutil.copy(mnist_lib._mnist_file(_MNIST_DIR, name), copy)
+      shutil.copy(mnist_lib.idx_file(_MNIST_DIR, name), copy)
     data.verify_mnist(copy)
     name = 'train-labels-idx1-ubyte'
     for leftover in copy.glob(f'{name}*'):

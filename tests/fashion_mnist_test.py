@@ -22,6 +22,7 @@ from experiments.run import config as config_lib
 from laq_jax import data
 from laq_jax.data import fashion_mnist as fm
 from laq_jax.data import kinds
+from laq_jax.data import mnist as mnist_lib
 
 
 def _installed() -> pathlib.Path | None:
@@ -43,7 +44,7 @@ class RealFilesTest(absltest.TestCase):
 
   def test_the_files_are_the_release(self):
     for name, want in fm.FASHION_FILES.items():
-      path = fm._file(self.folder, name)  # pylint: disable=protected-access
+      path = mnist_lib.idx_file(self.folder, name)
       raw = path.read_bytes()
       if raw[:2] == b'\x1f\x8b':
         raw = gzip.decompress(raw)

@@ -57,15 +57,8 @@ TRAIN_SIZE = 60_000
 _VERIFIED: set[tuple[str, int, int]] = set()
 
 
-def _file(directory: pathlib.Path, name: str) -> pathlib.Path | None:
-  for candidate in (directory / name, directory / f'{name}.gz'):
-    if candidate.is_file():
-      return candidate
-  return None
-
-
 def missing_files(directory: pathlib.Path) -> list[str]:
-  return [n for n in FASHION_FILES if _file(directory, n) is None]
+  return [n for n in FASHION_FILES if mnist.idx_file(directory, n) is None]
 
 
 def find_dir(data_dir: str | os.PathLike | None = None) -> pathlib.Path:
@@ -123,7 +116,7 @@ def check_digest(name: str, source, content: bytes) -> None:
 
 
 def _read(directory: pathlib.Path, name: str, verify: bool) -> np.ndarray:
-  path = _file(directory, name)
+  path = mnist.idx_file(directory, name)
   stat = path.stat()
   key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
   content = mnist.gunzip_if_gzip(path.read_bytes(), path)
@@ -145,21 +138,9 @@ def load_fashion_mnist(data_dir: str | os.PathLike | None = None, *,
       are not IDX, or do not pair up as images and labels.
   """
   directory = find_dir(data_dir)
-  out = {}
-  dtype = np.dtype(dtype)
-  for split, prefix in (('train', 'train'), ('test', 't10k')):
-    images = _read(directory, f'{prefix}-images-idx3-ubyte', verify)
-    labels = _read(directory, f'{prefix}-labels-idx1-ubyte', verify)
-    if images.ndim != 3 or labels.ndim != 1 or len(images) != len(labels):
-      raise DataError(
-          f'Fashion-MNIST {split} files in {directory} do not pair up: '
-          f'images {images.shape}, labels {labels.shape}; expected '
-          '[n, 28, 28] and [n].')
-    pixels = images.reshape(len(images), -1).astype(dtype)
-    pixels /= dtype.type(255)
-    out[f'x_{split}'] = pixels
-    out[f'y_{split}'] = labels.astype(np.int32)
-  return out
+  return mnist.images_and_labels(
+      lambda name: _read(directory, name, verify), dtype,
+      lambda split: f'Fashion-MNIST {split} files in {directory}')
 
 
 def fetch_fashion_mnist(cache_dir: str | os.PathLike | None = None, *,
@@ -195,6 +176,6 @@ def fetch_fashion_mnist(cache_dir: str | os.PathLike | None = None, *,
         '`apt-get install dataset-fashion-mnist` (Debian/Ubuntu), or copy '
         f'the four files into a folder and set ${ENV_VAR} to it.')
   for name in FASHION_FILES:
-    path = _file(target, name)
+    path = mnist.idx_file(target, name)
     check_digest(name, path, mnist.gunzip_if_gzip(path.read_bytes(), path))
   return target

@@ -81,28 +81,22 @@ class DatasetKind:
 MNIST_TRAIN_SIZE = 60_000
 
 
-def _load_mnist(argument: str, *, dtype=np.float32, data_dir=None) -> Loaded:
-  del argument
-  d = mnist.load_mnist(data_dir or None, dtype=dtype)
-  return Loaded(d['x_train'], d['y_train'], d['x_test'], d['y_test'],
-                f'MNIST test set ({len(d["y_test"])} images)', 1 / 255)
+def _images(module, function: str, test_set: str) -> Callable[..., Loaded]:
+  """The loader of an image set (MNIST, Fashion-MNIST, CIFAR-10): its
+  module's `function(data_dir, dtype=)` (looked up at each call), pixels as
+  bytes / 255, the test set named `test_set`."""
+  def load(argument: str, *, dtype=np.float32, data_dir=None) -> Loaded:
+    del argument
+    d = getattr(module, function)(data_dir or None, dtype=dtype)
+    return Loaded(d['x_train'], d['y_train'], d['x_test'], d['y_test'],
+                  f'{test_set} ({len(d["y_test"])} images)', 1 / 255)
+  return load
 
 
-def _load_fashion_mnist(argument: str, *, dtype=np.float32, data_dir=None
-                        ) -> Loaded:
-  del argument
-  d = fashion_mnist.load_fashion_mnist(data_dir or None, dtype=dtype)
-  return Loaded(d['x_train'], d['y_train'], d['x_test'], d['y_test'],
-                f'Fashion-MNIST test set ({len(d["y_test"])} images)',
-                1 / 255)
-
-
-def _load_cifar10(argument: str, *, dtype=np.float32, data_dir=None
-                  ) -> Loaded:
-  del argument
-  d = cifar10.load_cifar10(data_dir or None, dtype=dtype)
-  return Loaded(d['x_train'], d['y_train'], d['x_test'], d['y_test'],
-                f'CIFAR-10 test batch ({len(d["y_test"])} images)', 1 / 255)
+_load_mnist = _images(mnist, 'load_mnist', 'MNIST test set')
+_load_fashion_mnist = _images(fashion_mnist, 'load_fashion_mnist',
+                              'Fashion-MNIST test set')
+_load_cifar10 = _images(cifar10, 'load_cifar10', 'CIFAR-10 test batch')
 
 
 def _load_shakespeare(argument: str, *, dtype=np.float32, data_dir=None

@@ -45,7 +45,7 @@ _VERIFIED: set[tuple[str, int, int]] = set()
 _VERIFIED: set[tuple[str, int, int]] = set()
 
 
-def _mnist_file(directory: pathlib.Path, name: str) -> pathlib.Path | None:
+def idx_file(directory: pathlib.Path, name: str) -> pathlib.Path | None:
   """Returns `directory/name` or `directory/name.gz`, whichever exists."""
   for candidate in (directory / name, directory / f'{name}.gz'):
     if candidate.is_file():
@@ -54,7 +54,7 @@ def _mnist_file(directory: pathlib.Path, name: str) -> pathlib.Path | None:
 
 
 def missing_mnist_files(directory: pathlib.Path) -> list[str]:
-  return [n for n in MNIST_FILES if _mnist_file(directory, n) is None]
+  return [n for n in MNIST_FILES if idx_file(directory, n) is None]
 
 
 def find_mnist_dir(data_dir: str | os.PathLike | None = None) -> pathlib.Path:
@@ -206,7 +206,7 @@ def verify_mnist(directory: str | os.PathLike) -> None:
         f'{directory} lacks MNIST files {", ".join(missing)} (raw or .gz). '
         f'Download them with `{FETCH_COMMAND} --dir {directory}`.')
   for name in MNIST_FILES:
-    path = _mnist_file(directory, name)
+    path = idx_file(directory, name)
     key = _stat_key(path)
     check_digest(name, path, _read_decompressed(path))
     _VERIFIED.add(key)
@@ -214,7 +214,7 @@ def verify_mnist(directory: str | os.PathLike) -> None:
 
 def _load_mnist_array(
     directory: pathlib.Path, name: str, verify: bool) -> np.ndarray:
-  path = _mnist_file(directory, name)
+  path = idx_file(directory, name)
   key = _stat_key(path)
   content = _read_decompressed(path)
   if verify and key not in _VERIFIED:
@@ -248,15 +248,27 @@ def load_mnist(
       shapes do not pair up as images and labels.
   """
   directory = find_mnist_dir(data_dir)
+  return images_and_labels(
+      lambda name: _load_mnist_array(directory, name, verify), dtype,
+      lambda split: f'MNIST {split} files in {directory}')
+
+
+def images_and_labels(read, dtype, where) -> dict[str, np.ndarray]:
+  """'x_train', 'y_train', 'x_test', 'y_test' from the four IDX arrays
+  `read(name)` returns: flat pixels / 255 in `dtype` (divided in that
+  type), int32 labels. `where(split)` names a split's files in the
+  error.
+
+  Raises:
+    DataError: a split's images and labels do not pair up.
+  """
   out = {}
   for split, prefix in (('train', 'train'), ('test', 't10k')):
-    images = _load_mnist_array(directory, f'{prefix}-images-idx3-ubyte',
-                               verify)
-    labels = _load_mnist_array(directory, f'{prefix}-labels-idx1-ubyte',
-                               verify)
+    images = read(f'{prefix}-images-idx3-ubyte')
+    labels = read(f'{prefix}-labels-idx1-ubyte')
     if images.ndim != 3 or labels.ndim != 1 or len(images) != len(labels):
       raise DataError(
-          f'MNIST {split} files in {directory} do not pair up: images have '
+          f'{where(split)} do not pair up: images have '
           f'shape {images.shape}, labels {labels.shape}; expected [n, 28, 28] '
           f'and [n].')
     dtype = np.dtype(dtype)
