@@ -27,19 +27,21 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from configs import paper  # pylint: disable=g-import-not-at-top
 from experiments.run import config as config_lib
+from experiments.run import predict
 from experiments.run import roofline
 from experiments.studies.family import study as family_study
 from laq_jax import hyper as hyper_lib
 
-# NVIDIA H200 SXM (datasheet): FP64 and FP64 tensor 34 / 67 TFLOP/s, FP32
-# 67 TFLOP/s (TF32 tensor 495), HBM3e 4.8 TB/s, 141 GB.
-H200 = {'name': 'NVIDIA H200 SXM', 'float64_flops': 67e12,
-        'float32_flops': 67e12, 'bandwidth': 4.8e12}
-MATMUL_EFFICIENCY = 0.4   # of peak, for these shapes (C = 10 columns, or
-#                           hidden 200: far from the large square products)
-BANDWIDTH_EFFICIENCY = 0.6
-KERNELS_PER_ITERATION = 400  # rule + loop + network time, per program
-SECONDS_PER_KERNEL = 5e-6    # launch and tail of a small kernel
+# NVIDIA H200 SXM (datasheet: FP64 and FP64 tensor 34 / 67 TFLOP/s, FP32
+# 67 TFLOP/s (TF32 tensor 495), HBM3e 4.8 TB/s, 141 GB) and what these
+# programs reach of it, shared with `python -m experiments.predict`.
+H200 = predict.H200
+MATMUL_EFFICIENCY = H200['matmul_efficiency']  # of peak, for these shapes
+#                   (C = 10 columns, or hidden 200: far from large products)
+BANDWIDTH_EFFICIENCY = H200['bandwidth_efficiency']
+KERNELS_PER_ITERATION = H200['kernels_per_iteration']  # rule + loop +
+#                                                network time, per program
+SECONDS_PER_KERNEL = H200['seconds_per_kernel']  # a small kernel's launch
 NETWORK_FULL_ITERS = 8000
 OVERHEAD_S = 120             # start-up, compiling, loading, f*, accuracy
 

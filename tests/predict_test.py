@@ -52,6 +52,65 @@ class PredictTest(absltest.TestCase):
     self.assertIsNone(seconds)
     self.assertIn('at least', words)
 
+  def test_gradients_per_step(self):
+    self.assertEqual(predict.gradients_per_step({'algo': 'sgd'}), 1)
+    self.assertEqual(predict.gradients_per_step({'algo': 'lasg_wk2'}), 2)
+    self.assertEqual(predict.gradients_per_step({'algo': 'cada2'}), 2)
+    # K from the grid, else the preset's; each client part its own group.
+    self.assertEqual(predict.gradients_per_step({'algo': 'fedavg'}), 10)
+    self.assertEqual(predict.gradients_per_step(
+        {'algo': 'fedavg', 'local.steps': 3, 'scaffold.steps': 1}), 3)
+    self.assertEqual(predict.gradients_per_step(
+        {'algo': 'scaffold', 'local.steps': 1, 'scaffold.steps': 7}), 7)
+
+  def test_local_work_evaluations_and_a_device(self):
+    built, points = built_sweep(['sgd'])
+    one, _ = predict.predict(built, points, 30, 'auto', RATES)
+    fedavg = [{**points[0], 'algo': 'fedavg', 'local.steps': 4}]
+    four, words = predict.predict(built, fedavg, 30, 'auto', RATES)
+    # K = 4 gradients of 10 x 20 images a step; the loss term unchanged.
+    n, d, c = 600, 784, 10
+    loss = 2 * n * d * c / 10
+    self.assertAlmostEqual(four / one, (4 * 4 * 200 * d * c + loss)
+                           / (4 * 200 * d * c + loss), places=9)
+    self.assertIn('4 gradients a step', words)
+    evals, words = predict.predict(built, points, 30, 'auto', RATES,
+                                   num_evals=3)
+    test = 3 * built.test_x.shape[0] * 2 * d * c / 5e10  # forward passes
+    self.assertAlmostEqual(evals - one, test * predict.WALL_OVER_FLOOR[
+        'logreg', 'minibatch', 'map'], delta=1e-9)
+    self.assertIn('3 test evaluation(s)', words)
+    h200 = predict.H200
+    gpu, words = predict.predict(built, points, 30, 'auto', device=h200)
+    step = max((4 * 200 * d * c + loss) / (h200['matmul_efficiency']
+                                           * h200['float64_flops']),
+               n * d * 8 / 10 / (h200['bandwidth_efficiency']
+                                 * h200['bandwidth']))
+    step += h200['kernels_per_iteration'] * h200['seconds_per_kernel']
+    self.assertAlmostEqual(gpu, 30 * step, delta=1e-12)
+    self.assertIn('NVIDIA H200', words)
+
+  def test_the_launcher_prints_both_and_names_a_bad_device(self):
+    import os  # pylint: disable=g-import-not-at-top
+    import subprocess  # pylint: disable=g-import-not-at-top
+    import sys  # pylint: disable=g-import-not-at-top
+    env = dict(os.environ, PYTHONPATH=common.ROOT, JAX_PLATFORMS='cpu')
+    env.pop('XLA_FLAGS', None)
+    base = [sys.executable, '-m', 'experiments.predict',
+            '--config=configs/mnist_logreg.py:tiny',
+            f'--config.data_dir={common.mnist_dir()}']
+    out = subprocess.run(base, capture_output=True, text=True, env=env,
+                         cwd=common.ROOT, timeout=300, check=False)
+    self.assertEqual(out.returncode, 0, out.stderr[-2000:])
+    self.assertIn('here: predicted: about', out.stdout)
+    self.assertIn('h200: predicted on one NVIDIA H200', out.stdout)
+    bad = subprocess.run(base + ['--devices=tpu9'], capture_output=True,
+                         text=True, env=env, cwd=common.ROOT, timeout=300,
+                         check=False)
+    self.assertNotEqual(bad.returncode, 0)
+    self.assertIn('--devices=tpu9', bad.stderr)
+    self.assertIn('h200', bad.stderr)
+
 
 if __name__ == '__main__':
   absltest.main()

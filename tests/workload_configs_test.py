@@ -1,7 +1,9 @@
 """The workload configs (configs/fmnist_cnn.py, configs/shakespeare_lstm.py,
 configs/cifar10_resnet20.py): each variant passes the one validation, sweeps
 configs/workloads.py's family as one minibatch program with each local
-preset's own server step, and Shakespeare's client counts are the data's.
+preset's own server step and the workload's client step (cada2 its own
+adaptive step, FedProx Shakespeare's mu), and Shakespeare's client counts
+are the data's.
 """
 
 import importlib
@@ -19,9 +21,10 @@ from laq_jax.hyper import ALGORITHMS
 
 class WorkloadConfigTest(parameterized.TestCase):
 
-  @parameterized.product(name=('fmnist_cnn', 'shakespeare_lstm',
-                               'cifar10_resnet20'),
-                         arg=(None, 'quick', 'tiny'))
+  @parameterized.parameters(
+      [(n, a) for n in ('fmnist_cnn', 'shakespeare_lstm', 'cifar10_resnet20')
+       for a in (None, 'quick', 'tiny')]
+      + [('fmnist_cnn', 'cpu'), ('shakespeare_lstm', 'cpu')])
   def test_variants_validate_and_sweep_the_family(self, name, arg):
     module = importlib.import_module(f'configs.{name}')
     config = module.get_config(arg)
@@ -31,10 +34,19 @@ class WorkloadConfigTest(parameterized.TestCase):
     self.assertEqual([p['algo'] for p in points], list(workloads.FAMILY))
     self.assertLen(points_lib.programs(points), 1)  # all minibatch presets
     for p in points:
-      settings = dict(ALGORITHMS[p['algo']].settings)
-      want = settings.get('step_size', module.ETA / config.num_workers)
+      algorithm = ALGORITHMS[p['algo']]
+      want = workloads.ADAPTIVE_STEP.get(p['algo'], dict(
+          algorithm.settings).get('step_size',
+                                  module.ETA / config.num_workers))
       self.assertAlmostEqual(p['step_size'], want, msg=p['algo'])
       self.assertEqual(p['l2'], 0.0)
+      lrs = [k for k, _ in algorithm.params if k.endswith('.lr')]
+      self.assertEqual(bool(lrs), algorithm.local, msg=p['algo'])
+      for key in lrs:  # the clients step by the workload's eta
+        self.assertAlmostEqual(p[key], module.ETA, msg=(p['algo'], key))
+      if p['algo'] == 'fedprox':
+        self.assertEqual(p['local.mu'], 1.0 if name != 'shakespeare_lstm'
+                         else 0.001)
     self.assertLessEqual(config.loss_every, config.num_iters)
 
   def test_shakespeare_client_counts_are_the_datas(self):

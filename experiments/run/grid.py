@@ -123,7 +123,8 @@ def sweep_and_evaluate(config, workdir: str | os.PathLike, *,
   if writer:  # the cost before it starts (experiments.run.predict)
     try:
       progress_lib.info('%s', predict_lib.predict(
-          built, points, config.num_iters, config_lib.grid_axis(config))[1])
+          built, points, config.num_iters, config_lib.grid_axis(config),
+          num_evals=-(-config.num_iters // config.eval_every))[1])
     except Exception as e:  # pylint: disable=broad-except
       logging.warning('no prediction: %s', e)
   if ('seed' in varying and config.model == 'logreg'

