@@ -165,6 +165,11 @@ def test_launcher_lines():
        "'auto' or 'map' or 'vmap'"),
       (['experiments.main', '--config=configs/mnist_logreg.py:tiny,bitz=3'],
        "no field 'bitz'; did you mean 'bits'?"),
+      # ml_collections takes no dotted key: the line says how to nest it.
+      (['experiments.sweep', '--config=configs/sweep_algos.py:tiny',
+        "--config.sweep={'algo': ('fedavg',), 'local.lr': (0.1, 0.05)}"],
+       "a key holds a dot ('local.lr'); nest a part's parameters instead, "
+       "e.g. {'local': {'lr': ...}}"),
   ]
   for argv, want in cases:
     workdir = TMP / 'lines'

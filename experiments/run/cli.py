@@ -16,6 +16,7 @@ same kind of line.
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import os
 import re
@@ -184,6 +185,17 @@ def _value_error(config, path, text) -> str | None:
       kind = _kind(declared()) if declared is not None else 'a value'
     except Exception:  # pylint: disable=broad-except
       kind = 'a value'
+  try:
+    literal = ast.literal_eval(text)
+  except (SyntaxError, ValueError):
+    literal = None
+  dotted = [k for k in literal if isinstance(k, str) and '.' in k] \
+      if isinstance(literal, dict) else []
+  if dotted:  # ml_collections takes no dots in a key: nest them
+    group, name = dotted[0].split('.', 1)
+    return (f'config.{path}={text!r} is not allowed: a key holds a dot '
+            f'({dotted[0]!r}); nest a part\'s parameters instead, e.g. '
+            f"{{'{group}': {{'{name}': ...}}}}")
   return f'config.{path}={text!r} is not allowed: it must be {kind}'
 
 
