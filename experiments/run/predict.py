@@ -11,9 +11,9 @@ dense-matmul rate, or the passes over the features at its read bandwidth,
 both measured now in about a second) times the wall / floor measured for
 that kind of program on a CPU (`WALL_OVER_FLOOR`, from `benchmarks/cost.py`
 and the paper report's timing table, docs/benchmarks.md "Cost as work
-grows"). Compiling, loading and the test accuracy are not in it. On an
-accelerator no such ratio is measured yet: the prediction is the floor
-alone, a lower bound, and says so.
+grows"). Compiling and loading are not in it. On an accelerator no such
+ratio is measured yet: the prediction is the floor alone, a lower bound,
+and says so.
 
 Each point's gradient work is its gradients per worker and step
 (`gradients_per_step`: K for rounds of local work, two for LASG's and
@@ -54,6 +54,7 @@ WALL_OVER_FLOOR = {
     ('cnn', 'minibatch', 'map'): 30.0,
     ('resnet20', 'minibatch', 'map'): 50.0,
 }
+DEFAULT_RATIO = 3.0  # a kind not measured: a rough middle of the above
 # Triggers that compute a second gradient on the same sample each step.
 SAME_SAMPLE_TRIGGERS = ('lasg_wk1', 'lasg_wk2', 'lasg_ps', 'cada_wk1',
                         'cada_wk2')
@@ -79,7 +80,6 @@ def gradients_per_step(point: dict[str, Any]) -> int:
   if algorithm.trigger in SAME_SAMPLE_TRIGGERS:
     count += 1
   return count
-DEFAULT_RATIO = 3.0  # a kind not measured: a rough middle of the above
 
 
 def _layout_bytes(data, precision: str) -> int:
@@ -141,6 +141,8 @@ def predict(built, points: Sequence[dict[str, Any]], num_iters: int,
         feature_bytes=_layout_bytes(built.data, precision),
         passes=1 if axis == 'vmap' else g,
         loss_every=kind_spec.log_every)
+    if not stochastic:  # (a minibatch's count is in batch_samples)
+      cost = cost._replace(flops=cost.flops * gradients)
     if device is not None:
       seconds = num_iters * _device_seconds(cost, device, precision,
                                             gradients)
