@@ -124,15 +124,22 @@ def _observations(loaded: dict, target: float) -> list[str]:
                f'({markdown.fmt(best["final_accuracy"], "pct")}).')
     reached = [x for x in ok if x['target_iteration']]
     if reached:
-      first = min(reached, key=lambda x: (x['target_iteration'],
-                                          x['target_bits']))
+      k = min(x['target_iteration'] for x in reached)
+      first = [x['algo'] for x in reached if x['target_iteration'] == k]
       fewest = min(reached, key=lambda x: x['target_bits'])
       out.append(f'{len(reached)} of {len(s)} presets reach '
-                 f'{target:.0%}; first: {first["algo"]} (round '
-                 f'{first["target_iteration"]}); fewest uplink bits to it: '
-                 f'{fewest["algo"]} ({fewest["target_bits"] / 8e6:.3g} MB).')
+                 f'{target:.0%}; first (round {k}, the evaluations\' '
+                 f'resolution): {", ".join(first)}; fewest uplink bits to '
+                 f'it: {fewest["algo"]} ({fewest["target_bits"] / 8e6:.3g} '
+                 'MB).')
     else:
       out.append(f'No preset reaches {target:.0%} within the budget.')
+  falls = [f'{x["algo"]} ({markdown.fmt(x["best_accuracy"], "pct")} at '
+           f'best, {markdown.fmt(x["final_accuracy"], "pct")} at the end)'
+           for x in ok if x['best_accuracy'] - x['final_accuracy'] > 0.1]
+  if falls:
+    out.append('Test accuracy falls by more than 10 points from its best: '
+               + ', '.join(falls) + '.')
   bad = [x['algo'] for x in s if x['diverged']]
   if bad:
     out.append(f'Diverged: {", ".join(bad)}.')
@@ -175,7 +182,9 @@ def write_report(workdir: pathlib.Path, names: Sequence[str], budget: str,
       'Rounds with local work run K = 10 local steps (each preset\'s); '
       'every client of the population is computed each round (absent ones '
       'masked): the cost issue 36 removes. Simulated seconds: the mobile '
-      'network profile (laq_jax.network) of each point.', '']
+      'network profile (laq_jax.network) of each point. Wall times are '
+      'this machine\'s as it was (not necessarily quiet); the predictions '
+      'assume a quiet one.', '']
   for name in names:
     _, title, target = WORKLOADS[name]
     config = config_for(name, budget)
@@ -189,7 +198,7 @@ def write_report(workdir: pathlib.Path, names: Sequence[str], budget: str,
     lines += [f'Setting: {_setting(config, sweep_info)}.', '',
               f'Command alone: `python -m experiments.sweep '
               f'--config={WORKLOADS[name][0]}:{budget} '
-              f'--workdir=runs/{name}`. Wall time: '
+              f'--workdir={workdir / name}`. Wall time: '
               f'{sweep_info["wall_time_s"]:,.0f} s (iterations and '
               f'evaluations {sweep_info["run_time_s"]:,.0f} s, one program '
               'compiled).', '']
