@@ -212,8 +212,9 @@ def write_report(workdir: pathlib.Path, names: Sequence[str], budget: str,
     try:
       here = predict_cli.predictions(config, ('here', 'h200'))
       full = predict_cli.predictions(config_for(name, 'full'), ('h200',))
-      lines += [f'Predicted before running (`python -m experiments.predict '
-                f'--config={WORKLOADS[name][0]}:{budget}`), this machine: '
+      lines += [f'Predicted (`python -m experiments.predict '
+                f'--config={WORKLOADS[name][0]}:{budget}`, this machine\'s '
+                'rates measured as the report was written), this machine: '
                 f'{here[0][1]:,.0f} s against {sweep_info["run_time_s"]:,.0f} '
                 f's measured; one H200: {here[1][1]:,.1f} s. The full config '
                 f'(`{WORKLOADS[name][0]}`) on one H200: '
