@@ -56,4 +56,5 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   return workloads.workload_config(
       arg, VARIANTS, ETA, settings=SETTINGS,
       dataset=f'shakespeare:{CLIENTS["full"]}', model='char_lstm',
-      split='natural', num_workers=NUM_CLIENTS['full'], batch_size=10, num_iters=300, eval_every=25, loss_every=25)
+      split='natural', num_workers=NUM_CLIENTS['full'], clients_per_round=10,
+      batch_size=10, num_iters=300, eval_every=25, loss_every=25)

@@ -49,6 +49,15 @@ class WorkloadConfigTest(parameterized.TestCase):
                          else 0.001)
     self.assertLessEqual(config.loss_every, config.num_iters)
 
+  def test_full_settings_are_the_documented_ones(self):
+    # The papers' settings each config's docstring states.
+    from configs import fmnist_cnn, shakespeare_lstm  # pylint: disable=g-import-not-at-top
+    f, s = fmnist_cnn.get_config(), shakespeare_lstm.get_config()
+    self.assertEqual((f.model, f.num_workers, f.participation, f.batch_size),
+                     ('cnn', 100, 0.1, 50))
+    self.assertEqual((s.model, s.num_workers, s.clients_per_round,
+                      s.batch_size), ('char_lstm', 378, 10, 10))
+
   def test_shakespeare_client_counts_are_the_datas(self):
     from configs import shakespeare_lstm  # pylint: disable=g-import-not-at-top
     try:
