@@ -83,7 +83,8 @@ def _setting(config, info: dict) -> str:
           f'({info["num_train"]:,} training samples, split '
           f'`{config.split}`), {participation}, absent clients dropped, '
           f'minibatches of {config.batch_size}, {config.num_iters} rounds, '
-          f'test accuracy every {config.eval_every} ({info["test_set"]}); '
+          f'test accuracy every {config.eval_every} ({info["test_set"]}), '
+          f'rounds timed on the `{config.network.profile}` network profile; '
           f'FedSGD family step {config.step_size:.4g} on the sum '
           '(configs/workloads.py gives the local presets their clients\' '
           'step and cada2 its own)')
@@ -181,8 +182,9 @@ def write_report(workdir: pathlib.Path, names: Sequence[str], budget: str,
       f'{info.get("cpu_model", "?")}, {info.get("cpu_count", "?")} cores. '
       'Rounds with local work run K = 10 local steps (each preset\'s); '
       'every client of the population is computed each round (absent ones '
-      'masked): the cost issue 36 removes. Simulated seconds: the mobile '
-      'network profile (laq_jax.network) of each point. Wall times are '
+      'masked; README, "Known limitations"). Simulated seconds: each '
+      'round on the config\'s network profile (laq_jax.network; '
+      '`simulated s` is their sum). Wall times are '
       'this machine\'s as it was (not necessarily quiet); the predictions '
       'assume a quiet one.', '']
   for name in names:
