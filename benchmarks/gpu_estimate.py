@@ -86,10 +86,8 @@ def estimate(device=H200):
           feature_bytes=8 if precision == 'float64' else 4, passes=1,
           hidden=config.hidden,
           loss_every=config.get('loss_every') or (10 if stochastic else 1))
-      per_iter = max(
-          cost.flops / (MATMUL_EFFICIENCY * device[f'{precision}_flops']),
-          cost.bytes / (BANDWIDTH_EFFICIENCY * device['bandwidth']))
-      per_iter += KERNELS_PER_ITERATION * SECONDS_PER_KERNEL
+      per_iter = predict.device_seconds(cost, device, precision,
+                                        gradients=1)
       seconds += config.num_iters * per_iter
       flops += config.num_iters * cost.flops
     rows.append({'program': label, 'points': len(points),

@@ -292,6 +292,17 @@ def as_json(obj) -> Any:
   return json.loads(json.dumps(obj))
 
 
+def sweep_done(config, workdir: pathlib.Path) -> bool:
+  """Whether `workdir` holds a finished sweep of `config` (its config.json
+  the same config, and sweep.json written): a report's resume test."""
+  try:
+    return (same_config(json.loads((workdir / 'config.json').read_text()),
+                        as_json(config_lib.to_dict(config)))
+            and (workdir / 'sweep.json').is_file())
+  except (OSError, ValueError):
+    return False
+
+
 def same_config(written: dict, wanted: dict) -> bool:
   """Whether a config.json `written` by a run stands for the config `wanted`.
 

@@ -88,7 +88,7 @@ def _layout_bytes(data, precision: str) -> int:
   return 2 if getattr(data, 'xq_MxNxD', None) is not None else 4
 
 
-def _device_seconds(cost, device: dict, precision: str,
+def device_seconds(cost, device: dict, precision: str,
                     gradients: int) -> float:
   """One iteration on `device` from its datasheet."""
   return (max(cost.flops / (device['matmul_efficiency']
@@ -144,7 +144,7 @@ def predict(built, points: Sequence[dict[str, Any]], num_iters: int,
     if not stochastic:  # (a minibatch's count is in batch_samples)
       cost = cost._replace(flops=cost.flops * gradients)
     if device is not None:
-      seconds = num_iters * _device_seconds(cost, device, precision,
+      seconds = num_iters * device_seconds(cost, device, precision,
                                             gradients)
     else:
       seconds = num_iters * roofline.floor_seconds(cost, rates, precision)
@@ -167,7 +167,7 @@ def predict(built, points: Sequence[dict[str, Any]], num_iters: int,
         len(points) * int(built.test_x.shape[0])
         * float(spec.problem.loss_flops_per_sample or 0.0), 0.0)
     seconds = num_evals * (
-        _device_seconds(test, device, precision, 1) if device is not None
+        device_seconds(test, device, precision, 1) if device is not None
         else roofline.floor_seconds(test, rates, precision))
     ratio = (1.0 if device is not None else
              WALL_OVER_FLOOR.get((model, 'minibatch', 'map'), DEFAULT_RATIO))

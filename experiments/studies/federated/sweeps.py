@@ -123,16 +123,6 @@ def deadline_from(loaded: dict) -> float:
   return float(np.nanpercentile(arrivals(loaded, sgd), DEADLINE_PERCENTILE))
 
 
-def _done(config, out: pathlib.Path) -> bool:
-  from experiments.run import config as config_lib  # pylint: disable=g-import-not-at-top
-  from experiments.run import outputs  # pylint: disable=g-import-not-at-top
-  wanted = outputs.as_json(config_lib.to_dict(config))
-  try:
-    return (outputs.same_config(
-        json.loads((out / 'config.json').read_text()), wanted)
-            and (out / 'sweep.json').is_file())
-  except (OSError, ValueError):
-    return False
 
 
 def run_problem(problem: str, workdir: pathlib.Path, budget: str,
@@ -159,8 +149,9 @@ def run_problem(problem: str, workdir: pathlib.Path, budget: str,
     else:
       todo = [(sweep, sweep_config(problem, sweep, budget, deadline,
                                    mlp_iters), out)]
+    from experiments.run import outputs  # pylint: disable=g-import-not-at-top
     for name, config, folder in todo:
-      if _done(config, folder):
+      if outputs.sweep_done(config, folder):
         logging.info('%s/%s: results already there, not run again',
                      problem, name)
         continue

@@ -11,7 +11,6 @@ already finished there with the same config is kept.
 
 from __future__ import annotations
 
-import json
 import pathlib
 from typing import Sequence
 
@@ -43,26 +42,17 @@ def config_for(name: str, budget: str):
                               f'{path}:{budget}')
 
 
-def _done(config, out: pathlib.Path) -> bool:
-  from experiments.run import config as config_lib  # pylint: disable=g-import-not-at-top
-  from experiments.run import outputs  # pylint: disable=g-import-not-at-top
-  try:
-    return (outputs.same_config(
-        json.loads((out / 'config.json').read_text()),
-        outputs.as_json(config_lib.to_dict(config)))
-            and (out / 'sweep.json').is_file())
-  except (OSError, ValueError):
-    return False
 
 
 def run(workdir: pathlib.Path, names: Sequence[str], budget: str
         ) -> list[str]:
   """Runs the workloads' sweeps not yet done; returns those that failed."""
   from experiments.run import grid  # pylint: disable=g-import-not-at-top
+  from experiments.run import outputs  # pylint: disable=g-import-not-at-top
   failed = []
   for name in names:
     config, out = config_for(name, budget), workdir / name
-    if _done(config, out):
+    if outputs.sweep_done(config, out):
       logging.info('%s: results already there, not run again', name)
       continue
     logging.info('%s: %s:%s', name, WORKLOADS[name][0], budget)
@@ -90,12 +80,17 @@ def _setting(config, info: dict) -> str:
           'step and cada2 its own)')
 
 
-def _rows(loaded: dict, target: float) -> list[list[str]]:
+def _summaries(loaded: dict, target: float) -> list[dict]:
+  """Every point's `federated.report.point_summary`."""
   from experiments.studies.federated import report as fed_report  # pylint: disable=g-import-not-at-top
+  return [fed_report.point_summary(loaded, g, target)
+          for g in range(len(loaded['rows']))]
+
+
+def _rows(loaded: dict, summaries: list[dict]) -> list[list[str]]:
   c = loaded['curves']
   rows = []
-  for g, row in enumerate(loaded['rows']):
-    s = fed_report.point_summary(loaded, g, target)
+  for g, (row, s) in enumerate(zip(loaded['rows'], summaries)):
     acc = c['test_accuracy'][g]
     grads = c['grads'][g].sum() if 'grads' in c else np.nan
     rows.append([row['algo']]
@@ -113,10 +108,7 @@ def _rows(loaded: dict, target: float) -> list[list[str]]:
   return rows
 
 
-def _observations(loaded: dict, target: float) -> list[str]:
-  from experiments.studies.federated import report as fed_report  # pylint: disable=g-import-not-at-top
-  s = [fed_report.point_summary(loaded, g, target)
-       for g in range(len(loaded['rows']))]
+def _observations(s: list[dict], target: float) -> list[str]:
   ok = [x for x in s if not x['diverged'] and np.isfinite(x['final_accuracy'])]
   out = []
   if ok:
@@ -209,8 +201,9 @@ def write_report(workdir: pathlib.Path, names: Sequence[str], budget: str,
                + [f'rounds to {target:.0%}', 'MB up to it',
                   'uploads / participations', 'MB up', 'gradients',
                   'simulated s', ''])
-    lines += [markdown.table(headers, _rows(loaded, target)), '']
-    lines += [f'- {o}' for o in _observations(loaded, target)] + ['']
+    summaries = _summaries(loaded, target)
+    lines += [markdown.table(headers, _rows(loaded, summaries)), '']
+    lines += [f'- {o}' for o in _observations(summaries, target)] + ['']
     try:
       here = predict_cli.predictions(config, ('here', 'h200'))
       full = predict_cli.predictions(config_for(name, 'full'), ('h200',))
