@@ -416,30 +416,63 @@ def worker_flops(s: Setting) -> tuple[jax.Array, jax.Array]:
   return local, collectives.gather_workers(local, s.axis_name)
 
 
-def participation_stage(s: Setting, step, slowdown_M, local_flops_M):
+def participation_stage(s: Setting, step, slowdown_M, local_flops_M,
+                        present_all=None, rows=None):
   """Who takes part in round k, and the deadline's test: (every client's
   flag [M], the rule step's keyword arguments). Without
-  `RunSpec.participation`, everyone and nothing compiled."""
-  present_all = jnp.ones((s.spec.num_workers,), bool)
+  `RunSpec.participation`, everyone and nothing compiled.
+
+  `present_all` is the round's draw when the caller has it; `rows` the
+  local rows the round computes (`RunSpec.round_size`; None: all), whose
+  flags and deadline test the rule step then gets."""
   if not s.spec.participation:
-    return present_all, {}
+    return jnp.ones((s.spec.num_workers,), bool), {}
   # Every device draws every client's flag.
-  present_all = participation_lib.participants(s.hyper, step,
-                                               s.spec.num_workers)
-  local_net = network_lib.worker_view(s.hyper.network, s.worker_ids_M)
+  if present_all is None:
+    present_all = participation_lib.participants(s.hyper, step,
+                                                 s.spec.num_workers)
+  take = (lambda x: x) if rows is None else (lambda x: x[rows])
+  ids = take(s.worker_ids_M)
+  local_net = network_lib.worker_view(s.hyper.network, ids)
+  slowdown, flops = take(slowdown_M), take(local_flops_M)
   deadline = jnp.asarray(s.hyper.deadline_s, s.hyper.network.up_bps.dtype)
 
   def admit(sent_M, bits_M, grads_M):
     # compute (each gradient it took) + upload (a skip: its notice's
     # latency) by the deadline
     del sent_M
-    flops_M = local_flops_M * grads_M.astype(local_flops_M.dtype)
-    end = (slowdown_M * flops_M / local_net.flops_per_s
+    flops_M = flops * grads_M.astype(flops.dtype)
+    end = (slowdown * flops_M / local_net.flops_per_s
            + local_net.up_latency_s + bits_M / local_net.up_bps)
     return (deadline <= 0) | (end <= deadline)
 
-  return present_all, {'present_M': present_all[s.worker_ids_M],
-                       'admit': admit}
+  return present_all, {'present_M': present_all[ids], 'admit': admit}
+
+
+def round_rows(spec: RunSpec, num_local: int) -> int:
+  """S_local: the rows a round computes on each device (`RunSpec.
+  round_size`, at most the local workers); num_local when it gathers
+  nothing."""
+  if not (spec.participation and spec.round_size):
+    return num_local
+  return min(spec.round_size, num_local)
+
+
+def round_fits(s: Setting, present_all) -> jax.Array:
+  """Whether every device's participants fit its S_local rows (the same
+  bool on every device)."""
+  num_local = s.worker_ids_M.shape[0]
+  count = jnp.sum(present_all[s.worker_ids_M], dtype=jnp.int32)
+  if s.axis_name is not None:
+    count = jax.lax.pmax(count, s.axis_name)
+  return count <= round_rows(s.spec, num_local)
+
+
+def gather_setting(s: Setting, rows) -> Setting:
+  """The Setting of a round computed on `rows` of the local workers: their
+  shards and ids."""
+  return s._replace(data=participation_lib.gather_rows(s.data, rows),
+                    worker_ids_M=s.worker_ids_M[rows])
 
 
 def round_time_stage(s: Setting, stats, all_flops_M, slowdown_M, present_all):
@@ -461,10 +494,22 @@ def round_time_stage(s: Setting, stats, all_flops_M, slowdown_M, present_all):
       cut_M=cut)
 
 
+def gradient_part(s: Setting) -> Callable:
+  """The run's gradient part built on `s` (`RunSpec.gradient`, local work,
+  minibatch or full-batch gradients)."""
+  if s.spec.local:
+    return local_gradients(s)
+  return (s.spec.gradient or (minibatch_gradients if s.spec.stochastic
+                              else full_batch_gradients))(s)
+
+
+ROUND_PATHS = (None, 'gather', 'mask')
+
+
 def make_step(spec: RunSpec, data: Data, hyper: Hyper, *,
               worker_ids_M: jax.Array | None = None,
               axis_name: str | None = None,
-              vmapped: bool = False) -> Callable:
+              vmapped: bool = False, path: str | None = None) -> Callable:
   """The scan body, LoopState -> (LoopState, Trace row), in named stages:
   the gradient part, the rule (compress, decide, participation, aggregate,
   the server's update), the round's time.
@@ -477,19 +522,24 @@ def make_step(spec: RunSpec, data: Data, hyper: Hyper, *,
       draws, so any device layout draws the same batches).
     axis_name: the mesh axis the workers are split over, under shard_map.
     vmapped: the body runs vmapped over a grid's points (see `Setting`).
+    path: with `RunSpec.round_size`, how a round runs: 'gather' on its
+      participants' rows (the caller checked they fit, `round_fits`),
+      'mask' on every row, None: a `lax.cond` of the two on `round_fits`.
   """
   if worker_ids_M is None:
     worker_ids_M = jnp.arange(data.x_MxNxD.shape[0], dtype=jnp.int32)
   s = Setting(spec, data, hyper_lib.cast(hyper, data.x_MxNxD.dtype),
               worker_ids_M, axis_name, vmapped)
-  if spec.local:
-    gradients = local_gradients(s)
-  else:
-    gradients = (spec.gradient or (minibatch_gradients if spec.stochastic
-                                   else full_batch_gradients))(s)
+  gradients = gradient_part(s)
   local_flops_M, all_flops_M = worker_flops(s)
+  num_local = data.x_MxNxD.shape[0]
+  size = round_rows(spec, num_local)
+  if size == num_local:
+    path = 'mask'
+  full_values = full_batch(spec.problem, data, s.hyper.l2)[1]
 
-  def body(state: LoopState, _):
+  def one_round(state: LoopState, present_all, slowdown_M, rows):
+    """The round on `rows` of the local workers (None: every one)."""
     theta_P = state.theta_P
     # The workers compute at the parameters they hold: theta itself, or its
     # quantized broadcast (compiled in only when a point quantizes it).
@@ -501,33 +551,63 @@ def make_step(spec: RunSpec, data: Data, hyper: Hyper, *,
       # broadcast). Each worker needs its own gradient: mark theta varying.
       theta_P = jax.lax.pcast(theta_P, axis_name, to='varying')
       at_P = jax.lax.pcast(at_P, axis_name, to='varying')
+    sub, rule_state, gradients_ = s, state.rule, gradients
+    if rows is not None:
+      sub = gather_setting(s, rows)
+      rule_state = participation_lib.gather_rows(state.rule, rows)
+      gradients_ = gradient_part(sub)
     extra = {}
     if spec.local:
-      loss, grads_MxP, *same, extra['local'] = gradients(
-          state.step, theta_P, at_P, state.rule)
+      loss, grads_MxP, *same, extra['local'] = gradients_(
+          state.step, theta_P, at_P, rule_state)
     else:
-      loss, grads_MxP, *same = gradients(state.step, theta_P, at_P)
+      loss, grads_MxP, *same = gradients_(state.step, theta_P, at_P)
+    if rows is not None:  # the objective over every client, not the rows'
+      if spec.stochastic:
+        loss = _logged_loss(s, state.step, theta_P, full_values)
+      else:  # the full part's own loss (XLA drops its unused gradients)
+        loss = gradients(state.step, theta_P, at_P)[0]
+      extra['rows_M'] = rows
     if same and spec.rule.same_sample:
       extra['same_sample'] = same[0]
     if spec.weighting and data.count_M is not None:
       extra['counts_M'] = jnp.asarray(data.count_M, grads_MxP.dtype)
-    grad_norm_sq = jnp.sum(jnp.square(collectives.sum_workers(grads_MxP,
-                                                              axis_name)))
-    # The stragglers' factors of this round (keys: seed, step, worker).
-    slowdown_M = network_lib.slowdown(s.hyper.network, s.hyper.seed,
-                                      state.step, worker_ids_M)
-    present_all, more = participation_stage(s, state.step, slowdown_M,
-                                            local_flops_M)
+    present_all, more = participation_stage(
+        s, state.step, slowdown_M, local_flops_M, present_all, rows)
     extra.update(more)
+    # The gradients the round's clients computed (a client not drawn
+    # computed none).
+    drawn_MxP = grads_MxP
+    if spec.participation:
+      drawn_MxP = jnp.where(more['present_M'][:, None], grads_MxP,
+                            jnp.zeros_like(grads_MxP))
+    grad_norm_sq = jnp.sum(jnp.square(collectives.sum_workers(drawn_MxP,
+                                                              axis_name)))
     new_theta_P, rule_state, stats = spec.rule.step(
         grads_MxP, state.rule, state.theta_P, s.hyper, step_count=state.step,
-        worker_ids_M=worker_ids_M, num_workers=spec.num_workers,
+        worker_ids_M=sub.worker_ids_M, num_workers=spec.num_workers,
         axis_name=axis_name, parts=spec.parts, **extra)
     round_ = round_time_stage(s, stats, all_flops_M, slowdown_M, present_all)
     row = trace_type(spec.rule.stats_type)(
         loss, grad_norm_sq, *stats, round_.time_s, round_.slowest,
         slowdown_M, present_all[worker_ids_M])
     return LoopState(state.step + 1, new_theta_P, rule_state), row
+
+  def body(state: LoopState, _):
+    # The stragglers' factors of this round (keys: seed, step, worker).
+    slowdown_M = network_lib.slowdown(s.hyper.network, s.hyper.seed,
+                                      state.step, worker_ids_M)
+    if path == 'mask':
+      return one_round(state, None, slowdown_M, None)
+    present_all = participation_lib.participants(s.hyper, state.step,
+                                                 spec.num_workers)
+    rows = participation_lib.round_rows(present_all[worker_ids_M], size)
+    if path == 'gather':
+      return one_round(state, present_all, slowdown_M, rows)
+    return jax.lax.cond(
+        round_fits(s, present_all),
+        lambda: one_round(state, present_all, slowdown_M, rows),
+        lambda: one_round(state, present_all, slowdown_M, None))
 
   return body
 
@@ -540,10 +620,33 @@ def scan_chunk(spec: RunSpec, state: LoopState, data: Data, hyper: Hyper,
   Shared by `run_chunk` (all workers here) and `laq_jax.sharding` (inside
   shard_map, with the local workers' global ids and the mesh axis).
   """
+  num_local = data.x_MxNxD.shape[0]
+  gathers = round_rows(spec, num_local) < num_local
+  ids = (jnp.arange(num_local, dtype=jnp.int32) if worker_ids_M is None
+         else worker_ids_M)
+
+  def chunk_fits(step, one_hyper):
+    """Whether every round of the chunk fits its rows (`round_fits`)."""
+    one_hyper = hyper_lib.cast(one_hyper, data.x_MxNxD.dtype)
+    s = Setting(spec, data, one_hyper, ids, axis_name, False)
+    return jnp.all(jax.vmap(lambda k: round_fits(s, participation_lib.
+                                                 participants(
+                                                     one_hyper, k,
+                                                     spec.num_workers)))(
+        step + jnp.arange(num_steps, dtype=jnp.int32)))
+
   def chunk(state, hyper):
-    body = make_step(spec, data, hyper, worker_ids_M=worker_ids_M,
-                     axis_name=axis_name)
-    return jax.lax.scan(body, state, None, length=num_steps)
+    def run(path):
+      body = make_step(spec, data, hyper, worker_ids_M=worker_ids_M,
+                       axis_name=axis_name, path=path)
+      return jax.lax.scan(body, state, None, length=num_steps)
+    if not gathers:
+      return run('mask')
+    # Rounds on their participants' rows where every round of the chunk
+    # fits (one conditional per chunk: a conditional per round would copy
+    # the [M, P] state in and out of it every round), else masked.
+    return jax.lax.cond(chunk_fits(state.step, hyper),
+                        lambda: run('gather'), lambda: run('mask'))
 
   if jnp.ndim(hyper.step_size) == 1:  # a grid; the data are shared
     if (spec_lib.resolve_grid_axis(spec) == 'vmap'
@@ -553,15 +656,22 @@ def scan_chunk(spec: RunSpec, state: LoopState, data: Data, hyper: Hyper,
       # logged iterations of a minibatch run) stay conditionals, and the
       # products of the data with every point's parameters are one product
       # (logistic regression: X [M N, D] @ [D, G C]).
-      def grid_body(states, _):
-        step = states.step[0]
-        def point(one_state, one_hyper):
-          body = make_step(spec, data, one_hyper, worker_ids_M=worker_ids_M,
-                           axis_name=axis_name, vmapped=True)
-          return body(one_state._replace(step=step), None)
-        return jax.vmap(point)(states, hyper)
-      state, trace = jax.lax.scan(grid_body, state, None, length=num_steps)
-      return state, jax.tree.map(lambda a: jnp.swapaxes(a, 0, 1), trace)
+      def grid(path):
+        def grid_body(states, _):
+          step = states.step[0]
+          def point(one_state, one_hyper):
+            body = make_step(spec, data, one_hyper, worker_ids_M=worker_ids_M,
+                             axis_name=axis_name, vmapped=True, path=path)
+            return body(one_state._replace(step=step), None)
+          return jax.vmap(point)(states, hyper)
+        out, trace = jax.lax.scan(grid_body, state, None, length=num_steps)
+        return out, jax.tree.map(lambda a: jnp.swapaxes(a, 0, 1), trace)
+      if not gathers:
+        return grid('mask')
+      # Every point's rounds must fit (a conditional per point would batch
+      # into a select that runs both).
+      fits = jnp.all(jax.vmap(lambda h: chunk_fits(state.step[0], h))(hyper))
+      return jax.lax.cond(fits, lambda: grid('gather'), lambda: grid('mask'))
     return jax.lax.map(lambda point: chunk(*point), (state, hyper))
   return chunk(state, hyper)
 

@@ -13,6 +13,9 @@ takes every client, as u < 1 always). The contract is docs/algorithm.md,
 
 from __future__ import annotations
 
+import math
+from typing import Iterable
+
 import jax
 import jax.numpy as jnp
 
@@ -48,6 +51,99 @@ def participants(hyper, step, num_clients: int) -> jax.Array:
 
 
 # ----------------------------------------------------------------------------
+# A round that costs its participants (`RunSpec.round_size`).
+
+# A round of Bernoulli(q) participation draws more clients than its bound
+# with at most this probability (it then runs the masked program).
+ROUND_SIZE_TAIL = 1e-6
+
+
+def binomial_bound(num_clients: int, q: float,
+                   tail: float = ROUND_SIZE_TAIL) -> int:
+  """The smallest S with P(Binomial(M, q) > S) <= tail: how many clients a
+  round of Bernoulli(q) participation draws, but for a `tail` of rounds."""
+  if q >= 1:
+    return num_clients
+  if q <= 0:
+    return 0
+  log_q, log_p = math.log(q), math.log1p(-q)
+  above = 1.0  # P(X > s), for s = -1, 0, 1, ...
+  for s in range(num_clients + 1):
+    above -= math.exp(math.lgamma(num_clients + 1) - math.lgamma(s + 1)
+                      - math.lgamma(num_clients - s + 1) + s * log_q
+                      + (num_clients - s) * log_p)
+    if above <= tail:
+      return s
+  return num_clients
+
+
+def round_size(points: Iterable, num_clients: int,
+               tail: float = ROUND_SIZE_TAIL) -> int:
+  """The `RunSpec.round_size` that covers every point: the largest of their
+  clients_per_round S, or for Bernoulli points (S = 0) the binomial bound
+  on their rounds (`binomial_bound`); num_clients when a point takes every
+  client (q = 1, S = 0), where gathering saves nothing.
+
+  Args:
+    points: mappings (grid points, configs) or Hyper-like objects with
+      `participation` and `clients_per_round` (missing: 1 and 0).
+    num_clients: M.
+  """
+  sizes = []
+  for point in points:
+    get = ((lambda k, d, p=point: p.get(k, d)) if hasattr(point, 'get')
+           else (lambda k, d, p=point: getattr(p, k, d)))
+    per_round = int(get('clients_per_round', 0))
+    q = float(get('participation', 1.0))
+    sizes.append(min(per_round, num_clients) if per_round > 0
+                 else binomial_bound(num_clients, q, tail))
+  return max(sizes, default=num_clients)
+
+
+def chosen_round_size(points: Iterable, num_clients: int) -> int:
+  """The round size the launchers and sweeps use: `round_size` when it
+  saves at least half of a round (S <= M / 2), else 0 (the masked
+  program, with nothing gathered)."""
+  size = round_size(points, num_clients)
+  return size if 0 < size <= num_clients // 2 else 0
+
+
+def round_rows(present_M: jax.Array, size: int) -> jax.Array:
+  """The `size` local rows a round computes: the participants in ascending
+  order, then the absent clients in ascending order to fill (distinct
+  rows, so a scatter back is well defined). Exactly the participants when
+  there are `size` of them."""
+  order = jnp.argsort(~present_M, stable=True)
+  return order[:size].astype(jnp.int32)
+
+
+def gather_rows(tree, rows_S: jax.Array, fields=None):
+  """The per-worker fields of a NamedTuple (its class's PER_WORKER, or
+  `fields`) at `rows_S`; the others unchanged. None fields stay None."""
+  fields = type(tree).PER_WORKER if fields is None else fields
+  return tree._replace(**{
+      f: jax.tree.map(lambda a: a[rows_S], getattr(tree, f))
+      for f in fields if getattr(tree, f) is not None})
+
+
+def scatter_rows(full, part, rows_S: jax.Array, fields=None):
+  """`full` with its per-worker fields' rows `rows_S` replaced by `part`'s
+  (gather_rows' inverse); the other fields are `part`'s."""
+  fields = type(full).PER_WORKER if fields is None else fields
+  return part._replace(**{
+      f: jax.tree.map(lambda a, b: a.at[rows_S].set(b), getattr(full, f),
+                      getattr(part, f))
+      for f in fields if getattr(full, f) is not None})
+
+
+def waited(clock_M: jax.Array) -> jax.Array:
+  """An absent client's clock after the round: one more round without an
+  upload, saturating at NEVER_UPLOADED."""
+  never = trigger_lib.NEVER_UPLOADED
+  return jnp.where(clock_M >= never, clock_M, clock_M + 1)
+
+
+# ----------------------------------------------------------------------------
 # The participation stage of a round (`laq_jax.rules.step` calls both).
 
 def mask_absent(out, state, present_M, admit=None):
@@ -56,8 +152,10 @@ def mask_absent(out, state, present_M, admit=None):
   An absent client uploads nothing, keeps its memory (and its parts'
   state), and its clock counts on (saturating at NEVER_UPLOADED: a client
   that never uploaded still uploads at its first participation). A
-  participant a deadline cuts off (`admit(sent_M, bits_M, grads_M)` False) counts as
-  absent: its work is lost, and its stats say `dropped_M`.
+  participant a deadline cuts off (`admit(sent_M, bits_M, grads_M)` False)
+  counts as absent: its work is lost, and its stats say `dropped_M`. A
+  client not drawn computed nothing: its innovation, threshold and error
+  are 0.
 
   Args:
     out: `rules.Worker` of the local workers (leading worker axis).
@@ -76,13 +174,14 @@ def mask_absent(out, state, present_M, admit=None):
     stats = stats._replace(dropped_M=dropped)
   row = lambda x: taken.reshape(taken.shape + (1,) * (x.ndim - 1))
   keep = lambda new, old: jnp.where(row(new), new, old)
-  never = trigger_lib.NEVER_UPLOADED
-  waited = jnp.where(state.clock_M >= never, state.clock_M, state.clock_M + 1)
+  # A client not drawn computed nothing: its diagnostics are 0 (so a round
+  # computed on its participants alone, `RunSpec.round_size`, is the same).
+  drawn = lambda x: jnp.where(present_M, x, jnp.zeros_like(x))
   out = out._replace(
       last_upload_P=keep(out.last_upload_P, state.last_upload_MxP),
       last_error=keep(out.last_error, state.last_error_M),
       error_P=keep(out.error_P, state.error_MxP),
-      clock=keep(out.clock, waited),
+      clock=keep(out.clock, waited(state.clock_M)),
       parts=jax.tree.map(keep, out.parts, state.parts_M),
       delta_P=jnp.where(row(out.delta_P), out.delta_P,
                         jnp.zeros_like(out.delta_P)),
@@ -90,7 +189,10 @@ def mask_absent(out, state, present_M, admit=None):
                            bits_M=jnp.where(taken, stats.bits_M, 0),
                            # a client not drawn computes nothing (one cut
                            # off by the deadline did: its work is lost)
-                           grads_M=jnp.where(present_M, stats.grads_M, 0)))
+                           grads_M=jnp.where(present_M, stats.grads_M, 0),
+                           innovation_M=drawn(stats.innovation_M),
+                           threshold_M=drawn(stats.threshold_M),
+                           error_M=drawn(stats.error_M)))
   return out, taken
 
 
@@ -139,6 +241,16 @@ def weighted_step(last_upload_MxP, taken_M, weights_M, hyper,
     drop = hyper.absent == ABSENT.index('drop')
     w_M = jnp.where(drop & ~taken_M, jnp.zeros_like(w_M), w_M)
   total = collectives.fixed_sum(collectives.gather_workers(w_M, axis_name))
-  num_P = collectives.sum_workers(w_M[:, None] * last_upload_MxP, axis_name)
+  # One client at a time, in worker order (a loop: XLA contracts the
+  # products into the sum, or not, by the shape of the unrolled sum, so the
+  # rounding would change with the number of rows): the same bits from
+  # every client's rows and from the round's participants' alone.
+  w_M, last_upload_MxP = (collectives.gather_workers(w_M, axis_name),
+                          collectives.gather_workers(last_upload_MxP,
+                                                     axis_name))
+  product = lambda m: jax.lax.optimization_barrier(w_M[m]
+                                                   * last_upload_MxP[m])
+  num_P = jax.lax.fori_loop(1, w_M.shape[0],
+                            lambda m, acc: acc + product(m), product(0))
   return jnp.where(total > 0, num_P / jnp.maximum(total, 1e-30).astype(dtype),
                    jnp.zeros_like(num_P))

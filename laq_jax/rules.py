@@ -329,7 +329,8 @@ def step(grads_MxP: jax.Array, state: RuleState, theta_P: jax.Array,
          parts: Parts | None = None, present_M: jax.Array | None = None,
          admit: Callable | None = None,
          same_sample: SameSample | None = None,
-         local: LocalOut | None = None, counts_M: jax.Array | None = None
+         local: LocalOut | None = None, counts_M: jax.Array | None = None,
+         rows_M: jax.Array | None = None
          ) -> tuple[jax.Array, RuleState, StepStats]:
   """One iteration k of the family (docs/algorithm.md, "One iteration"):
   the workers' stage (compress, decide), participation, the aggregate, the
@@ -362,15 +363,28 @@ def step(grads_MxP: jax.Array, state: RuleState, theta_P: jax.Array,
       None (no local work compiled in).
     counts_M: each local worker's sample count n_m (`Hyper.weighting`
       samples); None: equal shards.
+    rows_M: the local rows this round computes (`RunSpec.round_size`:
+      its participants, `participation.round_rows`), or None: every local
+      worker. Given, `grads_MxP`, `worker_ids_M`, `present_M`, `admit`,
+      `same_sample` and `local` are those rows' (S of them) while `state`
+      and `counts_M` hold every local worker; the step gathers the rows'
+      state, runs on them and scatters back (the others wait, absent), so
+      its traffic is O(S P). The results are the masked program's bit for
+      bit: the aggregates are left-to-right sums (`collectives.
+      sum_workers`), to which the masked program's absent rows add exact
+      zeros.
 
   Returns:
     (theta^{k+1}, state^{k+1}, per-worker StepStats).
   """
   parts = parts or Parts.of()
-  num_local = grads_MxP.shape[0]
+  full = state  # every local worker's (the rows' when rows_M is given)
+  if rows_M is not None:
+    state = participation_lib.gather_rows(state, rows_M)
+  num_local = full.clock_M.shape[0]
   num_workers = num_workers or num_local
   if worker_ids_M is None:
-    worker_ids_M = jnp.arange(num_local, dtype=jnp.int32)
+    worker_ids_M = jnp.arange(grads_MxP.shape[0], dtype=jnp.int32)
   mean = None
   worker_hyper = hyper
   if parts.weighting:
@@ -386,6 +400,20 @@ def step(grads_MxP: jax.Array, state: RuleState, theta_P: jax.Array,
   taken = None
   if present_M is not None:
     out, taken = participation_lib.mask_absent(out, state, present_M, admit)
+  written = None
+  if rows_M is not None:
+    # The rows' memory written back now (in place; the others waited), so
+    # what reads every client's (a stale weighted mean) reads this.
+    written = participation_lib.scatter_rows(
+        full._replace(clock_M=participation_lib.waited(full.clock_M)),
+        full._replace(last_upload_MxP=out.last_upload_P,
+                      last_error_M=out.last_error, clock_M=out.clock,
+                      error_MxP=(out.error_P if parts.error_feedback
+                                 else full.error_MxP),
+                      parts_M=out.parts), rows_M,
+        # (error feedback compiled out: its memory does not move)
+        fields=tuple(f for f in RuleState.PER_WORKER
+                     if parts.error_feedback or f != 'error_MxP'))
   aggregate_P = state.aggregate_P + collectives.sum_workers(out.delta_P,
                                                             axis_name)
   step_P = aggregate_P
@@ -395,8 +423,24 @@ def step(grads_MxP: jax.Array, state: RuleState, theta_P: jax.Array,
   if mean is not None:
     if counts_M is None:
       counts_M = jnp.ones((num_local,), grads_MxP.dtype)
-    step_P = jnp.where(mean, participation_lib.weighted_step(
-        out.last_upload_P, taken, counts_M, hyper, axis_name), step_P)
+    if rows_M is None:
+      weighted_P = participation_lib.weighted_step(
+          out.last_upload_P, taken, counts_M, hyper, axis_name)
+    else:
+      # Under drop the mean is over the round's rows; under stale over
+      # every client's last upload, the rows' written back.
+      def rows_only():
+        return participation_lib.weighted_step(
+            out.last_upload_P, taken, counts_M[rows_M], hyper, axis_name)
+      def every_client():
+        return participation_lib.weighted_step(
+            written.last_upload_MxP,
+            jnp.zeros((num_local,), bool).at[rows_M].set(taken), counts_M,
+            hyper, axis_name)
+      weighted_P = jax.lax.cond(
+          hyper.absent == participation_lib.ABSENT.index('drop'), rows_only,
+          every_client)
+    step_P = jnp.where(mean, weighted_P, step_P)
   new_theta_P, server = servers_lib.update(step_P, theta_P, hyper,
                                            parts.servers, state.server)
   if taken is not None:
@@ -430,6 +474,12 @@ def step(grads_MxP: jax.Array, state: RuleState, theta_P: jax.Array,
   new_state = RuleState(out.last_upload_P, out.last_error, out.clock,
                         out.error_P, aggregate_P, history, broadcast_P,
                         out.parts, server)
+  if rows_M is not None:  # the others' stats are an absent's
+    new_state = written._replace(aggregate_P=aggregate_P, history_D=history,
+                                 broadcast_P=broadcast_P, server=server)
+    stats = jax.tree.map(
+        lambda x: jnp.zeros((num_local,) + x.shape[1:], x.dtype).at[
+            rows_M].set(x), stats)
   return new_theta_P, new_state, stats
 
 
@@ -479,12 +529,15 @@ class Rule(NamedTuple):
       (the accounting every file reads, `laq_jax.record.RECORDED`).
     same_sample: `step` takes `same_sample=` (a `SameSample`: this step's
       samples, for triggers that take a second gradient on them).
+    rows: `step` takes `rows_M=` (a round computed on its participants'
+      rows alone, `RunSpec.round_size`; see `laq_jax.rules.step`).
   """
   init: Callable[..., NamedTuple]
   step: Callable[..., tuple[jax.Array, NamedTuple, NamedTuple]]
   worker_params: Callable[[NamedTuple, jax.Array], jax.Array] = worker_params
   stats_type: type = StepStats
   same_sample: bool = False
+  rows: bool = False
 
 
 def _init(theta_P, num_workers, memory, hyper, *, parts=None) -> RuleState:
@@ -492,4 +545,4 @@ def _init(theta_P, num_workers, memory, hyper, *, parts=None) -> RuleState:
 
 
 # The LAQ family: every preset of `laq_jax.hyper.ALGORITHMS`.
-LAQ = Rule(init=_init, step=step, same_sample=True)
+LAQ = Rule(init=_init, step=step, same_sample=True, rows=True)

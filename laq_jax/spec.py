@@ -86,6 +86,18 @@ class RunSpec:
       `stochastic` and the library's gradient part (`gradient` None).
     weighting: compile the weighted-mean aggregate in (`Hyper.weighting`
       samples or uniform); off, the server steps with the uploads' sum.
+    round_size: S, at most how many clients a round draws (with
+      `participation`; `participation.round_size` picks it for a set of
+      points). A round that draws at most S clients per device computes
+      only their rows: it gathers their data and state, takes S gradients
+      (or S x K local steps) and scatters back, O(S P) for O(M P), with
+      the masked program's results bit for bit. A round that draws more
+      (Bernoulli participation past its bound) runs the masked program
+      (a `lax.cond`; under a vmapped grid, the grid's rounds all take one
+      branch). 0 (the default), or S >= the workers per device: every
+      client is computed and the absent ones masked. The logged objective
+      stays the full f(theta^k) over every client: a pass over all the data
+      at each logged iteration (`loss_every`).
 
   The parts are resolved from their registries when the RunSpec is made,
   and the RunSpec holds the part objects (`part_objects`): two RunSpecs
@@ -110,6 +122,7 @@ class RunSpec:
   gradient: Callable | None = None
   clients: tuple[str, ...] = ('gradient',)
   weighting: bool = False
+  round_size: int = 0
   part_objects: tuple = dataclasses.field(default=(), init=False,
                                           repr=False)
 
@@ -144,12 +157,13 @@ class RunSpec:
     if not isinstance(self.problem, Problem):
       raise ValueError(f'problem={show(self.problem)} is not allowed: it must '
                        'be a laq_jax.Problem (laq_jax.get_problem(name))')
-    for name in ('num_workers', 'memory', 'batch_size'):
+    for name in ('num_workers', 'memory', 'batch_size', 'round_size'):
       value = getattr(self, name)
       if isinstance(value, (bool, np.bool_)) or not isinstance(
           value, (int, np.integer)):
+        low = 0 if name == 'round_size' else 1
         raise ValueError(f'{name}={show(value)} is not allowed: it must be an '
-                         'integer >= 1')
+                         f'integer >= {low}')
     for name in ('stochastic', 'error_feedback', 'downlink', 'participation',
                  'weighting'):
       if not isinstance(getattr(self, name), (bool, np.bool_)):
@@ -165,6 +179,21 @@ class RunSpec:
     if self.num_workers < 1:
       raise ValueError(f'num_workers={self.num_workers} is not allowed: it '
                        'must be an integer >= 1')
+    if self.round_size < 0:
+      raise ValueError(f'round_size={self.round_size} is not allowed: it '
+                       'must be an integer >= 0 (0: every client computed)')
+    if self.round_size and not self.participation:
+      raise ValueError(f'round_size={self.round_size} is not allowed with '
+                       'participation=False: every client takes part in '
+                       'every round (set participation=True, or round_size=0)')
+    if self.round_size and not self.rule.rows:
+      raise ValueError(f'round_size={self.round_size} is not allowed with '
+                       'this rule: its step does not take rows_M= '
+                       '(laq_jax.Rule.rows); use round_size=0')
+    if self.round_size and self.gradient is not None:
+      raise ValueError(f'round_size={self.round_size} is not allowed with a '
+                       'gradient part of your own (gradient=...): its loss '
+                       'would cover the round\'s rows only; use round_size=0')
     if self.memory < 1:
       raise ValueError(f'memory={self.memory} is not allowed: D must be an '
                        'integer >= 1')

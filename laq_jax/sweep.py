@@ -37,6 +37,7 @@ import jax
 import numpy as np
 
 from laq_jax import loop
+from laq_jax import participation
 from laq_jax.loop import Data, LoopState, RunSpec, Trace
 from laq_jax.points import (GRID_KEYS, HYPER_KEYS, batches,  # noqa: F401
                             algorithm_parts, check_grid, check_value,
@@ -143,6 +144,11 @@ def _plan(spec: RunSpec, points, batch_size) -> list[_Batch]:
     program = dataclasses.replace(
         spec, stochastic=stochastic,
         **parts_of([points[i] for i in members]))
+    if spec.round_size:  # rounds on their participants: cover every point
+      program = dataclasses.replace(
+          program, round_size=participation.chosen_round_size(
+              [points[i] for i in members], spec.num_workers)
+          if program.participation else 0)
     for real, padded in batches(len(members), batch_size):
       plan.append(_Batch(program, [members[i] for i in real],
                          [members[i] for i in padded]))
@@ -198,6 +204,10 @@ def run_sweep(spec: RunSpec, data: Data, points: Sequence[Mapping[str, Any]],
   compiling only the parts its points use (`parts_of`); everything else the
   points vary is data. Each batch is one `laq_jax.run` (the one chunk
   driver).
+
+  Each program's RunSpec is `spec` with the parts its points need
+  (`parts_of`); where `spec.round_size` > 0, its round size is chosen
+  anew to cover its points (`participation.chosen_round_size`).
 
   Args:
     spec: the static RunSpec shared by every point (its `stochastic` and

@@ -16,6 +16,7 @@ quantizer's tie rule (|v_i| <= kappa R counts as zero) must make both layouts
 upload at the same steps anyway.
 """
 
+import dataclasses
 import json
 import os
 import sys
@@ -104,7 +105,7 @@ def compare(ref, got, steps, tol=TOL):
 
 def case(name, algo, model, num_workers, steps, hidden=16, grid=None,
          chunk_size=None, overrides=None, algos=None, layout=False,
-         unequal=False):
+         unequal=False, round_size=0):
   """Runs one case on both paths and returns its JSON record.
 
   `algos` makes a grid over algorithms (with BASE[algo]'s settings), the
@@ -113,6 +114,8 @@ def case(name, algo, model, num_workers, steps, hidden=16, grid=None,
   full-batch logistic-regression gradient), split over the mesh too.
   `unequal`: clients of unequal sizes (1 to PER_WORKER samples, some below
   BATCH), padded with zero rows and masked by count_M.
+  `round_size`: the devices path computes each round on its participants'
+  rows alone (RunSpec.round_size), the reference masks the absent ones.
   """
   start = time.time()
   x, y = common.mnist_shards(num_workers, PER_WORKER)
@@ -152,7 +155,8 @@ def case(name, algo, model, num_workers, steps, hidden=16, grid=None,
   _, ref = lj.run(spec, data, hyper, steps)
   mesh = sharding.make_mesh(NUM_DEVICES)
   run_chunk = sharding.make_run_chunk(mesh)
-  state, got = lj.run(spec, sharding.shard_data(data, mesh), hyper, steps,
+  state, got = lj.run(dataclasses.replace(spec, round_size=round_size),
+                      sharding.shard_data(data, mesh), hyper, steps,
                       chunk_size=chunk_size, run_chunk_fn=run_chunk)
   # Full-batch logistic regression on the fast layout: the same bits (the
   # server gathers the uploads in worker order; per-worker sums have a fixed
@@ -215,8 +219,10 @@ CASES = {
     ],
     2: [
         # Partial participation: every device draws every client's flag.
-        ('slaq-logreg-M10-4-per-round-drop', 'slaq', 'logreg', 10, 30, 16,
-         None, None, dict(clients_per_round=4, absent='drop')),
+        # (each device computes its participants' rows alone: at most 4)
+        ('slaq-logreg-M10-4-per-round-drop-gathered', 'slaq', 'logreg', 10,
+         30, 16, None, None, dict(clients_per_round=4, absent='drop'), None,
+         False, False, 4),
         # Clients of unequal sizes: masked minibatches and per-client F_m.
         ('slaq-mlp16-M10-unequal-deadline', 'slaq', 'mlp', 10, 20, 16,
          None, None, dict(participation=0.7, deadline_s=0.4), None, False,
@@ -244,10 +250,12 @@ CASES = {
         # Local work on clients of unequal sizes (sample-weighted means),
         # SCAFFOLD's control variates split over the devices, FedAdam's
         # server state replicated, LAQ on the model changes, a deadline.
-        ('local-mlp16-M10-unequal-grid', 'fedavg', 'mlp', 10, 12, 16, None,
-         None, dict(participation=0.6, deadline_s=2.0),
+        # Gathered rounds of 3 rows per device: Bernoulli(0.6) of 5 draws
+        # more in some rounds, which run masked.
+        ('local-mlp16-M10-unequal-grid-gathered', 'fedavg', 'mlp', 10, 12,
+         16, None, None, dict(participation=0.6, deadline_s=2.0),
          ('fedavg', 'scaffold', 'fedadam', 'fedlaq', 'fedprox'), False,
-         True),
+         True, 3),
     ],
 }
 

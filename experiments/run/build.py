@@ -21,6 +21,7 @@ import numpy as np
 from experiments.run import config as config_lib
 from laq_jax import data as data_lib
 from laq_jax import layouts
+from laq_jax import participation
 from laq_jax import sharding
 from laq_jax import sweep as sweep_lib
 from laq_jax.hyper import (DEFAULTS, Algorithm, Hyper, get_algorithm,
@@ -200,7 +201,13 @@ def build(config) -> Built:
                  participation=config_lib.partial_participation(config),
                  servers=(algorithm.server,), clients=(algorithm.client,),
                  weighting=(algorithm.weighting if get('weighting') == 'auto'
-                            else get('weighting')) != 'sum')
+                            else get('weighting')) != 'sum',
+                 # a round computes its participants' rows alone where that
+                 # saves half of it or more (a sweep covers all its points)
+                 round_size=participation.chosen_round_size(
+                     [{k: get(k) for k in ('participation',
+                                           'clients_per_round')}], workers)
+                 if config_lib.partial_participation(config) else 0)
   fields = {f: get(f) for f in config_lib.HYPER_FIELDS}
   for key, value in algorithm.settings:  # where the config left the default
     if key in fields and fields[key] == DEFAULTS[key]:

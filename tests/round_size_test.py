@@ -1,0 +1,178 @@
+"""A round that costs its participants (RunSpec.round_size): the same run as
+the masked program, bit for bit, and the compute of S clients, not M."""
+
+import math
+
+from absl.testing import absltest
+from absl.testing import parameterized
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import laq_jax as lj
+from laq_jax import loop
+from laq_jax import participation
+from laq_jax import points as points_lib
+
+M, N, D, C, S = 12, 30, 6, 4, 5
+
+# Every kind of point, each with its own participation: exactly S' per
+# round (stale and drop), Bernoulli q (q = 0.5 draws more than S = 5 of 12
+# in about 40% of rounds: those run the masked program), a deadline on the
+# mobile network (55 ms of latency: a full-precision upload of these models
+# misses 55.3 ms, a skip makes it).
+SETTINGS = (dict(clients_per_round=3), dict(clients_per_round=5,
+                                            absent='drop'),
+            dict(participation=0.5), dict(participation=0.3, absent='drop'),
+            dict(clients_per_round=4, network='mobile', deadline_s=0.0553))
+FULL_BATCH = ('laq', 'gd', 'lag', 'ef21', 'clag', 'qgd')
+MINIBATCH = ('slaq', 'sgd', 'qsgd', 'topk_ef', 'ef21_sgd', 'lasg_wk2',
+             'lasg_ps', 'cada2', 'fedavg', 'fedprox', 'scaffold', 'fedadam',
+             'fedpaq', 'fedlaq')
+
+
+def data(unequal=False):
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(M, N, D))
+  y = rng.integers(0, C, size=(M, N))
+  count = None
+  if unequal:  # clients of 4..30 samples (some below a minibatch)
+    count = 4 + (np.arange(M) * 7) % (N - 3)
+    pad = np.arange(N)[None] >= count[:, None]
+    x, y = np.where(pad[..., None], 0, x), np.where(pad, 0, y)
+    count = jnp.asarray(count, jnp.int32)
+  return lj.Data(jnp.asarray(x), jnp.asarray(y), count_M=count)
+
+
+def grid(algos, model='logreg', round_size=0, grid_axis='map'):
+  points = [dict(algo=a, seed=i, **SETTINGS[i % len(SETTINGS)])
+            for i, a in enumerate(algos)]
+  parts = points_lib.parts_of(points)
+  spec = lj.RunSpec(lj.get_problem(model, D, C, hidden=8), M,
+                    stochastic=lj.ALGORITHMS[algos[0]].stochastic,
+                    batch_size=5, grid_axis=grid_axis, round_size=round_size,
+                    **parts)
+  return spec, points_lib.stack_points(points, dtype=jnp.float64)
+
+
+def assert_same(test, masked, gathered, loss_rtol=0.0):
+  (state0, trace0), (state1, trace1) = masked, gathered
+  for field in trace0._fields:
+    a, b = np.asarray(getattr(trace0, field)), np.asarray(getattr(trace1,
+                                                                  field))
+    if field == 'loss' and loss_rtol:
+      np.testing.assert_allclose(b, a, rtol=loss_rtol, err_msg=field)
+    else:
+      np.testing.assert_array_equal(b, a, err_msg=field)
+  for i, (a, b) in enumerate(zip(jax.tree.leaves(state0),
+                                 jax.tree.leaves(state1))):
+    np.testing.assert_array_equal(np.asarray(b), np.asarray(a),
+                                  err_msg=f'state leaf {i}')
+
+
+class SameResultsTest(parameterized.TestCase):
+
+  @parameterized.parameters('map', 'vmap')
+  def test_full_batch_presets(self, grid_axis):
+    masked = grid(FULL_BATCH, grid_axis=grid_axis)
+    gathered = grid(FULL_BATCH, round_size=S, grid_axis=grid_axis)
+    steps = 12
+    ref = lj.run(*masked[:1], data(), masked[1], steps)
+    got = lj.run(*gathered[:1], data(), gathered[1], steps)
+    # The logged objective comes from a forward pass of its own (the
+    # masked program's from its gradients' pass): to rounding.
+    if grid_axis == 'map':
+      assert_same(self, ref, got, loss_rtol=1e-14)
+    else:  # S-row products in place of M-row ones: to rounding, as a
+      # vmapped grid's points already agree with their runs alone
+      for a, b in zip(jax.tree.leaves(ref), jax.tree.leaves(got)):
+        np.testing.assert_allclose(np.asarray(b, float), np.asarray(a, float),
+                                   rtol=1e-9, atol=1e-12)
+    sent = np.asarray(ref[1].sent_M)
+    self.assertGreater(sent.sum(), 0)
+    self.assertFalse(sent.all())
+
+  @parameterized.parameters(False, True)
+  def test_minibatch_and_local_presets(self, unequal):
+    masked = grid(MINIBATCH, model='mlp')
+    gathered = grid(MINIBATCH, model='mlp', round_size=S)
+    steps = 11  # the loss is logged at 0 and 10
+    ref = lj.run(masked[0], data(unequal), masked[1], steps)
+    got = lj.run(gathered[0], data(unequal), gathered[1], steps)
+    assert_same(self, ref, got)
+    present = np.asarray(ref[1].participants_M)
+    counts = present.sum(-1)
+    # both paths ran: rounds within S, and Bernoulli rounds past it
+    self.assertTrue((counts <= S).any() and (counts > S).any())
+    self.assertTrue(np.asarray(ref[1].dropped_M).any())  # the deadline
+
+  def test_absent_clients_report_zeros(self):
+    spec, hyper = grid(('laq',) * 2, round_size=S)
+    _, trace = lj.run(spec, data(), hyper, 6)
+    absent = ~np.asarray(trace.participants_M)
+    for field in ('sent_M', 'bits_M', 'bits_down_M', 'innovation_M',
+                  'threshold_M', 'error_M', 'grads_M'):
+      self.assertEqual(np.abs(np.asarray(getattr(trace, field))[absent])
+                       .sum(), 0, field)
+
+
+class CostTest(absltest.TestCase):
+
+  def test_a_gathered_round_computes_s_clients(self):
+    """The compiled round's FLOPs (XLA's count) fall with S / M."""
+    spec, hyper = grid(('slaq',), model='mlp', round_size=S)
+    spec = lj.RunSpec(spec.problem, M, stochastic=True, batch_size=20,
+                      participation=True, round_size=S, loss_every=1000)
+    one = jax.tree.map(lambda a: a[0], hyper)._replace(
+        clients_per_round=jnp.int32(S))
+    state = lj.init_state(spec, one, jnp.float64)
+
+    def flops(path):
+      body = lambda st: loop.make_step(spec, data(), one, path=path)(
+          st, None)
+      cost = jax.jit(body).lower(state).compile().cost_analysis()
+      cost = cost[0] if isinstance(cost, list) else cost
+      return cost['flops']
+
+    ratio = flops('gather') / flops('mask')
+    self.assertLess(ratio, 1.5 * S / M)
+    self.assertGreater(ratio, 0.5 * S / M)
+
+
+class RoundSizeTest(absltest.TestCase):
+
+  def test_binomial_bound_against_the_distribution(self):
+    for m, q in ((12, 0.5), (1000, 0.1), (100, 0.03)):
+      bound = participation.binomial_bound(m, q, 1e-6)
+      tail = lambda s: sum(math.comb(m, k) * q**k * (1 - q)**(m - k)
+                           for k in range(s + 1, m + 1))
+      self.assertLessEqual(tail(bound), 1e-6)
+      self.assertGreater(tail(bound - 1), 1e-6)
+    self.assertEqual(participation.binomial_bound(50, 1.0), 50)
+
+  def test_round_size_covers_every_point(self):
+    self.assertEqual(participation.round_size(
+        [dict(clients_per_round=10), dict(clients_per_round=30)], 1000), 30)
+    bound = participation.binomial_bound(1000, 0.1)
+    self.assertEqual(participation.round_size(
+        [dict(participation=0.1), dict(clients_per_round=30)], 1000), bound)
+    self.assertEqual(participation.round_size([dict()], 1000), 1000)
+    self.assertEqual(participation.round_size(
+        [lj.make_hyper('laq', clients_per_round=7)], 20), 7)
+
+  def test_refusals_name_the_value(self):
+    problem = lj.get_problem('logreg', D, C)
+    with self.assertRaisesRegex(ValueError, 'round_size=4 is not allowed '
+                                'with participation=False'):
+      lj.RunSpec(problem, M, round_size=4)
+    with self.assertRaisesRegex(ValueError, 'round_size=-1 is not allowed'):
+      lj.RunSpec(problem, M, participation=True, round_size=-1)
+    with self.assertRaisesRegex(ValueError, 'round_size=2.5 is not allowed'):
+      lj.RunSpec(problem, M, participation=True, round_size=2.5)
+    with self.assertRaisesRegex(ValueError, 'gradient part of your own'):
+      lj.RunSpec(problem, M, participation=True, round_size=4,
+                 gradient=loop.full_batch_gradients)
+
+
+if __name__ == '__main__':
+  absltest.main()
