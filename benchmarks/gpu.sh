@@ -17,15 +17,17 @@
 #   cost.json        benchmarks/cost.py: layouts, cost against N, G, P
 #   models.json      benchmarks/models.py: each workload's model (CNNs,
 #                    ResNet-20, the LSTM) per iteration against its floor
+#   participants.json benchmarks/participants.py: a round of S of 1,000
+#                    clients against S clients in all
 #   paper_REPORT.md  experiments.reproduce at full budget, the network at
 #                    its 8,000 full-batch iterations
 #   family_REPORT.md experiments.family at full budget (network: 8,000)
 #   gpu.log          everything printed, with each step's wall time
 # Figures and the runs' files stay in --work (default: a temporary folder).
 # --tiny runs the same steps at the smallest budgets (minutes on a CPU; the
-# test suite runs it, skipping paper and family, which their own tests run).
-# --skip leaves steps out (estimate, bench, cost, models, paper, family), e.g. those
-# a first try finished. MNIST: --data, or LAQ_JAX_DATA, or the user cache.
+# test suite runs it, skipping participants, paper and family).
+# --skip leaves steps out (estimate, bench, cost, models, participants, paper,
+# family), e.g. those a first try finished. MNIST: --data, or LAQ_JAX_DATA, or the user cache.
 # A failed step is logged and the next one runs; the exit status is 1 if
 # any failed.
 set -uo pipefail
@@ -46,7 +48,7 @@ if [ "${1:-}" = "--download-wheels" ]; then
 fi
 
 OUT="" TINY=0 WHEELS="" DATA="${LAQ_JAX_DATA:-}" WORK="" SKIP=""
-STEPS=(estimate bench cost models paper family)
+STEPS=(estimate bench cost models participants paper family)
 while [ $# -gt 0 ]; do
   case "$1" in
     --tiny) TINY=1 ;;
@@ -134,6 +136,8 @@ if [ $TINY = 1 ]; then
   step cost "$PYTHON" benchmarks/cost.py --quick --only cost --out "$OUT/cost.json"
   step models "$PYTHON" benchmarks/models.py --quick --only logreg,lasg_cnn \
     --out "$OUT/models.json"
+  step participants "$PYTHON" benchmarks/participants.py --quick --rounds 2 \
+    --out "$OUT/participants.json"
   step paper "$PYTHON" -m experiments.reproduce --workdir "$WORK/paper" --quick \
     --only logreg --nocrosscheck --noauthors_code
   step family "$PYTHON" -m experiments.family --workdir "$WORK/family" --tiny
@@ -141,6 +145,8 @@ else
   step bench "$PYTHON" benchmarks/run.py --out "$OUT/bench.json"
   step cost "$PYTHON" benchmarks/cost.py --out "$OUT/cost.json"
   step models "$PYTHON" benchmarks/models.py --out "$OUT/models.json"
+  step participants "$PYTHON" benchmarks/participants.py \
+    --out "$OUT/participants.json"
   step paper "$PYTHON" -m experiments.reproduce --workdir "$WORK/paper" \
     --mlp_iters 8000
   step family "$PYTHON" -m experiments.family --workdir "$WORK/family" \

@@ -503,8 +503,6 @@ def gradient_part(s: Setting) -> Callable:
                               else full_batch_gradients))(s)
 
 
-ROUND_PATHS = (None, 'gather', 'mask')
-
 
 def make_step(spec: RunSpec, data: Data, hyper: Hyper, *,
               worker_ids_M: jax.Array | None = None,

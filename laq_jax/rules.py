@@ -369,10 +369,9 @@ def step(grads_MxP: jax.Array, state: RuleState, theta_P: jax.Array,
       `same_sample` and `local` are those rows' (S of them) while `state`
       and `counts_M` hold every local worker; the step gathers the rows'
       state, runs on them and scatters back (the others wait, absent), so
-      its traffic is O(S P). The results are the masked program's bit for
-      bit: the aggregates are left-to-right sums (`collectives.
-      sum_workers`), to which the masked program's absent rows add exact
-      zeros.
+      its traffic is O(S P). The results are the masked program's: the
+      aggregates are left-to-right sums (`collectives.sum_workers`), to
+      which the masked program's absent rows add exact zeros.
 
   Returns:
     (theta^{k+1}, state^{k+1}, per-worker StepStats).

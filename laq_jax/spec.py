@@ -91,10 +91,11 @@ class RunSpec:
       points). A round that draws at most S clients per device computes
       only their rows: it gathers their data and state, takes S gradients
       (or S x K local steps) and scatters back, O(S P) for O(M P), with
-      the masked program's results bit for bit. A round that draws more
-      (Bernoulli participation past its bound) runs the masked program
-      (a `lax.cond`; under a vmapped grid, the grid's rounds all take one
-      branch). 0 (the default), or S >= the workers per device: every
+      the masked program's results (docs/algorithm.md, "A round costs its
+      participants", says where only to rounding). A chunk whose rounds
+      draw more (Bernoulli participation past its bound) runs the masked
+      program (one `lax.cond` per chunk). 0 (the default), or S >= the
+      workers per device: every
       client is computed and the absent ones masked. The logged objective
       stays the full f(theta^k) over every client: a pass over all the data
       at each logged iteration (`loss_every`).

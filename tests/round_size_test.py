@@ -8,6 +8,7 @@ from absl.testing import parameterized
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 import laq_jax as lj
 from laq_jax import loop
@@ -18,7 +19,7 @@ M, N, D, C, S = 12, 30, 6, 4, 5
 
 # Every kind of point, each with its own participation: exactly S' per
 # round (stale and drop), Bernoulli q (q = 0.5 draws more than S = 5 of 12
-# in about 40% of rounds: those run the masked program), a deadline on the
+# in about 40% of rounds: their chunks run the masked program), a deadline on the
 # mobile network (55 ms of latency: a full-precision upload of these models
 # misses 55.3 ms, a skip makes it).
 SETTINGS = (dict(clients_per_round=3), dict(clients_per_round=5,
@@ -83,6 +84,12 @@ class SameResultsTest(parameterized.TestCase):
     # masked program's from its gradients' pass): to rounding.
     if grid_axis == 'map':
       assert_same(self, ref, got, loss_rtol=1e-14)
+      # a client not in the round computed nothing: its rows say so
+      absent = ~np.asarray(got[1].participants_M)
+      for field in ('sent_M', 'bits_M', 'bits_down_M', 'innovation_M',
+                    'threshold_M', 'error_M', 'grads_M'):
+        self.assertEqual(np.abs(np.asarray(getattr(got[1], field))[absent])
+                         .sum(), 0, field)
     else:  # S-row products in place of M-row ones: to rounding, as a
       # vmapped grid's points already agree with their runs alone
       for a, b in zip(jax.tree.leaves(ref), jax.tree.leaves(got)):
@@ -92,28 +99,26 @@ class SameResultsTest(parameterized.TestCase):
     self.assertGreater(sent.sum(), 0)
     self.assertFalse(sent.all())
 
-  @parameterized.parameters(False, True)
-  def test_minibatch_and_local_presets(self, unequal):
+  @pytest.mark.slow  # 14 presets in one program, compiled twice: 40 s
+  def test_minibatch_and_local_presets(self):
+    # Clients of unequal sizes: the masked minibatches and the weighted
+    # mean (equal ones: tests/_sharded_checks.py's gathered cases).
     masked = grid(MINIBATCH, model='mlp')
     gathered = grid(MINIBATCH, model='mlp', round_size=S)
-    steps = 11  # the loss is logged at 0 and 10
-    ref = lj.run(masked[0], data(unequal), masked[1], steps)
-    got = lj.run(gathered[0], data(unequal), gathered[1], steps)
+    steps, chunk = 11, 3  # the loss is logged at 0 and 10
+    ref = lj.run(masked[0], data(True), masked[1], steps)
+    got = lj.run(gathered[0], data(True), gathered[1], steps,
+                 chunk_size=chunk)
     assert_same(self, ref, got)
-    present = np.asarray(ref[1].participants_M)
-    counts = present.sum(-1)
-    # both paths ran: rounds within S, and Bernoulli rounds past it
-    self.assertTrue((counts <= S).any() and (counts > S).any())
+    # Both paths ran: a chunk runs on the rows when each of its rounds
+    # draws at most S clients, else masked; Bernoulli points do both.
+    counts = np.asarray(ref[1].participants_M).sum(-1)  # [G, T]
+    bernoulli = [g for g in range(len(MINIBATCH))
+                 if 'participation' in SETTINGS[g % len(SETTINGS)]]
+    fits = [bool((counts[g, k:k + chunk] <= S).all()) for g in bernoulli
+            for k in range(0, steps, chunk)]
+    self.assertTrue(any(fits) and not all(fits), fits)
     self.assertTrue(np.asarray(ref[1].dropped_M).any())  # the deadline
-
-  def test_absent_clients_report_zeros(self):
-    spec, hyper = grid(('laq',) * 2, round_size=S)
-    _, trace = lj.run(spec, data(), hyper, 6)
-    absent = ~np.asarray(trace.participants_M)
-    for field in ('sent_M', 'bits_M', 'bits_down_M', 'innovation_M',
-                  'threshold_M', 'error_M', 'grads_M'):
-      self.assertEqual(np.abs(np.asarray(getattr(trace, field))[absent])
-                       .sum(), 0, field)
 
 
 class CostTest(absltest.TestCase):
@@ -159,6 +164,25 @@ class RoundSizeTest(absltest.TestCase):
     self.assertEqual(participation.round_size([dict()], 1000), 1000)
     self.assertEqual(participation.round_size(
         [lj.make_hyper('laq', clients_per_round=7)], 20), 7)
+
+  def test_launchers_and_sweeps_choose_it(self):
+    from experiments.run import build  # pylint: disable=g-import-not-at-top
+    from laq_jax import sweep  # pylint: disable=g-import-not-at-top
+    from tests import common  # pylint: disable=g-import-not-at-top
+    # M = 10: 3 a round saves more than half of a round, Bernoulli(0.9)
+    # nothing (its bound is 10).
+    self.assertEqual(build.build(common.tiny_config(
+        algo='slaq', batch_size=20, clients_per_round=3)).spec.round_size, 3)
+    self.assertEqual(build.build(common.tiny_config(
+        algo='slaq', batch_size=20, participation=0.9)).spec.round_size, 0)
+    # a sweep's programs each cover their own points (gd takes every
+    # client: its program gathers nothing)
+    spec = lj.RunSpec(lj.get_problem('logreg', D, C), M, participation=True,
+                      round_size=1)
+    plan = sweep._plan(spec, [dict(algo='laq', clients_per_round=2),  # pylint: disable=protected-access
+                              dict(algo='slaq', clients_per_round=4),
+                              dict(algo='gd')], None)
+    self.assertEqual([b.program.round_size for b in plan], [0, 4])
 
   def test_refusals_name_the_value(self):
     problem = lj.get_problem('logreg', D, C)
