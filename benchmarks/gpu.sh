@@ -19,15 +19,17 @@
 #                    ResNet-20, the LSTM) per iteration against its floor
 #   participants.json benchmarks/participants.py: a round of S of 1,000
 #                    clients against S clients in all
+#   peers.json       benchmarks/peers.py: laq-jax's FedAvg run of the
+#                    comparison with Flower (Flower's with FLOWER_PYTHON)
 #   paper_REPORT.md  experiments.reproduce at full budget, the network at
 #                    its 8,000 full-batch iterations
 #   family_REPORT.md experiments.family at full budget (network: 8,000)
 #   gpu.log          everything printed, with each step's wall time
 # Figures and the runs' files stay in --work (default: a temporary folder).
 # --tiny runs the same steps at the smallest budgets (minutes on a CPU; the
-# test suite runs it, skipping participants, paper and family).
-# --skip leaves steps out (estimate, bench, cost, models, participants, paper,
-# family), e.g. those a first try finished. MNIST: --data, or LAQ_JAX_DATA, or the user cache.
+# test suite runs it, skipping participants, peers, paper and family).
+# --skip leaves steps out (estimate, bench, cost, models, participants, peers,
+# paper, family), e.g. those a first try finished. MNIST: --data, or LAQ_JAX_DATA, or the user cache.
 # A failed step is logged and the next one runs; the exit status is 1 if
 # any failed.
 set -uo pipefail
@@ -48,7 +50,7 @@ if [ "${1:-}" = "--download-wheels" ]; then
 fi
 
 OUT="" TINY=0 WHEELS="" DATA="${LAQ_JAX_DATA:-}" WORK="" SKIP=""
-STEPS=(estimate bench cost models participants paper family)
+STEPS=(estimate bench cost models participants peers paper family)
 while [ $# -gt 0 ]; do
   case "$1" in
     --tiny) TINY=1 ;;
@@ -138,6 +140,7 @@ if [ $TINY = 1 ]; then
     --out "$OUT/models.json"
   step participants "$PYTHON" benchmarks/participants.py --quick --rounds 2 \
     --out "$OUT/participants.json"
+  step peers "$PYTHON" benchmarks/peers.py --rounds 2 --out "$OUT/peers.json"
   step paper "$PYTHON" -m experiments.reproduce --workdir "$WORK/paper" --quick \
     --only logreg --nocrosscheck --noauthors_code
   step family "$PYTHON" -m experiments.family --workdir "$WORK/family" --tiny
@@ -147,6 +150,8 @@ else
   step models "$PYTHON" benchmarks/models.py --out "$OUT/models.json"
   step participants "$PYTHON" benchmarks/participants.py \
     --out "$OUT/participants.json"
+  # laq-jax's side of the comparison with Flower (FLOWER_PYTHON: add its)
+  step peers "$PYTHON" benchmarks/peers.py --out "$OUT/peers.json"
   step paper "$PYTHON" -m experiments.reproduce --workdir "$WORK/paper" \
     --mlp_iters 8000
   step family "$PYTHON" -m experiments.family --workdir "$WORK/family" \

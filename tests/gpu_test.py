@@ -20,15 +20,15 @@ class GpuScriptTest(absltest.TestCase):
   def test_tiny_run_writes_its_files(self):
     # paper and family are `experiments.reproduce --quick` and
     # `experiments.family --tiny`, which reproduce_test and
-    # family_report_test run, and participants compiles six FedAvg
-    # programs at M = 1,000 (round_size_test holds its property): skipped
-    # here (the suite's time).
+    # family_report_test run, participants compiles six FedAvg programs
+    # at M = 1,000 (round_size_test holds its property) and peers_test runs
+    # peers.py: skipped here (the suite's time).
     out, work = tempfile.mkdtemp(), tempfile.mkdtemp()
     env = dict(os.environ, PYTHON=sys.executable, LAQ_JAX_DATA=str(
         common.mnist_dir()))
     proc = subprocess.run(
         ['bash', str(ROOT / 'benchmarks' / 'gpu.sh'), out, '--tiny',
-         '--work', work, '--skip', 'participants,paper,family'], env=env,
+         '--work', work, '--skip', 'participants,peers,paper,family'], env=env,
         capture_output=True, text=True, timeout=1500, check=False)
     self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
     files = sorted(p.name for p in pathlib.Path(out).iterdir())
@@ -41,7 +41,7 @@ class GpuScriptTest(absltest.TestCase):
     self.assertEqual([r['model'] for r in models['rows']],
                      ['logreg', 'lasg_cnn'])
     self.assertTrue(all(r['ratio'] > 0.5 for r in models['rows']))
-    for step in ('participants', 'paper', 'family'):
+    for step in ('participants', 'peers', 'paper', 'family'):
       self.assertIn(f'skipped {step}', log)
     bench = json.loads((pathlib.Path(out) / 'bench.json').read_text())
     self.assertEqual({r['chosen'] for r in bench['layouts']}, {'transposed'})
@@ -76,7 +76,7 @@ class GpuScriptTest(absltest.TestCase):
                           check=False)
     self.assertEqual(proc.returncode, 2)
     self.assertIn('--skip famly: no such step (steps: estimate bench cost '
-                  'models participants paper family)', proc.stderr)
+                  'models participants peers paper family)', proc.stderr)
 
 
 class EstimateTest(absltest.TestCase):

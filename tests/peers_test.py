@@ -1,0 +1,42 @@
+"""benchmarks/peers.py's laq-jax side end to end (Flower's needs a venv of its
+own with flwr, which the suite does not install): its table and JSON."""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+
+from absl.testing import absltest
+import pytest
+
+from tests import common
+
+pytestmark = pytest.mark.slow
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+class PeersTest(absltest.TestCase):
+
+  def test_the_laq_jax_side_runs_and_learns(self):
+    out = os.path.join(tempfile.mkdtemp(), 'peers.json')
+    env = dict(os.environ, LAQ_JAX_DATA=str(common.mnist_dir()))
+    env.pop('FLOWER_PYTHON', None)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / 'benchmarks' / 'peers.py'), '--rounds',
+         '3', '--target', '0.5', '--out', out], env=env, cwd=ROOT,
+        capture_output=True, text=True, timeout=900, check=False)
+    self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
+    self.assertIn('| laq-jax fedavg |', proc.stdout)
+    self.assertNotIn('Flower', proc.stdout)
+    results = json.loads(pathlib.Path(out).read_text())['results']
+    fedavg = results['laq-jax fedavg']
+    self.assertLen(fedavg['accuracy'], 3)
+    # FedAvg from zeros: past chance after a round, better after three
+    self.assertGreater(fedavg['accuracy'][0], 0.2)
+    self.assertGreater(fedavg['accuracy'][-1], fedavg['accuracy'][0])
+    self.assertGreater(fedavg['rounds_per_s'], 0)
+
+
+if __name__ == '__main__':
+  absltest.main()
