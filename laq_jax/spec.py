@@ -95,10 +95,10 @@ class RunSpec:
       participants", says where only to rounding). A chunk whose rounds
       draw more (Bernoulli participation past its bound) runs the masked
       program (one `lax.cond` per chunk). 0 (the default), or S >= the
-      workers per device: every
-      client is computed and the absent ones masked. The logged objective
-      stays the full f(theta^k) over every client: a pass over all the data
-      at each logged iteration (`loss_every`).
+      workers per device: every client is computed and the absent ones
+      masked. The logged objective stays the full f(theta^k) over every
+      client: a pass over all the data at each logged iteration
+      (`loss_every`).
 
   The parts are resolved from their registries when the RunSpec is made,
   and the RunSpec holds the part objects (`part_objects`): two RunSpecs
