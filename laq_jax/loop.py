@@ -236,8 +236,7 @@ def draw_minibatch(s: Setting, key, x_NxD, y_N, count=None):
     idx, used = client_batch_rows(key, count, shard_size, spec.batch_size,
                                   hyper.authors_code)
     return x_NxD[idx], y_N[idx], used
-  idx = randomness.choice_without_replacement(key, shard_size,
-                                              spec.batch_size)
+  idx = randomness.sample_rows(key, shard_size, spec.batch_size)
   # The authors' scripts: one of the shard's fixed contiguous blocks of
   # batch_size (tf.data's batch, then shuffle().take(1)), drawn uniformly.
   block = jax.random.randint(key, (), 0, max(shard_size // spec.batch_size,

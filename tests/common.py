@@ -146,3 +146,15 @@ def small_run(algo, steps=60, dtype=None, problem='logreg', layout=False,
   h = lj.make_hyper(algo, dtype=dtype, **hyper)
   state, trace = lj.run(spec, data, h, steps)
   return state, trace, (x, y)
+
+
+def batch_rows(key, n, k):
+  """The rows laq_jax draws for a minibatch under `key`
+  (`randomness.sample_rows`), computed by the NumPy oracle from the round
+  keys JAX's PRNG gives that key."""
+  import jax  # pylint: disable=g-import-not-at-top
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  from laq_jax import randomness  # pylint: disable=g-import-not-at-top
+  from tests import reference  # pylint: disable=g-import-not-at-top
+  round_keys = jax.random.bits(key, (randomness.FEISTEL_ROUNDS,), jnp.uint32)
+  return reference.sample_rows(np.asarray(round_keys), n, k)

@@ -60,8 +60,7 @@ def hyper(algo, **kw):
 
 def oracle(algo, x, y, **kw):
   a = lj.ALGORITHMS[algo]
-  batches = [[np.asarray(jax.random.choice(randomness.batch_key(4, k, m), N,
-                                           (BATCH,), replace=False))
+  batches = [[common.batch_rows(randomness.batch_key(4, k, m), N, BATCH)
               for m in range(M)] for k in range(STEPS)]
   args = dict(steps=STEPS, alpha=SETTINGS['step_size'], batches=batches,
               trigger=a.trigger, quantized=a.compressor == 'uniform',
@@ -165,8 +164,7 @@ class PropertiesTest(parameterized.TestCase):
       _, grads, same = loop.minibatch_gradients(s)(step, theta, theta)
       xb, yb = same.sample_M
       for m in range(M):
-        rows = np.asarray(jax.random.choice(randomness.batch_key(4, step, m),
-                                            N, (BATCH,), replace=False))
+        rows = common.batch_rows(randomness.batch_key(4, step, m), N, BATCH)
         np.testing.assert_array_equal(np.asarray(xb[m]), x[m][rows])
         np.testing.assert_array_equal(np.asarray(yb[m]), y[m][rows])
         # At the same parameters the pair's second gradient IS the first.

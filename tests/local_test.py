@@ -55,9 +55,8 @@ def _batches(seed, rounds, steps):
     row = []
     for m in range(M):
       key = randomness.batch_key(seed, k, m)
-      row.append([np.asarray(jax.random.choice(
-          key if j == 0 else jax.random.fold_in(key, j), N, (B,),
-          replace=False)) for j in range(steps)])
+      row.append([common.batch_rows(
+          key if j == 0 else jax.random.fold_in(key, j), N, B) for j in range(steps)])
     out.append(row)
   return out
 
@@ -306,8 +305,7 @@ class UserClientTest(absltest.TestCase):
     g = []
     x, y = common.mnist_shards(M, N, dtype=np.float64)
     for m in range(M):
-      idx = np.asarray(jax.random.choice(randomness.batch_key(0, 0, m), N,
-                                         (B,), replace=False))
+      idx = common.batch_rows(randomness.batch_key(0, 0, m), N, B)
       _, g_m = reference.shard_loss_and_grad(
           np.asarray(state0.theta_P), x[m][idx], y[m][idx], 0.01, 10)
       g.append(g_m)

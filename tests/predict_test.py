@@ -31,11 +31,12 @@ class PredictTest(absltest.TestCase):
     seconds, words = predict.predict(built, points, 30, 'auto', RATES)
     # 600 images, float64: 2 full-batch points vmapped (one pass of 8-byte
     # pixels; 4NDC FLOPs each) and 1 minibatch point (10 x 20 images'
-    # gradient, the loss on all 600 every 10 iterations).
+    # gradient and one read of their rows, the loss on all 600 every 10
+    # iterations; RATES has no draw rate, so no draw time).
     n, d, c = 600, 784, 10
     full = max(2 * 4 * n * d * c / 5e10, n * d * 8 / 1e10)
     mini = max((4 * 200 * d * c + 2 * n * d * c / 10) / 5e10,
-               n * d * 8 / 10 / 1e10)
+               (n * d * 8 / 10 + 200 * d * 8) / 1e10)
     want = 30 * (full * predict.WALL_OVER_FLOOR['logreg', 'full', 'vmap']
                  + mini * predict.WALL_OVER_FLOOR['logreg', 'minibatch',
                                                   'map'])
@@ -68,11 +69,16 @@ class PredictTest(absltest.TestCase):
     one, _ = predict.predict(built, points, 30, 'auto', RATES)
     fedavg = [{**points[0], 'algo': 'fedavg', 'local.steps': 4}]
     four, words = predict.predict(built, fedavg, 30, 'auto', RATES)
-    # K = 4 gradients of 10 x 20 images a step; the loss term unchanged.
+    # K = 4 gradients of 10 x 20 images a step (and 4 reads of their rows);
+    # the loss term unchanged.
     n, d, c = 600, 784, 10
     loss = 2 * n * d * c / 10
-    self.assertAlmostEqual(four / one, (4 * 4 * 200 * d * c + loss)
-                           / (4 * 200 * d * c + loss), places=9)
+
+    def step(k):
+      return max((k * 4 * 200 * d * c + loss) / 5e10,
+                 (n * d * 8 / 10 + k * 200 * d * 8) / 1e10)
+
+    self.assertAlmostEqual(four / one, step(4) / step(1), places=9)
     self.assertIn('4 gradients a step', words)
     evals, words = predict.predict(built, points, 30, 'auto', RATES,
                                    num_evals=3)
@@ -84,8 +90,8 @@ class PredictTest(absltest.TestCase):
     gpu, words = predict.predict(built, points, 30, 'auto', device=h200)
     step = max((4 * 200 * d * c + loss) / (h200['matmul_efficiency']
                                            * h200['float64_flops']),
-               n * d * 8 / 10 / (h200['bandwidth_efficiency']
-                                 * h200['bandwidth']))
+               (n * d * 8 / 10 + 200 * d * 8)
+               / (h200['bandwidth_efficiency'] * h200['bandwidth']))
     step += h200['kernels_per_iteration'] * h200['seconds_per_kernel']
     self.assertAlmostEqual(gpu, 30 * step, delta=1e-12)
     self.assertIn('NVIDIA H200', words)

@@ -53,6 +53,38 @@ PRESETS = {
 }
 
 
+def _fmix32(h):
+  """murmur3's 32-bit finalizer on uint32 arrays (wrapping products)."""
+  h = h ^ (h >> np.uint32(16))
+  h = h * np.uint32(0x85EBCA6B)
+  h = h ^ (h >> np.uint32(13))
+  h = h * np.uint32(0xC2B2AE35)
+  return h ^ (h >> np.uint32(16))
+
+
+def sample_rows(round_keys, n, k):
+  """A minibatch's rows (docs/algorithm.md, "Minibatches"): pi(0), ...,
+  pi(k - 1) for the Feistel permutation pi of range(n) under the given
+  uint32 round keys (one per round), on 2h bits with 4^h the least power
+  of 4 >= n (h >= 1), each value >= n permuted again until it is < n."""
+  round_keys = np.asarray(round_keys, np.uint32)
+  h = 1
+  while 4 ** h < n:
+    h += 1
+  mask = np.uint32(2 ** h - 1)
+
+  def permute(v):
+    left, right = v >> np.uint32(h), v & mask
+    for key in round_keys:
+      left, right = right, left ^ (_fmix32(right ^ key) & mask)
+    return (left << np.uint32(h)) | right
+
+  v = permute(np.arange(k, dtype=np.uint32))
+  while (v >= n).any():
+    v = np.where(v >= n, permute(v), v)
+  return v.astype(np.int64)
+
+
 def preset(name):
   """`run`'s compressor, innovation and lazy_on arguments for a preset."""
   _, compressor, innovation, lazy = PRESETS[name]

@@ -46,8 +46,8 @@ def run_both(algo, dtype=np.float64, steps=STEPS, batch_size=10, **hyper):
   seed = hyper.get('seed', 0)
   batches = uniforms = None
   if stochastic:  # the documented draws: fold_in(seed, stream, step, worker)
-    batches = [[np.asarray(jax.random.choice(randomness.batch_key(seed, k, m),
-                                             N, (batch_size,), replace=False))
+    batches = [[common.batch_rows(randomness.batch_key(seed, k, m), N,
+                                batch_size)
                 for m in range(M)] for k in range(steps)]
     uniforms = [[np.asarray(jax.random.uniform(
         randomness.compress_key(seed, k, m), (num_params,), dtype))

@@ -39,6 +39,25 @@ class FloorTest(absltest.TestCase):
     loss = 2 * 60000 * 784 * 200 + 2 * 60000 * 200 * 10  # every image
     self.assertAlmostEqual(got, 4000 * 4 * (grad + loss) / 2e11)
 
+  def test_minibatch_rows_are_read_and_their_draws_timed(self):
+    # Float32 logistic regression, 4 points mapped, 10 x 500 images a step:
+    # at 1e9 B/s the reads bind: per point the pixels as bfloat16 integers
+    # (2 bytes) once and its minibatch rows once (loss_every 1 here); and
+    # 4 x 5,000 rows drawn at 1e6 rows/s add 20 ms an iteration.
+    config = dict(precision='float32', algo='sgd',
+                  sweep={'algo': ['sgd', 'qsgd', 'ssgd', 'slaq']})
+    slow = dict(RATES, read_bytes_per_s=1e9)
+    read = 4 * (60000 + 5000) * 784 * 2 / 1e9
+    self.assertAlmostEqual(report.floor_seconds(result(**config), slow),
+                           4000 * read)
+    timed = dict(slow, draw_rows_per_s=1e6)
+    self.assertAlmostEqual(report.floor_seconds(result(**config), timed),
+                           4000 * (read + 4 * 5000 / 1e6))
+    self.assertEqual(report.fmt_rate(timed),
+                     'dense matmul 200 GFLOP/s in float32, 100 GFLOP/s in '
+                     'float64; read bandwidth 1.0 GB/s; minibatch draw 1.0 '
+                     'M rows/s')
+
   def test_bandwidth_bound_when_few_flops(self):
     # One point on float32 logistic regression: MNIST pixels read as
     # bfloat16 integers (2 bytes), 94.08 MB at 1e10 B/s = 9.408 ms, against

@@ -63,8 +63,7 @@ class ReferenceTest(parameterized.TestCase):
                                         'rand_p.keep_prob': 0.3})
     # The minibatches and the compressors' draws are the documented ones:
     # fold_in(seed, stream, step, worker).
-    batches = [[np.asarray(jax.random.choice(randomness.batch_key(seed, k, m),
-                                             N, (10,), replace=False))
+    batches = [[common.batch_rows(randomness.batch_key(seed, k, m), N, 10)
                 for m in range(M)] for k in range(steps)]
     uniforms = [[np.asarray(jax.random.uniform(
         randomness.compress_key(seed, k, m), (7850,), jnp.float64))
@@ -93,8 +92,7 @@ class FamilyTest(parameterized.TestCase):
     state, trace, (x, y) = small_run(algo, steps=steps, **kwargs)
     batches = None
     if a.stochastic:
-      batches = [[np.asarray(jax.random.choice(
-          randomness.batch_key(seed, k, m), N, (10,), replace=False))
+      batches = [[common.batch_rows(randomness.batch_key(seed, k, m), N, 10)
                   for m in range(M)] for k in range(steps)]
     uniforms = [[np.asarray(jax.random.uniform(
         randomness.compress_key(seed, k, m), (7850,), jnp.float64))

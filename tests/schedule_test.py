@@ -84,8 +84,7 @@ class ScheduleInTheRuleTest(parameterized.TestCase):
                                      xi_schedule='10:3,25:0.5', **kw)
     batches = None
     if a.stochastic:
-      batches = [[np.asarray(jax.random.choice(
-          randomness.batch_key(seed, k, m), N, (10,), replace=False))
+      batches = [[common.batch_rows(randomness.batch_key(seed, k, m), N, 10)
                   for m in range(M)] for k in range(steps)]
     ref = reference.run(x, y, steps=steps, alpha=0.03, bits=3, c_e=1.5,
                         c_0=0.01, xi=0.8, batches=batches,

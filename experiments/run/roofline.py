@@ -9,9 +9,11 @@ minibatch runs, the full loss's) matrix products at the rate a large dense
 `jnp.matmul` reaches on this machine, or one pass over the training
 features at the rate a large `jnp.sum` reads memory, whichever is longer.
 Both rates are measured in the same process, just before they are used
-(benchmarks/run.py, experiments.reproduce). Elementwise work (softmax, ReLU,
-the communication rule, O(M P) per point) is not in the floor: it is part of
-what the report calls the rest.
+(benchmarks/run.py, experiments.reproduce). A minibatch run's floor also
+reads its minibatch rows once, and adds the time its minibatch draws take
+at the draw's measured rate (rows drawn per second). Elementwise work
+(softmax, ReLU, the communication rule, O(M P) per point) is not in the
+floor: it is part of what the report calls the rest.
 """
 
 from __future__ import annotations
@@ -60,6 +62,19 @@ def bandwidth_probe(num_bytes: int = 2**28) -> Probe:
                num_bytes, 'B/s')
 
 
+def draw_probe(num_workers: int = 10, shard_size: int = 6000,
+               batch_size: int = 500) -> Probe:
+  """The minibatch draw (`randomness.sample_rows`) of `num_workers`
+  workers: rows drawn per second."""
+  from laq_jax import randomness  # pylint: disable=g-import-not-at-top
+  keys = jax.vmap(lambda w: randomness.batch_key(0, 1, w))(
+      jnp.arange(num_workers))
+  compiled = _compiled(jax.vmap(lambda k: randomness.sample_rows(
+      k, shard_size, batch_size)), keys)
+  return Probe(f'draw {num_workers} x {batch_size} of {shard_size}',
+               lambda: compiled(keys), num_workers * batch_size, 'rows/s')
+
+
 def best_seconds(fn, repeats: int) -> float:
   """The least time of `repeats` calls after a warm-up (the least disturbed
   on a shared machine)."""
@@ -78,23 +93,28 @@ def measure(repeats: int = 5, matmul_n: int = 2048,
 
   Returns:
     {'matmul_flops_per_s': {'float32': r, 'float64': r (when float64 is
-    on)}, 'read_bytes_per_s': bw, 'probes': the probes' names}.
+    on)}, 'read_bytes_per_s': bw, 'draw_rows_per_s': the minibatch draw's
+    rate, 'probes': the probes' names}.
   """
   dtypes = ['float32'] + (['float64'] if jax.config.jax_enable_x64 else [])
   matmul = {d: matmul_probe(matmul_n, jnp.dtype(d)) for d in dtypes}
   read = bandwidth_probe(read_bytes)
+  draw = draw_probe()
   return {
       'matmul_flops_per_s': {d: p.rate(best_seconds(p.fn, repeats))
                              for d, p in matmul.items()},
       'read_bytes_per_s': read.rate(best_seconds(read.fn, repeats)),
-      'probes': [p.name for p in matmul.values()] + [read.name],
+      'draw_rows_per_s': draw.rate(best_seconds(draw.fn, repeats)),
+      'probes': [p.name for p in matmul.values()] + [read.name, draw.name],
   }
 
 
 class Cost(NamedTuple):
-  """What one iteration of a program must do: matmul FLOPs, bytes read."""
+  """What one iteration of a program must do: matmul FLOPs, bytes read,
+  minibatch rows drawn."""
   flops: float
   bytes: float
+  draws: float = 0.0
 
 
 def _problem(model, dim: int, classes: int, hidden: int):
@@ -141,7 +161,8 @@ def cost(model: str, num_samples: int, num_points: int, *,
     stochastic: minibatch gradients; the loss f(theta^k) on every sample is
       still computed every `loss_every` iterations (the trace's loss), so
       one iteration costs 1 / loss_every of it (and of its pass over the
-      features).
+      features). Every point draws its own minibatch rows and reads them
+      once.
     batch_samples: minibatch samples over all workers (M times the batch).
     feature_bytes: bytes per feature as the run stores them (8 float64, 4
       float32, 2 for MNIST's pixels as bfloat16 integers).
@@ -154,18 +175,23 @@ def cost(model: str, num_samples: int, num_points: int, *,
                                          hidden)
                           + loss_flops(model, num_samples, dim, classes,
                                        hidden) / loss_every)
-    read = passes * num_samples * dim * feature_bytes / loss_every
-  else:
-    flops = num_points * gradient_flops(model, num_samples, dim, classes,
-                                        hidden)
-    read = passes * num_samples * dim * feature_bytes
+    read = (passes * num_samples * dim * feature_bytes / loss_every
+            + num_points * batch_samples * dim * feature_bytes)
+    return Cost(float(flops), float(read), float(num_points * batch_samples))
+  flops = num_points * gradient_flops(model, num_samples, dim, classes,
+                                      hidden)
+  read = passes * num_samples * dim * feature_bytes
   return Cost(float(flops), float(read))
 
 
 def floor_seconds(c: Cost, rates: dict[str, Any], precision: str) -> float:
-  """max(FLOPs / matmul rate, bytes / read bandwidth) for one iteration."""
-  return max(c.flops / rates['matmul_flops_per_s'][precision],
-             c.bytes / rates['read_bytes_per_s'])
+  """max(FLOPs / matmul rate, bytes / read bandwidth) for one iteration,
+  plus its minibatch draws at the draw's rate (rates measured before the
+  draw was in the floor have none: 0 then)."""
+  draw_rate = rates.get('draw_rows_per_s')
+  return (max(c.flops / rates['matmul_flops_per_s'][precision],
+              c.bytes / rates['read_bytes_per_s'])
+          + (c.draws / draw_rate if c.draws and draw_rate else 0.0))
 
 
 def feature_bytes(model, precision: str, integer_features: bool,

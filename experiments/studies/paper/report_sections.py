@@ -162,15 +162,15 @@ def timing_section(selected: Sequence[paper.Experiment],
         'gradient matrix products (and in the minibatch experiments the '
         'loss on all training images at the iterations the trace logs it, '
         'every `loss_every`) at the dense-matmul rate, or one pass per algorithm '
-        'over the training features at the read bandwidth, whichever is '
-        'longer, both measured '
+        'over the training features (and one over its minibatch rows) at '
+        'the read bandwidth, whichever is longer, plus, in the minibatch '
+        'experiments, the minibatch draws at the draw\'s rate, all measured '
         'on the machine at the start of the experiment '
         '(`experiments/run/roofline.py`; here '
         f'{"; ".join(fmt_rate(r) for r in measured.values())}). Not in the '
-        'floor: compiling, loading, f*, the test accuracy, the elementwise '
-        'work (softmax, ReLU, the quantizer and the trigger, O(M p) per '
-        'algorithm and iteration) and, in the minibatch experiments, '
-        'drawing the minibatches.'
+        'floor: compiling, loading, f*, the test accuracy and the '
+        'elementwise work (softmax, ReLU, the quantizer and the trigger, '
+        'O(M p) per algorithm and iteration).'
         + (f' {", ".join(borrowed)} ran before the report measured its own '
            'limits: its floor uses those measured for the other '
            'experiments on the same machine.' if borrowed else ''), '']
@@ -183,8 +183,10 @@ def fmt_rate(rates: dict[str, Any]) -> str:
   bandwidth 12.3 GB/s'."""
   flops = rates['matmul_flops_per_s']
   parts = [f'{flops[d] / 1e9:.0f} GFLOP/s in {d}' for d in flops]
+  draw = rates.get('draw_rows_per_s')
   return (f'dense matmul {", ".join(parts)}; read bandwidth '
-          f'{rates["read_bytes_per_s"] / 1e9:.1f} GB/s')
+          f'{rates["read_bytes_per_s"] / 1e9:.1f} GB/s'
+          + (f'; minibatch draw {draw / 1e6:.1f} M rows/s' if draw else ''))
 
 
 def authors_section(experiment: paper.Experiment, result: dict[str, Any],
