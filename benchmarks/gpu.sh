@@ -10,13 +10,15 @@
 # It uses the machine's own JAX (never installs one), installs the few
 # pure-Python packages such a machine lacks (ml_collections, tensorboardX)
 # from the wheel folder --wheels names into a private folder, and runs, each
-# timed, into OUTDIR (8 files):
+# timed, into OUTDIR (10 files):
 #   env.txt          python, jax and device description
 #   estimate.md      the FLOP-count estimate of this run (gpu_estimate.py)
 #   bench.json       benchmarks/run.py (its table is in gpu.log)
 #   cost.json        benchmarks/cost.py: layouts, cost against N, G, P
 #   models.json      benchmarks/models.py: each workload's model (CNNs,
 #                    ResNet-20, the LSTM) per iteration against its floor
+#   floors.json      benchmarks/floors.py: the minibatch experiments against
+#                    their floors, with a profile by part
 #   participants.json benchmarks/participants.py: a round of S of 1,000
 #                    clients against S clients in all
 #   peers.json       benchmarks/peers.py: laq-jax's FedAvg run of the
@@ -24,12 +26,17 @@
 #   paper_REPORT.md  experiments.reproduce at full budget, the network at
 #                    its 8,000 full-batch iterations
 #   family_REPORT.md experiments.family at full budget (network: 8,000)
+#   workloads_REPORT.md experiments.workloads at its CPU budget (Fashion-
+#                    MNIST's and Shakespeare's files must be in the user
+#                    cache or LAQ_JAX_DATA's folder: docs/algorithm.md,
+#                    "Datasets"; without them the step fails, logged)
 #   gpu.log          everything printed, with each step's wall time
 # Figures and the runs' files stay in --work (default: a temporary folder).
 # --tiny runs the same steps at the smallest budgets (minutes on a CPU; the
-# test suite runs it, skipping participants, peers, paper and family).
-# --skip leaves steps out (estimate, bench, cost, models, participants, peers,
-# paper, family), e.g. those a first try finished. MNIST: --data, or LAQ_JAX_DATA, or the user cache.
+# test suite runs it, skipping floors, participants, peers, paper, family
+# and workloads). --skip leaves steps out (estimate, bench, cost, models,
+# floors, participants, peers, paper, family, workloads), e.g. those a first
+# try finished. MNIST: --data, or LAQ_JAX_DATA, or the user cache.
 # A failed step is logged and the next one runs; the exit status is 1 if
 # any failed.
 set -uo pipefail
@@ -39,7 +46,7 @@ PYTHON="${PYTHON:-python3}"
 PACKAGES=(ml_collections tensorboardX)
 PINS=(ml_collections==1.1.0 tensorboardX==2.6.5)  # as requirements.txt
 
-usage() { sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
+usage() { sed -n '2,41p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
 
 if [ "${1:-}" = "--download-wheels" ]; then
   [ -n "${2:-}" ] || usage
@@ -50,7 +57,8 @@ if [ "${1:-}" = "--download-wheels" ]; then
 fi
 
 OUT="" TINY=0 WHEELS="" DATA="${LAQ_JAX_DATA:-}" WORK="" SKIP=""
-STEPS=(estimate bench cost models participants peers paper family)
+STEPS=(estimate bench cost models floors participants peers paper family
+       workloads)
 while [ $# -gt 0 ]; do
   case "$1" in
     --tiny) TINY=1 ;;
@@ -138,16 +146,21 @@ if [ $TINY = 1 ]; then
   step cost "$PYTHON" benchmarks/cost.py --quick --only cost --out "$OUT/cost.json"
   step models "$PYTHON" benchmarks/models.py --quick --only logreg,lasg_cnn \
     --out "$OUT/models.json"
+  step floors "$PYTHON" benchmarks/floors.py --iters 10 --repeats 1 \
+    --only logreg_stochastic --out "$OUT/floors.json"
   step participants "$PYTHON" benchmarks/participants.py --quick --rounds 2 \
     --out "$OUT/participants.json"
   step peers "$PYTHON" benchmarks/peers.py --rounds 2 --out "$OUT/peers.json"
   step paper "$PYTHON" -m experiments.reproduce --workdir "$WORK/paper" --quick \
     --only logreg --nocrosscheck --noauthors_code
   step family "$PYTHON" -m experiments.family --workdir "$WORK/family" --tiny
+  step workloads "$PYTHON" -m experiments.workloads --workdir "$WORK/workloads" \
+    --tiny
 else
   step bench "$PYTHON" benchmarks/run.py --out "$OUT/bench.json"
   step cost "$PYTHON" benchmarks/cost.py --out "$OUT/cost.json"
   step models "$PYTHON" benchmarks/models.py --out "$OUT/models.json"
+  step floors "$PYTHON" benchmarks/floors.py --out "$OUT/floors.json"
   step participants "$PYTHON" benchmarks/participants.py \
     --out "$OUT/participants.json"
   # laq-jax's side of the comparison with Flower (FLOWER_PYTHON: add its)
@@ -156,8 +169,9 @@ else
     --mlp_iters 8000
   step family "$PYTHON" -m experiments.family --workdir "$WORK/family" \
     --network_iters 8000
+  step workloads "$PYTHON" -m experiments.workloads --workdir "$WORK/workloads"
 fi
-for name in paper family; do
+for name in paper family workloads; do
   [[ "$SKIP" == *",$name,"* ]] || cp "$WORK/$name/REPORT.md" \
     "$OUT/${name}_REPORT.md" 2>>"$LOG" || failed+=("${name}_report")
 done

@@ -12,6 +12,13 @@ the kernels of the rule and the loop (launch-bound on a GPU: small [M, P]
 elementwise work). On an accelerator `grid_axis='auto'` vmaps every grid,
 so a grid's points share each pass and each kernel launch.
 
+Then the steps with programs of their own: the workloads' sweeps
+(experiments.workloads at its CPU budget, `experiments.predict` of each
+config: it loads the workload's data, and a workload whose data are not
+here is listed as not estimated), and the benchmarks' programs
+(benchmarks/floors.py, participants.py and the laq-jax side of peers.py):
+their rounds the same way, plus COMPILE_S for each program they compile.
+
 The assumptions are printed with the estimate; they are the estimate's
 error bars, not measurements.
 """
@@ -44,6 +51,7 @@ KERNELS_PER_ITERATION = H200['kernels_per_iteration']  # rule + loop +
 SECONDS_PER_KERNEL = H200['seconds_per_kernel']  # a small kernel's launch
 NETWORK_FULL_ITERS = 8000
 OVERHEAD_S = 120             # start-up, compiling, loading, f*, accuracy
+COMPILE_S = 10               # a benchmark's compile of one program
 
 
 def programs():
@@ -97,8 +105,85 @@ def estimate(device=H200):
   return rows
 
 
-def markdown(rows, device=H200) -> str:
-  total = sum(r['seconds'] for r in rows) + OVERHEAD_S
+def _round_seconds(model, precision, computing, samples, device,
+                   gradients, num_train=0, loss_every=0):
+  """One round (iteration) of `computing` workers' `samples` minibatch
+  samples each (K local steps: samples K B, gradients K), with the full
+  objective over num_train samples every loss_every rounds."""
+  cost = roofline.cost(model, num_train, 1, stochastic=True,
+                       batch_samples=computing * samples,
+                       feature_bytes=8 if precision == 'float64' else 4,
+                       loss_every=max(loss_every, 1))
+  return predict.device_seconds(cost, device, precision, gradients)
+
+
+def benchmark_rows(device=H200):
+  """The benchmarks' programs gpu.sh runs: (label, programs, rounds run,
+  seconds), each program's rounds at `_round_seconds` plus COMPILE_S."""
+  from benchmarks import floors, participants, peers  # pylint: disable=g-import-not-at-top
+  rows = []
+  # floors.py: per experiment, 4 programs of 100 iterations, called a
+  # warm-up, 3 repeats and a profile: M = 10 x 500, the loss every 10.
+  for name, module in floors.EXPERIMENTS.items():
+    config = module.get_config()
+    calls, iters = 5, 100
+    per = _round_seconds(config.model, config.precision, config.num_workers,
+                         config.batch_size, device, 1,
+                         num_train=config_lib.MNIST_TRAIN_SIZE, loss_every=10)
+    n = len(floors.ALGOS)
+    rows.append((f'floors {name}', n, n * calls * iters,
+                 n * (calls * iters * per + COMPILE_S)))
+  # participants.py: per problem and S, 3 programs (masked: all M clients
+  # compute; gathered and S in all: S clients) of 20 rounds of K = 5 steps
+  # of B = 10, called a warm-up, 3 repeats, and the M = 1,000 two once more.
+  k, b = participants.LOCAL_STEPS, participants.BATCH
+  for problem, dtype in participants.PROBLEMS.items():
+    precision = jnp_name(dtype)
+    for s_ in participants.ROUND_SIZES:
+      seconds = rounds = 0
+      for computing, calls in ((participants.NUM_CLIENTS, 5), (s_, 5),
+                               (s_, 4)):
+        rounds += calls * 20
+        seconds += calls * 20 * _round_seconds(
+            problem, precision, computing, k * b, device, k) + COMPILE_S
+      rows.append((f'participants {problem} S = {s_}', 3, rounds, seconds))
+  # peers.py, laq-jax's side: fedavg (S = 10 clients x K steps of B) and
+  # slaq (S gradients of B), each a program of 30 rounds called twice and
+  # one of 1 round called 30 times (the accuracy after each).
+  for algo, samples, gradients in (('fedavg', peers.K * peers.B, peers.K),
+                                   ('slaq', peers.B, 1)):
+    per = _round_seconds('logreg', 'float32', peers.S, samples, device,
+                         gradients)
+    rows.append((f'peers laq-jax {algo}', 2, 90, 90 * per + 2 * COMPILE_S))
+  return rows
+
+
+def workload_rows(device_name='h200'):
+  """(label, seconds or None, note) of experiments.workloads' sweeps at
+  the budget gpu.sh runs (its CPU budget)."""
+  from experiments import predict as predict_cli  # pylint: disable=g-import-not-at-top
+  from experiments.studies.workloads import report as workloads_report  # pylint: disable=g-import-not-at-top
+  rows = []
+  for name in workloads_report.WORKLOADS:
+    try:
+      config = workloads_report.config_for(name, 'cpu')
+      (_, seconds, words), = predict_cli.predictions(config, (device_name,))
+      rows.append((f'workloads {name} (:cpu)', seconds, words))
+    except Exception as e:  # pylint: disable=broad-except
+      rows.append((f'workloads {name} (:cpu)', None,
+                   f'not estimated: {str(e).splitlines()[0][:160]}'))
+  return rows
+
+
+def jnp_name(dtype) -> str:
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  return np.dtype(dtype).name
+
+
+def markdown(rows, device=H200, workloads=(), benchmarks=()) -> str:
+  total = (sum(r['seconds'] for r in rows) + OVERHEAD_S
+           + sum(w[1] or 0.0 for w in workloads)
+           + sum(b[3] for b in benchmarks))
   lines = [f'# gpu.sh on one {device["name"]}: the estimate from FLOP counts',
            '',
            f'Assumptions: matmul at {MATMUL_EFFICIENCY:.0%} of '
@@ -115,9 +200,23 @@ def markdown(rows, device=H200) -> str:
     lines.append(f"| {r['program']} | {r['points']} | {r['iterations']:,} | "
                  f"{r['model']} | {r['precision']} | {r['tflop']:,.1f} | "
                  f"{r['seconds']:,.1f} |")
-  lines += ['', f'**Total: {total:,.0f} s ({total / 60:.1f} min)** against the '
-            'target of 8 minutes (benchmarks/run.py and benchmarks/cost.py '
-            'add about a minute).', '']
+  if workloads:
+    lines += ['', '| workload sweep | estimate (s) | experiments.predict |',
+              '|---|---:|---|']
+    lines += [f'| {label} | '
+              + (f'{seconds:,.1f}' if seconds is not None else '-')
+              + f' | {words} |' for label, seconds, words in workloads]
+  if benchmarks:
+    lines += ['', f'| benchmark | programs | rounds | estimate (s, with '
+              f'{COMPILE_S} s of compiling a program) |', '|---|---:|---:|---:|']
+    lines += [f'| {label} | {n} | {rounds:,} | {seconds:,.1f} |'
+              for label, n, rounds, seconds in benchmarks]
+  programs_s = sum(r['seconds'] for r in rows) + OVERHEAD_S
+  lines += ['', f'**Total: {total:,.0f} s ({total / 60:.1f} min).** The '
+            f'paper\'s and the family\'s programs alone: {programs_s:,.0f} s '
+            'against the target of 8 minutes (benchmarks/run.py and '
+            'benchmarks/cost.py add about a minute); `--skip` leaves steps '
+            'out where a session has less.', '']
   return '\n'.join(lines)
 
 
@@ -125,7 +224,8 @@ def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
   parser.add_argument('--out', default=None)
   args = parser.parse_args(argv)
-  text = markdown(estimate())
+  text = markdown(estimate(), workloads=workload_rows(),
+                  benchmarks=benchmark_rows())
   print(text)
   if args.out:
     with open(args.out, 'w') as f:

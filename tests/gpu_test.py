@@ -21,14 +21,17 @@ class GpuScriptTest(absltest.TestCase):
     # paper and family are `experiments.reproduce --quick` and
     # `experiments.family --tiny`, which reproduce_test and
     # family_report_test run, participants compiles six FedAvg programs
-    # at M = 1,000 (round_size_test holds its property) and peers_test runs
-    # peers.py: skipped here (the suite's time).
+    # at M = 1,000 (round_size_test holds its property), peers_test runs
+    # peers.py, floors.py times eight programs of the full data and
+    # workloads is `experiments.workloads --tiny`, which
+    # workload_configs_test runs: skipped here (the suite's time).
     out, work = tempfile.mkdtemp(), tempfile.mkdtemp()
     env = dict(os.environ, PYTHON=sys.executable, LAQ_JAX_DATA=str(
         common.mnist_dir()))
     proc = subprocess.run(
         ['bash', str(ROOT / 'benchmarks' / 'gpu.sh'), out, '--tiny',
-         '--work', work, '--skip', 'participants,peers,paper,family'], env=env,
+         '--work', work, '--skip',
+         'floors,participants,peers,paper,family,workloads'], env=env,
         capture_output=True, text=True, timeout=1500, check=False)
     self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
     files = sorted(p.name for p in pathlib.Path(out).iterdir())
@@ -41,7 +44,8 @@ class GpuScriptTest(absltest.TestCase):
     self.assertEqual([r['model'] for r in models['rows']],
                      ['logreg', 'lasg_cnn'])
     self.assertTrue(all(r['ratio'] > 0.5 for r in models['rows']))
-    for step in ('participants', 'peers', 'paper', 'family'):
+    for step in ('floors', 'participants', 'peers', 'paper', 'family',
+                 'workloads'):
       self.assertIn(f'skipped {step}', log)
     bench = json.loads((pathlib.Path(out) / 'bench.json').read_text())
     self.assertEqual({r['chosen'] for r in bench['layouts']}, {'transposed'})
@@ -76,7 +80,8 @@ class GpuScriptTest(absltest.TestCase):
                           check=False)
     self.assertEqual(proc.returncode, 2)
     self.assertIn('--skip famly: no such step (steps: estimate bench cost '
-                  'models participants peers paper family)', proc.stderr)
+                  'models floors participants peers paper family workloads)',
+                  proc.stderr)
 
 
 class EstimateTest(absltest.TestCase):
@@ -107,6 +112,36 @@ class EstimateTest(absltest.TestCase):
     self.assertIn('paper cross-check (devices)', rows)
     total = sum(r['seconds'] for r in rows.values()) + gpu_estimate.OVERHEAD_S
     self.assertLess(total, 8 * 60)  # the target the estimate is held to
+
+  def test_benchmark_programs_by_hand(self):
+    proc = common.run_script(
+        'import json; from benchmarks import gpu_estimate as g; '
+        'print(json.dumps(g.benchmark_rows()))')
+    self.assertEqual(proc.returncode, 0, proc.stderr[-2000:])
+    sys.path.insert(0, str(ROOT))
+    from benchmarks import gpu_estimate  # pylint: disable=g-import-not-at-top
+    rows = {r[0]: r[1:] for r in json.loads(
+        proc.stdout.strip().splitlines()[-1])}
+    # floors.py's logistic regression: 4 programs, 5 calls of 100
+    # iterations of 10 x 500 float32 images (4DC FLOPs each) and the loss
+    # on all 60,000 every 10th (2DC), bound by the rows and pixels read.
+    n, d, c, h200 = 60000, 784, 10, gpu_estimate.H200
+    flops = 5000 * 4 * d * c + n * 2 * d * c / 10
+    read = (n / 10 + 5000) * d * 4
+    per = (max(flops / (h200['matmul_efficiency'] * 67e12),
+               read / (h200['bandwidth_efficiency'] * 4.8e12))
+           + gpu_estimate.KERNELS_PER_ITERATION
+           * gpu_estimate.SECONDS_PER_KERNEL)
+    programs, rounds, seconds = rows['floors logreg_stochastic']
+    self.assertEqual((programs, rounds), (4, 2000))
+    self.assertAlmostEqual(seconds, 2000 * per
+                           + 4 * gpu_estimate.COMPILE_S)
+    self.assertEqual(
+        sorted(rows), sorted(
+            ['floors logreg_stochastic', 'floors mlp_stochastic',
+             'peers laq-jax fedavg', 'peers laq-jax slaq']
+            + [f'participants {p} S = {s}' for p in ('logreg', 'mlp')
+               for s in (10, 100)]))
 
 
 if __name__ == '__main__':
