@@ -23,8 +23,8 @@ the operations compute, found from the source lines XLA keeps with each
 (the compiled program's stack frames): the minibatch draw, the gather of
 the minibatch rows, the gradient's forward and backward products, the
 logged objective, the communication rule (trigger, quantizer, server), and
-the rest. The profile's own overhead makes its total a little longer than
-the timed one.
+the rest. The profile sums the operations' own times: the timed step is
+longer (the loop's work between operations is in no operation).
 """
 
 from __future__ import annotations

@@ -74,14 +74,14 @@ def sample_rows(key: jax.Array, n: int, k: int) -> jax.Array:
   key_i = `jax.random.bits(key, (FEISTEL_ROUNDS,), uint32)`, restricted
   to range(n) by cycle walking (a value >= n is permuted again until it is
   < n; Black and Rogaway 2002), which keeps it a permutation. It replaces
-  `jax.random.choice(key, n, (k,), replace=False)`, whose rounds of sorts of
-  n keys cost 3.4 ms of a 12 ms minibatch step (10 workers, n = 6,000, k =
+  `jax.random.choice(key, n, (k,), replace=False)`, whose two sorts of all
+  n keys cost 4.9 ms of a 12 ms minibatch step (10 workers, n = 6,000, k =
   500) on a 2-core CPU, against 0.3 ms here (docs/benchmarks.md, "The
   minibatch draw"). tests/randomness_test.py checks it against a NumPy
   computation and for uniform marginals.
 
   Raises:
-    ValueError: k > n (there are not k distinct rows).
+    ValueError: k < 1 or k > n (there are not k distinct rows).
   """
   if not 0 < k <= n:
     raise ValueError(f'sample_rows: cannot draw k={k} distinct rows of '

@@ -63,7 +63,7 @@ def _fmix32(h):
 
 
 def sample_rows(round_keys, n, k):
-  """A minibatch's rows (docs/algorithm.md, "Minibatches"): pi(0), ...,
+  """A minibatch's rows (docs/algorithm.md, "One iteration"): pi(0), ...,
   pi(k - 1) for the Feistel permutation pi of range(n) under the given
   uint32 round keys (one per round), on 2h bits with 4^h the least power
   of 4 >= n (h >= 1), each value >= n permuted again until it is < n."""
