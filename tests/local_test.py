@@ -56,7 +56,8 @@ def _batches(seed, rounds, steps):
     for m in range(M):
       key = randomness.batch_key(seed, k, m)
       row.append([common.batch_rows(
-          key if j == 0 else jax.random.fold_in(key, j), N, B) for j in range(steps)])
+          key if j == 0 else jax.random.fold_in(key, j), N, B)
+                  for j in range(steps)])
     out.append(row)
   return out
 

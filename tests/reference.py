@@ -17,7 +17,9 @@ benchmarks (the NumPy baseline laq-jax is timed against, and a self-check).
   float64), so a float32 run is a float32 run, timed as such.
 - Random numbers are inputs: the minibatch indices and the random
   compressors' uniform draws are passed in (a test supplies the numbers of
-  laq_jax's documented keys), so only the arithmetic is compared.
+  laq_jax's documented keys), so only the arithmetic is compared; the
+  minibatch draw's permutation is transcribed here too (`sample_rows`, from
+  its round keys: tests/common.py's `batch_rows`).
 
 Written for reading: a Python loop over workers, vectorized within a worker.
 """
