@@ -145,10 +145,12 @@ class InTheRunTest(absltest.TestCase):
     # gives its times exactly (on another, what that network would take).
     import configs  # pylint: disable=g-import-not-at-top
     from experiments.run import train  # pylint: disable=g-import-not-at-top
-    for algo in ('lasg_wk2', 'lasg_ps'):
+    # (xi: PS's server must skip someone in 30 steps: at 0.2 it selects
+    # every worker on the minibatch draw's rows, at 0.5 it skips 40%.)
+    for algo, xi in (('lasg_wk2', 0.2), ('lasg_ps', 0.5)):
       where = pathlib.Path(tempfile.mkdtemp(prefix=f'laq_{algo}_'))
       config = configs.load('mnist_logreg', f'tiny,algo={algo},batch_size=10,'
-                            'network.profile=mobile,max_staleness=9,xi=0.2')
+                            f'network.profile=mobile,max_staleness=9,xi={xi}')
       train.train_and_evaluate(config, where)
       m = outputs.read_metrics(where / 'metrics.csv')
       grads = np.load(where / outputs.GRADS_FILE)
