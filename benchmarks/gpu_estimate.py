@@ -30,6 +30,8 @@ import importlib
 import os
 import sys
 
+import numpy as np
+
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from configs import paper  # pylint: disable=g-import-not-at-top
@@ -138,7 +140,7 @@ def benchmark_rows(device=H200):
   # of B = 10, called a warm-up, 3 repeats, and the M = 1,000 two once more.
   k, b = participants.LOCAL_STEPS, participants.BATCH
   for problem, dtype in participants.PROBLEMS.items():
-    precision = jnp_name(dtype)
+    precision = np.dtype(dtype).name
     for s_ in participants.ROUND_SIZES:
       seconds = rounds = 0
       for computing, calls in ((participants.NUM_CLIENTS, 5), (s_, 5),
@@ -173,11 +175,6 @@ def workload_rows(device_name='h200'):
       rows.append((f'workloads {name} (:cpu)', None,
                    f'not estimated: {str(e).splitlines()[0][:160]}'))
   return rows
-
-
-def jnp_name(dtype) -> str:
-  import numpy as np  # pylint: disable=g-import-not-at-top
-  return np.dtype(dtype).name
 
 
 def markdown(rows, device=H200, workloads=(), benchmarks=()) -> str:

@@ -86,17 +86,20 @@ class GpuScriptTest(absltest.TestCase):
 
 class EstimateTest(absltest.TestCase):
 
-  def test_estimate_counts_every_program_from_its_flops(self):
-    # In a fresh process: gpu_estimate imports the launchers' modules, whose
-    # absl flags must not meet other tests' (a flag defined twice).
+  def estimate_json(self, call):
+    """`call` of benchmarks.gpu_estimate as JSON, run in a fresh process:
+    gpu_estimate imports the launchers' modules, whose absl flags must not
+    meet other tests' (a flag defined twice)."""
     proc = common.run_script(
         'import json; from benchmarks import gpu_estimate as g; '
-        'print(json.dumps(g.estimate()))')
+        f'print(json.dumps(g.{call}))')
     self.assertEqual(proc.returncode, 0, proc.stderr[-2000:])
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+  def test_estimate_counts_every_program_from_its_flops(self):
+    rows = {r['program']: r for r in self.estimate_json('estimate()')}
     sys.path.insert(0, str(ROOT))
     from benchmarks import gpu_estimate  # pylint: disable=g-import-not-at-top
-    rows = {r['program']: r for r in json.loads(
-        proc.stdout.strip().splitlines()[-1])}
     mlp = rows['paper mlp']
     self.assertEqual((mlp['points'], mlp['iterations']), (4, 8000))
     # 4 points x 8,000 iterations x (4 N D H + 6 N H C) on all 60,000 images
@@ -114,14 +117,9 @@ class EstimateTest(absltest.TestCase):
     self.assertLess(total, 8 * 60)  # the target the estimate is held to
 
   def test_benchmark_programs_by_hand(self):
-    proc = common.run_script(
-        'import json; from benchmarks import gpu_estimate as g; '
-        'print(json.dumps(g.benchmark_rows()))')
-    self.assertEqual(proc.returncode, 0, proc.stderr[-2000:])
+    rows = {r[0]: r[1:] for r in self.estimate_json('benchmark_rows()')}
     sys.path.insert(0, str(ROOT))
     from benchmarks import gpu_estimate  # pylint: disable=g-import-not-at-top
-    rows = {r[0]: r[1:] for r in json.loads(
-        proc.stdout.strip().splitlines()[-1])}
     # floors.py's logistic regression: 4 programs, 5 calls of 100
     # iterations of 10 x 500 float32 images (4DC FLOPs each) and the loss
     # on all 60,000 every 10th (2DC), bound by the rows and pixels read.
