@@ -21,8 +21,9 @@
 #                    their floors, with a profile by part
 #   participants.json benchmarks/participants.py: a round of S of 1,000
 #                    clients against S clients in all
-#   peers.json       benchmarks/peers.py: laq-jax's FedAvg run of the
-#                    comparison with Flower (Flower's with FLOWER_PYTHON)
+#   peers.json       benchmarks/peers.py: laq-jax's FedAvg runs (logistic
+#                    regression, the CNN) of the comparison with Flower
+#                    (Flower's with FLOWER_PYTHON)
 #   paper_REPORT.md  experiments.reproduce at full budget, the network at
 #                    its 8,000 full-batch iterations
 #   family_REPORT.md experiments.family at full budget (network: 8,000)
@@ -150,7 +151,7 @@ if [ $TINY = 1 ]; then
     --only logreg_stochastic --out "$OUT/floors.json"
   step participants "$PYTHON" benchmarks/participants.py --quick --rounds 2 \
     --out "$OUT/participants.json"
-  step peers "$PYTHON" benchmarks/peers.py --rounds 2 --out "$OUT/peers.json"
+  step peers "$PYTHON" benchmarks/peers.py --rounds 2 --models logreg --out "$OUT/peers.json"
   step paper "$PYTHON" -m experiments.reproduce --workdir "$WORK/paper" --quick \
     --only logreg --nocrosscheck --noauthors_code
   step family "$PYTHON" -m experiments.family --workdir "$WORK/family" --tiny

@@ -135,28 +135,35 @@ def benchmark_rows(device=H200):
     n = len(floors.ALGOS)
     rows.append((f'floors {name}', n, n * calls * iters,
                  n * (calls * iters * per + COMPILE_S)))
-  # participants.py: per problem and S, 3 programs (masked: all M clients
-  # compute; gathered and S in all: S clients) of 20 rounds of K = 5 steps
-  # of B = 10, called a warm-up, 3 repeats, and the M = 1,000 two once more.
+  # participants.py: per problem and S, 5 programs (masked: all M clients
+  # compute; the others S clients) of K = 5 steps of B = 10: masked,
+  # gathered and S in all of 20 rounds, gathered and S in all of 20 x
+  # ROUND_FACTOR; each called a warm-up and 3 repeats, the M = 1,000 two
+  # of 20 rounds once more.
   k, b = participants.LOCAL_STEPS, participants.BATCH
+  long = 20 * participants.ROUND_FACTOR
   for problem, dtype in participants.PROBLEMS.items():
     precision = np.dtype(dtype).name
     for s_ in participants.ROUND_SIZES:
       seconds = rounds = 0
-      for computing, calls in ((participants.NUM_CLIENTS, 5), (s_, 5),
-                               (s_, 4)):
-        rounds += calls * 20
-        seconds += calls * 20 * _round_seconds(
+      for computing, calls, length in (
+          (participants.NUM_CLIENTS, 5, 20), (s_, 5, 20), (s_, 4, 20),
+          (s_, 4, long), (s_, 4, long)):
+        rounds += calls * length
+        seconds += calls * length * _round_seconds(
             problem, precision, computing, k * b, device, k) + COMPILE_S
-      rows.append((f'participants {problem} S = {s_}', 3, rounds, seconds))
-  # peers.py, laq-jax's side: fedavg (S = 10 clients x K steps of B) and
-  # slaq (S gradients of B), each a program of 30 rounds called twice and
-  # one of 1 round called 30 times (the accuracy after each).
-  for algo, samples, gradients in (('fedavg', peers.K * peers.B, peers.K),
-                                   ('slaq', peers.B, 1)):
-    per = _round_seconds('logreg', 'float32', peers.S, samples, device,
-                         gradients)
-    rows.append((f'peers laq-jax {algo}', 2, 90, 90 * per + 2 * COMPILE_S))
+      rows.append((f'participants {problem} S = {s_}', 5, rounds, seconds))
+  # peers.py, laq-jax's side, per model: fedavg (S = 10 clients x K steps
+  # of B) and slaq (S gradients of B), each a program of 1 round called
+  # 31 times (the accuracy after each, the check) and one of 30 rounds
+  # called twice.
+  for model in ('logreg', 'cnn'):
+    for algo, samples, gradients in (('fedavg', peers.K * peers.B, peers.K),
+                                     ('slaq', peers.B, 1)):
+      per = _round_seconds(model, 'float32', peers.S, samples, device,
+                           gradients)
+      rows.append((f'peers laq-jax {algo} {model}', 2, 91,
+                   91 * per + 2 * COMPILE_S))
   return rows
 
 

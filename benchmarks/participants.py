@@ -15,9 +15,15 @@ compiled ahead of time and timed interleaved (benchmarks/timing.py):
   S in all   M = S clients of 60 images, every one in every round
              (participation off): the floor a round of S clients can reach.
 The goal (issue 36): gathered within 1.5x of "S in all". The logged
-objective (a pass over all 60,000 images, the same in all three) is logged
-once per call (loss_every = the call's rounds), so it does not hide the
-rounds' cost. Prints a table and writes the raw times as JSON.
+objective (a pass over all 60,000 images in the M = 1,000 programs, over
+the S clients' in "S in all") is logged once per call (loss_every = the
+call's rounds). Every program donates its state (as the launchers run
+chunks) and is called on its own output. A call costs a fixed part (the
+logged objective, the chunk's conditional and copies of the [M, P] state
+inside it, the call itself) and a part per round: gathered and "S in all"
+also run calls of ROUND_FACTOR x as many rounds, and the table splits
+their time into ms per round (the slope between the two lengths) and ms
+per call. Prints a table and writes the raw times as JSON.
 """
 
 from __future__ import annotations
@@ -37,7 +43,7 @@ import numpy as np  # pylint: disable=g-import-not-at-top
 
 import laq_jax  # pylint: disable=g-import-not-at-top
 from benchmarks import machine  # pylint: disable=g-import-not-at-top
-from benchmarks.timing import aot_run_chunk, time_interleaved  # pylint: disable=g-import-not-at-top
+from benchmarks.timing import aot_run_chunk, chained, time_interleaved  # pylint: disable=g-import-not-at-top
 from laq_jax import data as data_lib  # pylint: disable=g-import-not-at-top
 from laq_jax import sweep as sweep_lib  # pylint: disable=g-import-not-at-top
 
@@ -46,10 +52,11 @@ ROUND_SIZES = (10, 100)
 PROBLEMS = {'logreg': jnp.float64, 'mlp': jnp.float32}
 BATCH = 10
 LOCAL_STEPS = 5
+ROUND_FACTOR = 5  # the longer calls' rounds, x --rounds
 
 
 def program(problem, data, num_clients, per_round, round_size, dtype,
-            rounds):
+            rounds, donate=True):
   """(compiled chunk, state, hyper) of one FedAvg program."""
   partial = per_round < num_clients
   parts = sweep_lib.parts_of([{'algo': 'fedavg'}])  # as launched
@@ -62,7 +69,8 @@ def program(problem, data, num_clients, per_round, round_size, dtype,
                              **{'local.steps': LOCAL_STEPS,
                                 'local.lr': 0.05})
   state = laq_jax.init_state(spec, hyper, dtype)
-  compiled, compile_s = aot_run_chunk(spec, state, data, hyper, rounds)
+  compiled, compile_s = aot_run_chunk(spec, state, data, hyper, rounds,
+                                      donate=donate)
   return compiled, state, hyper, compile_s
 
 
@@ -74,47 +82,64 @@ def bench(problem_name, x, y, per_round, rounds, repeats):
     x_MxNxD, y_MxN = data_lib.make_shards(x[:m * len(x) // NUM_CLIENTS],
                                           y[:m * len(y) // NUM_CLIENTS], m)
     shards[m] = laq_jax.Data(jnp.asarray(x_MxNxD, dtype), jnp.asarray(y_MxN))
-  runs = {
-      'masked': (NUM_CLIENTS, 0),
-      'gathered': (NUM_CLIENTS, per_round),
-      'S in all': (per_round, 0),
+  long = rounds * ROUND_FACTOR
+  runs = {  # name: (M, round_size, rounds a call)
+      'masked': (NUM_CLIENTS, 0, rounds),
+      'gathered': (NUM_CLIENTS, per_round, rounds),
+      'S in all': (per_round, 0, rounds),
+      'gathered long': (NUM_CLIENTS, per_round, long),
+      'S in all long': (per_round, 0, long),
   }
-  compiled, compile_s = {}, {}
-  for name, (m, size) in runs.items():
+  compiled, compile_s, fns = {}, {}, {}
+  for name, (m, size, r) in runs.items():
     c, state, hyper, seconds = program(problem, shards[m], m,
-                                       per_round, size, dtype, rounds)
+                                       per_round, size, dtype, r)
     compiled[name] = (c, state, shards[m], hyper)
     compile_s[name] = seconds
-  times = time_interleaved(
-      {name: (lambda c=c: c[0](c[1], c[2], c[3]))
-       for name, c in compiled.items()}, repeats)
+    fns[name] = chained(c, state, shards[m], hyper)
+  times = time_interleaved(fns, repeats)
   # the two M = 1,000 programs run the same rounds: check it
-  same = [np.asarray(c[0](c[1], c[2], c[3])[0].theta_P)
-          for name, c in compiled.items() if name != 'S in all']
-  per_round_s = {k: min(v) / rounds for k, v in times.items()}
+  same = [np.asarray(c[0](jax.tree.map(lambda a: a.copy(), c[1]), c[2],
+                          c[3])[0].theta_P)
+          for c in (compiled['masked'], compiled['gathered'])]
+  per_call = {k: min(v) for k, v in times.items()}
+  per_round_s = {k: per_call[k] / rounds
+                 for k in ('masked', 'gathered', 'S in all')}
+  split = {}
+  for k in ('gathered', 'S in all'):
+    slope = (per_call[f'{k} long'] - per_call[k]) / (long - rounds)
+    split[k] = {'round_s': slope, 'call_s': per_call[k] - rounds * slope}
   return {'problem': problem_name, 'M': NUM_CLIENTS, 'S': per_round,
           'K': LOCAL_STEPS, 'batch': BATCH, 'dtype': jnp.dtype(dtype).name,
           'P': problem.num_params(), 'rounds_per_call': rounds,
-          'per_round_s': per_round_s, 'all_times_s': times,
+          'long_rounds_per_call': long,
+          'per_round_s': per_round_s, 'split': split, 'all_times_s': times,
           'compile_s': compile_s,
           'gathered_equals_masked': bool(np.array_equal(*same)),
           'max_theta_difference': float(np.max(np.abs(same[0] - same[1]))),
           'gathered_over_floor': per_round_s['gathered']
-                                 / per_round_s['S in all']}
+                                 / per_round_s['S in all'],
+          'marginal_over_floor': split['gathered']['round_s']
+                                 / split['S in all']['round_s']}
 
 
 def table(results) -> str:
-  lines = ['| problem | S of M | masked ms/round | gathered ms/round | '
-           'S in all ms/round | gathered / S in all | masked / gathered | '
-           'theta after the call: gathered = masked |',
-           '|---|---|---:|---:|---:|---:|---:|---|']
+  lines = ["| problem | S of M | masked ms/round | gathered ms/round | "
+           "S in all ms/round | gathered / S in all | masked / gathered | "
+           "gathered: ms/round + ms/call | S in all: ms/round + ms/call | "
+           "gathered / S in all, per round | theta after the call: "
+           "gathered = masked |",
+           '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|']
   for r in results:
-    t = r['per_round_s']
+    t, g, f = r['per_round_s'], r['split']['gathered'], r['split']['S in all']
     lines.append(
         f"| {r['problem']} | {r['S']} of {r['M']:,} | "
         f"{1e3 * t['masked']:.1f} | {1e3 * t['gathered']:.1f} | "
         f"{1e3 * t['S in all']:.1f} | {r['gathered_over_floor']:.2f}x | "
         f"{t['masked'] / t['gathered']:.1f}x | "
+        f"{1e3 * g['round_s']:.1f} + {1e3 * g['call_s']:.0f} | "
+        f"{1e3 * f['round_s']:.1f} + {1e3 * f['call_s']:.0f} | "
+        f"{r['marginal_over_floor']:.2f}x | "
         + ('yes |' if r['gathered_equals_masked']
            else f"to {r['max_theta_difference']:.1e} |"))
   return '\n'.join(lines)

@@ -60,16 +60,29 @@ def aot(fn, *args, static_argnums=()):
   return compiled, time.perf_counter() - start
 
 
-def aot_run_chunk(spec, state, data, hyper, num_steps):
+def aot_run_chunk(spec, state, data, hyper, num_steps, donate=False):
   """laq_jax.run_chunk compiled ahead of time: (compiled, compile seconds).
 
   The compiled object takes (state, data, hyper); spec and num_steps are
-  static and baked in.
+  static and baked in. With `donate` it consumes the state it is given
+  (`chained` calls it on its own output).
   """
   start = time.perf_counter()
-  compiled = laq_jax.run_chunk.lower(spec, state, data, hyper,
-                                     num_steps).compile()
+  compiled = laq_jax.run_chunk.lower(spec, state, data, hyper, num_steps,
+                                     donate=donate).compile()
   return compiled, time.perf_counter() - start
+
+
+def chained(compiled, state, *args):
+  """A zero-argument fn for `time_interleaved` that runs a donating
+  compiled chunk on a copy of `state`, then on its own last output (as a
+  run's chunks follow each other)."""
+  held = [jax.tree.map(lambda a: a.copy(), state)]
+
+  def call():
+    held[0], trace = compiled(held[0], *args)
+    return held[0], trace
+  return call
 
 
 def memory_bytes(compiled) -> dict:

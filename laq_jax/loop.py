@@ -626,11 +626,20 @@ def scan_chunk(spec: RunSpec, state: LoopState, data: Data, hyper: Hyper,
     """Whether every round of the chunk fits its rows (`round_fits`)."""
     one_hyper = hyper_lib.cast(one_hyper, data.x_MxNxD.dtype)
     s = Setting(spec, data, one_hyper, ids, axis_name, False)
-    return jnp.all(jax.vmap(lambda k: round_fits(s, participation_lib.
-                                                 participants(
-                                                     one_hyper, k,
-                                                     spec.num_workers)))(
-        step + jnp.arange(num_steps, dtype=jnp.int32)))
+
+    def drawn(_):  # every round's participants, counted
+      return jnp.all(jax.vmap(lambda k: round_fits(s, participation_lib.
+                                                   participants(
+                                                       one_hyper, k,
+                                                       spec.num_workers)))(
+          step + jnp.arange(num_steps, dtype=jnp.int32)))
+    if num_local < spec.num_workers:  # (split over devices: counts vary)
+      return drawn(None)
+    # All workers here and S clients a round: every round has min(S, M).
+    per_round = one_hyper.clients_per_round
+    return jax.lax.cond(per_round > 0,
+                        lambda _: per_round <= round_rows(spec, num_local),
+                        drawn, None)
 
   def chunk(state, hyper):
     def run(path):
@@ -674,21 +683,30 @@ def scan_chunk(spec: RunSpec, state: LoopState, data: Data, hyper: Hyper,
 
 
 _compiled_chunk = jax.jit(scan_chunk, static_argnums=(0, 4))
+# The same program with the input state's buffers given to the output (no
+# copy of the [M, P] state in, and one state fewer in memory).
+_donating_chunk = jax.jit(scan_chunk, static_argnums=(0, 4),
+                          donate_argnums=(1,))
 
 
 def run_chunk(spec: RunSpec, state: LoopState, data: Data, hyper: Hyper,
-              num_steps: int) -> tuple[LoopState, Trace]:
+              num_steps: int, *, donate: bool = False
+              ) -> tuple[LoopState, Trace]:
   spec.check_hyper(hyper)  # on the concrete values, before any tracing
-  return _compiled_chunk(spec, state, data, hyper, num_steps)
+  fn = _donating_chunk if donate else _compiled_chunk
+  return fn(spec, state, data, hyper, num_steps)
 
 
-def _lower(spec, state, data, hyper, num_steps):
+def _lower(spec, state, data, hyper, num_steps, *, donate=False):
   spec.check_hyper(hyper)
-  return _compiled_chunk.lower(spec, state, data, hyper, num_steps)
+  fn = _donating_chunk if donate else _compiled_chunk
+  return fn.lower(spec, state, data, hyper, num_steps)
 
 
-# As jit's: the cache size (tests) and ahead-of-time lowering (benchmarks).
-run_chunk._cache_size = _compiled_chunk._cache_size
+# As jit's: the cache size, both programs' (tests, the launchers' compile
+# count) and ahead-of-time lowering (benchmarks).
+run_chunk._cache_size = lambda: (_compiled_chunk._cache_size()
+                                 + _donating_chunk._cache_size())
 run_chunk.lower = _lower
 run_chunk.__doc__ = """Runs `num_steps` iterations from `state` as one compiled program.
 
@@ -703,6 +721,10 @@ Args:
   data: Data shards, shared by every grid point.
   hyper: Hyper of scalars, or of [G] arrays for a sweep.
   num_steps: T, the chunk length (static).
+  donate: give `state`'s buffers to the output: the program updates the
+    state in place instead of copying it in first (at M = 1,000 clients the
+    [M, P] arrays are hundreds of MB), and `state` can no longer be used
+    after the call. A program of its own (compiled once more).
 
 Returns:
   (state after the chunk, Trace with leading [T] (or [G, T]) axes).
@@ -733,8 +755,8 @@ class Chunk(NamedTuple):
 def run(spec: RunSpec, data: Data, hyper: Hyper, num_steps: int, *,
         chunk_size: int | None = None, state: LoopState | None = None,
         callback: Callable[[Chunk], bool | None] | None = None,
-        run_chunk_fn: Callable | None = None, keep_trace: bool = True
-        ) -> tuple[LoopState, Trace | None]:
+        run_chunk_fn: Callable | None = None, keep_trace: bool = True,
+        donate: bool = False) -> tuple[LoopState, Trace | None]:
   """Runs `num_steps` iterations in chunks of one compiled program: the one
   chunk driver (the launchers' single runs and sweeps are built on it).
 
@@ -751,6 +773,10 @@ def run(spec: RunSpec, data: Data, hyper: Hyper, num_steps: int, *,
     run_chunk_fn: replaces `run_chunk` (e.g. the sharded version).
     keep_trace: join and return the chunks' Traces (False: return None, and
       hold no more than one chunk's trace in memory).
+    donate: each chunk updates the state in place (`run_chunk`'s donate;
+      `run_chunk_fn` must take it): the state a callback gets is valid until
+      it returns, and `state` is copied once first, so the caller's stays
+      theirs.
 
   Returns:
     (the LoopState where it stopped, Trace of the steps run as NumPy arrays,
@@ -762,7 +788,10 @@ def run(spec: RunSpec, data: Data, hyper: Hyper, num_steps: int, *,
   spec.check_data(data)
   if state is None:
     state = init_state(spec, hyper, data.x_MxNxD.dtype)
+  if donate:  # buffers of its own (jitted: also over several processes)
+    state = jax.jit(lambda s: jax.tree.map(jnp.copy, s))(state)
   chunk_size = chunk_size or num_steps
+  extra = {'donate': True} if donate else {}
   grid = jnp.ndim(hyper.step_size) == 1
   time_axis = 1 if grid else 0
   start = _step_of(state)
@@ -770,7 +799,7 @@ def run(spec: RunSpec, data: Data, hyper: Hyper, num_steps: int, *,
   done = 0
   while done < num_steps:
     length = min(chunk_size, num_steps - done)
-    state, trace = run_chunk_fn(spec, state, data, hyper, length)
+    state, trace = run_chunk_fn(spec, state, data, hyper, length, **extra)
     trace = jax.tree.map(np.asarray, trace)
     if keep_trace:
       parts.append(trace)

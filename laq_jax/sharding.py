@@ -242,8 +242,8 @@ def make_run_chunk(mesh: Mesh, *, gather_trace: bool | None = None
       `laq_jax.run` turns each chunk's Trace into NumPy).
 
   Returns:
-    fn(spec, state, data, hyper, num_steps) -> (state, Trace), the contract
-    and output shapes of `laq_jax.run_chunk` (a grid Hyper with a leading G
+    fn(spec, state, data, hyper, num_steps, *, donate=False) -> (state,
+    Trace), the contract and output shapes of `laq_jax.run_chunk` (a grid Hyper with a leading G
     axis runs the whole sweep in one program). Inputs not yet on the mesh are
     placed first (place the data once with `shard_data` to avoid copying it
     every chunk). Compiled once per (spec, num_steps, shapes, dtypes).
@@ -252,8 +252,7 @@ def make_run_chunk(mesh: Mesh, *, gather_trace: bool | None = None
   if gather_trace is None:
     gather_trace = len({d.process_index for d in mesh.devices.flat}) > 1
 
-  @functools.partial(jax.jit, static_argnums=(0, 4, 5))
-  def compiled(spec, state, data, hyper, num_steps, grid):
+  def chunk(spec, state, data, hyper, num_steps, grid):
     local = functools.partial(_local_chunk, spec, num_steps)
     state_specs = _state_specs(state, grid)
     state, trace = jax.shard_map(
@@ -267,18 +266,31 @@ def make_run_chunk(mesh: Mesh, *, gather_trace: bool | None = None
               a, NamedSharding(mesh, P(*([None] * a.ndim)))), trace)
     return state, trace
 
+  plain = jax.jit(chunk, static_argnums=(0, 4, 5))
+  donating = jax.jit(chunk, static_argnums=(0, 4, 5), donate_argnums=(1,))
+
   def run_chunk(spec: RunSpec, state: LoopState, data: Data, hyper: Hyper,
-                num_steps: int) -> tuple[LoopState, Trace]:
+                num_steps: int, *, donate: bool = False
+                ) -> tuple[LoopState, Trace]:
     check_layout(spec.num_workers, num_devices)
     if data.x_MxNxD.shape[0] != spec.num_workers:
       raise ValueError(f'data has {data.x_MxNxD.shape[0]} worker shards but '
                        f'spec.num_workers={spec.num_workers}; they must match')
     spec.check_hyper(hyper)
     grid = jnp.ndim(hyper.step_size) == 1
-    return compiled(spec, shard_state(state, mesh), shard_data(data, mesh),
-                    shard_hyper(hyper, mesh), num_steps, grid)
+    return (donating if donate else plain)(
+        spec, shard_state(state, mesh), shard_data(data, mesh),
+        shard_hyper(hyper, mesh), num_steps, grid)
 
-  run_chunk.compiled = compiled  # for tests: compiled._cache_size()
+  class _Compiled:
+    """Both programs' cache size (tests, the launchers' compile count)."""
+
+    @staticmethod
+    def _cache_size():
+      return plain._cache_size() + donating._cache_size()
+
+  run_chunk.compiled = _Compiled
+
   return run_chunk
 
 

@@ -197,7 +197,8 @@ def run_sweep(spec: RunSpec, data: Data, points: Sequence[Mapping[str, Any]],
               callback: Callable[[Progress], None] | None = None, *,
               run_chunk_fn: Callable | None = None,
               checkpointer=None, checkpoint_every: int = 0,
-              authors_code: bool = False) -> SweepResult:
+              authors_code: bool = False, donate: bool = False
+              ) -> SweepResult:
   """Runs every grid point for `num_steps` iterations, batches of one program.
 
   Full-batch and minibatch algorithms run as two programs (`programs`), each
@@ -235,6 +236,9 @@ def run_sweep(spec: RunSpec, data: Data, points: Sequence[Mapping[str, Any]],
       multiple of `chunk_size` (0: only at the end of each batch).
     authors_code: every point follows the authors' scripts (see
       `laq_jax.Hyper`).
+    donate: each chunk updates the batch's state in place (`laq_jax.run`'s
+      donate): the state a callback's Progress holds is valid until it
+      returns.
 
   Returns:
     A SweepResult in the order of `points` (padding dropped).
@@ -291,7 +295,7 @@ def run_sweep(spec: RunSpec, data: Data, points: Sequence[Mapping[str, Any]],
     state, _ = loop.run(batch.program, data, hyper, num_steps - done,
                         chunk_size=chunk_size, state=state,
                         callback=on_chunk, run_chunk_fn=run_chunk_fn,
-                        keep_trace=False)
+                        keep_trace=False, donate=donate)
     final = _final_losses(batch.program.problem, state.theta_P, data,
                           hyper.l2)
     finished.append(_Finished(Record.join(recorded),

@@ -137,7 +137,8 @@ class EstimateTest(absltest.TestCase):
     self.assertEqual(
         sorted(rows), sorted(
             ['floors logreg_stochastic', 'floors mlp_stochastic',
-             'peers laq-jax fedavg', 'peers laq-jax slaq']
+             'peers laq-jax fedavg logreg', 'peers laq-jax slaq logreg',
+             'peers laq-jax fedavg cnn', 'peers laq-jax slaq cnn']
             + [f'participants {p} S = {s}' for p in ('logreg', 'mlp')
                for s in (10, 100)]))
 

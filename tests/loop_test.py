@@ -56,6 +56,41 @@ class LoopTest(parameterized.TestCase):
     np.testing.assert_allclose(np.asarray(s1.theta_P), np.asarray(s2.theta_P),
                                rtol=1e-13)
 
+  def test_donated_chunks_equal_copied_ones_and_leave_the_callers_state(self):
+    # A federated run with partial participation, on its participants' rows
+    # (round_size): donate=True updates the state in place, chunk after
+    # chunk, and must compute what the copying program does, bit for bit.
+    x, y = common.mnist_shards(M, N)
+    data = lj.Data(jnp.asarray(x), jnp.asarray(y))
+    parts = sweep.parts_of([{'algo': 'fedavg', 'clients_per_round': 2}])
+    spec = lj.RunSpec(lj.get_problem('logreg'), M, stochastic=True,
+                      batch_size=5, round_size=2, **parts)
+    h = lj.make_hyper('fedavg', dtype=jnp.float64, clients_per_round=2)
+    state = lj.init_state(spec, h, jnp.float64)
+    seen = []
+    s1, t1 = lj.run(spec, data, h, 12, chunk_size=4, state=state)
+    s2, t2 = lj.run(spec, data, h, 12, chunk_size=4, state=state,
+                    donate=True, callback=lambda c: seen.append(
+                        np.asarray(c.state.theta_P)))
+    np.testing.assert_array_equal(np.asarray(s1.theta_P),
+                                  np.asarray(s2.theta_P))
+    np.testing.assert_array_equal(t1.sent_M, t2.sent_M)
+    np.testing.assert_array_equal(t1.loss, t2.loss)
+    self.assertLen(seen, 3)  # the callback read each chunk's state
+    np.testing.assert_array_equal(seen[-1], np.asarray(s2.theta_P))
+    # the caller's state is still theirs: untouched, and usable
+    self.assertFalse(state.theta_P.is_deleted())
+    np.testing.assert_array_equal(
+        np.asarray(state.theta_P),
+        np.asarray(lj.init_state(spec, h, jnp.float64).theta_P))
+    # run_chunk(donate=True) consumes the state it is given
+    given = jax.tree.map(jnp.copy, state)
+    out, _ = lj.run_chunk(spec, given, data, h, 4, donate=True)
+    self.assertTrue(given.theta_P.is_deleted())
+    np.testing.assert_array_equal(
+        np.asarray(out.theta_P),
+        np.asarray(lj.run_chunk(spec, state, data, h, 4)[0].theta_P))
+
   def test_grid_equals_separate_runs(self):
     x, y = common.mnist_shards(M, N)
     data = lj.Data(jnp.asarray(x), jnp.asarray(y))

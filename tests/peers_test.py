@@ -24,18 +24,29 @@ class PeersTest(absltest.TestCase):
     env.pop('FLOWER_PYTHON', None)
     proc = subprocess.run(
         [sys.executable, str(ROOT / 'benchmarks' / 'peers.py'), '--rounds',
-         '3', '--target', '0.5', '--out', out], env=env, cwd=ROOT,
+         '3', '--target', '0.5', '--models', 'logreg', '--out', out], env=env, cwd=ROOT,
         capture_output=True, text=True, timeout=900, check=False)
     self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
-    self.assertIn('| laq-jax fedavg |', proc.stdout)
+    self.assertIn('| laq-jax fedavg logreg |', proc.stdout)
     self.assertNotIn('Flower', proc.stdout)
     results = json.loads(pathlib.Path(out).read_text())['results']
-    fedavg = results['laq-jax fedavg']
+    fedavg = results['laq-jax fedavg logreg']
     self.assertLen(fedavg['accuracy'], 3)
     # FedAvg from zeros: past chance after a round, better after three
     self.assertGreater(fedavg['accuracy'][0], 0.2)
     self.assertGreater(fedavg['accuracy'][-1], fedavg['accuracy'][0])
     self.assertGreater(fedavg['rounds_per_s'], 0)
+    # both sides start logistic regression from zeros: chance, 9.8%
+    self.assertAlmostEqual(fedavg['initial_accuracy'], 0.098, places=3)
+
+  def test_an_unknown_model_is_refused(self):
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / 'benchmarks' / 'peers.py'), '--models',
+         'logreg,resnet'], cwd=ROOT, capture_output=True, text=True,
+        timeout=300, check=False)
+    self.assertEqual(proc.returncode, 2)
+    self.assertIn('--models: unknown resnet; allowed: logreg, cnn',
+                  proc.stderr)
 
 
 if __name__ == '__main__':

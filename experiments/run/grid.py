@@ -194,7 +194,7 @@ def sweep_and_evaluate(config, workdir: str | os.PathLike, *,
         chunk_size=config.eval_every, callback=on_chunk,
         run_chunk_fn=built.run_chunk_fn, checkpointer=ckpt,
         checkpoint_every=config.checkpoint_every,
-        authors_code=bool(config.authors_code))
+        authors_code=bool(config.authors_code), donate=True)
   finally:
     progress.close()
   if ckpt is not None:

@@ -246,7 +246,8 @@ def _run(config, built, workdir, config_dict, fstar) -> Ran:
     state, _ = laq_jax.run(built.spec, built.data, built.hyper, total - done,
                            chunk_size=config.eval_every, state=state,
                            callback=on_chunk,
-                           run_chunk_fn=built.run_chunk_fn, keep_trace=False)
+                           run_chunk_fn=built.run_chunk_fn, keep_trace=False,
+                           donate=True)
   except BaseException:
     if events is not None:
       events.close()
