@@ -731,6 +731,11 @@ Returns:
 """
 
 
+# A copy of a state in buffers of its own (jitted: also a state over several
+# processes).
+_copy_state = jax.jit(lambda state: jax.tree.map(jnp.copy, state))
+
+
 def _step_of(state: LoopState) -> int:
   """k of a (grid, sharded, multi-process) LoopState."""
   step = state.step
@@ -744,7 +749,8 @@ class Chunk(NamedTuple):
 
   Attributes:
     start: k at the chunk's first step (the resumed state's step counts).
-    state: the LoopState after the chunk.
+    state: the LoopState after the chunk (under `run(donate=True)` valid
+      until the callback returns: the next chunk updates it in place).
     trace: the chunk's Trace as NumPy.
   """
   start: int
@@ -788,8 +794,8 @@ def run(spec: RunSpec, data: Data, hyper: Hyper, num_steps: int, *,
   spec.check_data(data)
   if state is None:
     state = init_state(spec, hyper, data.x_MxNxD.dtype)
-  if donate:  # buffers of its own (jitted: also over several processes)
-    state = jax.jit(lambda s: jax.tree.map(jnp.copy, s))(state)
+  if donate:  # buffers of its own
+    state = _copy_state(state)
   chunk_size = chunk_size or num_steps
   extra = {'donate': True} if donate else {}
   grid = jnp.ndim(hyper.step_size) == 1

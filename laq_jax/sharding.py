@@ -243,10 +243,11 @@ def make_run_chunk(mesh: Mesh, *, gather_trace: bool | None = None
 
   Returns:
     fn(spec, state, data, hyper, num_steps, *, donate=False) -> (state,
-    Trace), the contract and output shapes of `laq_jax.run_chunk` (a grid Hyper with a leading G
-    axis runs the whole sweep in one program). Inputs not yet on the mesh are
-    placed first (place the data once with `shard_data` to avoid copying it
-    every chunk). Compiled once per (spec, num_steps, shapes, dtypes).
+    Trace), the contract and output shapes of `laq_jax.run_chunk` (a grid
+    Hyper with a leading G axis runs the whole sweep in one program).
+    Inputs not yet on the mesh are placed first (place the data once with
+    `shard_data` to avoid copying it every chunk). Compiled once per (spec,
+    num_steps, shapes, dtypes, donate).
   """
   num_devices = num_mesh_devices(mesh)
   if gather_trace is None:

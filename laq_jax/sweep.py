@@ -97,7 +97,8 @@ class Progress(NamedTuple):
       the rest (if any) is padding.
     steps_done: iterations of this batch done so far.
     num_steps: iterations per point.
-    state: the batch's LoopState after the chunk (padded rows included).
+    state: the batch's LoopState after the chunk (padded rows included;
+      under `run_sweep(donate=True)` valid until the callback returns).
     trace: the chunk's Trace as NumPy, padded rows dropped.
   """
   batch: int

@@ -23,8 +23,9 @@ class PeersTest(absltest.TestCase):
     env = dict(os.environ, LAQ_JAX_DATA=str(common.mnist_dir()))
     env.pop('FLOWER_PYTHON', None)
     proc = subprocess.run(
-        [sys.executable, str(ROOT / 'benchmarks' / 'peers.py'), '--rounds',
-         '3', '--target', '0.5', '--models', 'logreg', '--out', out], env=env, cwd=ROOT,
+        [sys.executable, str(ROOT / 'benchmarks' / 'peers.py'),
+         '--rounds', '3', '--target', '0.5', '--models', 'logreg', '--out',
+         out], env=env, cwd=ROOT,
         capture_output=True, text=True, timeout=900, check=False)
     self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
     self.assertIn('| laq-jax fedavg logreg |', proc.stdout)
@@ -38,6 +39,8 @@ class PeersTest(absltest.TestCase):
     self.assertGreater(fedavg['rounds_per_s'], 0)
     # both sides start logistic regression from zeros: chance, 9.8%
     self.assertAlmostEqual(fedavg['initial_accuracy'], 0.098, places=3)
+    # the timed call runs the same rounds as the one-round calls
+    self.assertLess(fedavg['call_against_rounds_max_difference'], 1e-5)
 
   def test_an_unknown_model_is_refused(self):
     proc = subprocess.run(
