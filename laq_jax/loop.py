@@ -596,8 +596,12 @@ def make_step(spec: RunSpec, data: Data, hyper: Hyper, *,
                                       state.step, worker_ids_M)
     if path == 'mask':
       return one_round(state, None, slowdown_M, None)
+    # On the gathered path every round fits (the chunk checked): at most
+    # size rows on each of the M / num_local devices take part.
+    bound = (min(spec.num_workers, spec.num_workers // num_local * size)
+             if path == 'gather' else None)
     present_all = participation_lib.participants(s.hyper, state.step,
-                                                 spec.num_workers)
+                                                 spec.num_workers, bound)
     rows = participation_lib.round_rows(present_all[worker_ids_M], size)
     if path == 'gather':
       return one_round(state, present_all, slowdown_M, rows)

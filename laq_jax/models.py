@@ -48,6 +48,7 @@ from __future__ import annotations
 import functools
 
 import flax.linen as nn
+import jax
 import jax.numpy as jnp
 
 IMAGE_SHAPES = {784: (28, 28, 1), 3072: (32, 32, 3)}
@@ -68,6 +69,55 @@ def image_shape(model: str, input_dim: int) -> tuple[int, int, int]:
   return IMAGE_SHAPES[input_dim]
 
 
+# A convolution whose patches take at most this many bytes per call (per
+# client under vmap) runs as one matrix product over its patches
+# (`PatchConv`); a larger one as XLA's convolution.
+PATCHES_MAX_BYTES = 16 * 2**20
+
+
+class PatchConv(nn.Module):
+  """A k x k convolution, stride 1, with `nn.Conv`'s parameters (the same
+  names, shapes, initializers: the same initial parameters), computed on a
+  small batch as im2col: the k^2 shifted views of the (padded) input side
+  by side, [N, H', W', k^2 C], times the kernel as [k^2 C, F]. Vmapped over
+  clients that each hold their own kernel (a round's local steps), XLA
+  makes of a convolution a grouped one, which XLA:CPU runs at 3-6 GFLOP/s
+  (the FedAvg CNN's second convolution on a 2-core EPYC), and of the
+  product a batched matrix product; the views' gradients are slices and
+  pads. A batch whose patches would take more than `PATCHES_MAX_BYTES`
+  runs `lax.conv_general_dilated` as `nn.Conv` does (the whole-shard
+  objectives), so memory stays that of the activations. The two agree to
+  rounding (tests/models_test.py)."""
+  features: int
+  kernel_size: int
+  padding: str  # 'SAME' or 'VALID'
+
+  @nn.compact
+  def __call__(self, x):
+    k, channels = self.kernel_size, x.shape[-1]
+    kernel = self.param('kernel', nn.initializers.lecun_normal(),
+                        (k, k, channels, self.features), jnp.float32)
+    bias = self.param('bias', nn.initializers.zeros_init(), (self.features,),
+                      jnp.float32)  # (nn.Conv's param_dtype)
+    dtype = jnp.result_type(x, kernel, bias)  # (nn.Conv's promotion)
+    x, kernel, bias = x.astype(dtype), kernel.astype(dtype), bias.astype(dtype)
+    if self.padding == 'SAME':
+      lo = (k - 1) // 2
+      x = jnp.pad(x, ((0, 0), (lo, k - 1 - lo), (lo, k - 1 - lo), (0, 0)))
+    n, height, width = x.shape[0], x.shape[1] - k + 1, x.shape[2] - k + 1
+    patch_bytes = n * height * width * k * k * channels * x.dtype.itemsize
+    if patch_bytes > PATCHES_MAX_BYTES:
+      y = jax.lax.conv_general_dilated(
+          x, kernel, (1, 1), 'VALID',
+          dimension_numbers=('NHWC', 'HWIO', 'NHWC'))
+      return y + bias
+    # (kh, kw, C) order, as the kernel's HWIO rows
+    patches = jnp.concatenate(
+        [x[:, i:i + height, j:j + width, :] for i in range(k)
+         for j in range(k)], axis=-1)
+    return patches @ kernel.reshape(k * k * channels, self.features) + bias
+
+
 class TwoConvCNN(nn.Module):
   """Two 5x5 convolutions, each followed by 2x2 max pooling, a hidden dense
   layer and the read-out: McMahan et al.'s CNN and the LASG code's differ
@@ -84,8 +134,7 @@ class TwoConvCNN(nn.Module):
     act = {'relu': nn.relu, 'elu': nn.elu}[self.activation]
     x = x.reshape((x.shape[0],) + tuple(self.shape))
     for i, channels in enumerate(self.channels):
-      x = act(nn.Conv(channels, (5, 5), padding=self.padding,
-                      name=f'conv{i + 1}')(x))
+      x = act(PatchConv(channels, 5, self.padding, name=f'conv{i + 1}')(x))
       x = nn.max_pool(x, (2, 2), strides=(2, 2))
     x = x.reshape((x.shape[0], -1))
     x = act(nn.Dense(self.hidden, name='fc')(x))

@@ -36,17 +36,33 @@ def uniforms(seed, step, num_clients: int) -> jax.Array:
   return jax.vmap(one)(jnp.arange(num_clients, dtype=jnp.int32))
 
 
-def participants(hyper, step, num_clients: int) -> jax.Array:
+def participants(hyper, step, num_clients: int,
+                 bound: int | None = None) -> jax.Array:
   """bool [M]: who takes part in round `step` (every client's flag: under
-  shard_map every device computes all of them and keeps its own)."""
+  shard_map every device computes all of them and keeps its own).
+
+  `bound`: a static upper bound on `hyper.clients_per_round` that the
+  caller guarantees (a round on `RunSpec.round_size` rows, where the chunk
+  checked its rounds fit), or None. With it the S smallest uniforms come
+  from `lax.top_k` over k = bound instead of a sort of all M: the same
+  clients, as top_k orders ties by index like the stable sort (0.03
+  against 0.32 ms a round at M = 1,000 on a 2-core CPU for float32
+  uniforms; XLA:CPU sorts float64 ones, under x64, either way)."""
   u = uniforms(hyper.seed, step, num_clients)
-  # rank[m] = how many clients come before m (smaller uniform, or equal
-  # with a smaller index): a stable sort's position.
-  order = jnp.argsort(u, stable=True)
-  rank = jnp.zeros((num_clients,), jnp.int32).at[order].set(
-      jnp.arange(num_clients, dtype=jnp.int32))
-  chosen = rank < hyper.clients_per_round
   bernoulli = u < hyper.participation
+  if bound is not None and 0 < bound < num_clients:
+    # The `bound` smallest uniforms, ascending (ties: the smaller index
+    # first); the first S of them take part.
+    _, first = jax.lax.top_k(-u, bound)
+    chosen = jnp.zeros((num_clients,), bool).at[first].set(
+        jnp.arange(bound) < hyper.clients_per_round)
+  else:
+    # rank[m] = how many clients come before m (smaller uniform, or equal
+    # with a smaller index): a stable sort's position.
+    order = jnp.argsort(u, stable=True)
+    rank = jnp.zeros((num_clients,), jnp.int32).at[order].set(
+        jnp.arange(num_clients, dtype=jnp.int32))
+    chosen = rank < hyper.clients_per_round
   return jnp.where(hyper.clients_per_round > 0, chosen, bernoulli)
 
 
@@ -113,8 +129,15 @@ def round_rows(present_M: jax.Array, size: int) -> jax.Array:
   order, then the absent clients in ascending order to fill (distinct
   rows, so a scatter back is well defined). Exactly the participants when
   there are `size` of them."""
-  order = jnp.argsort(~present_M, stable=True)
-  return order[:size].astype(jnp.int32)
+  # Each row's place in that order, by two running counts (a stable
+  # partition: XLA:CPU sorts even lax.top_k, 0.27 ms a round at n = 1,000);
+  # the rows placed past `size` are dropped.
+  present = present_M.astype(jnp.int32)
+  place = jnp.where(present_M, jnp.cumsum(present) - 1,
+                    jnp.sum(present) + jnp.cumsum(1 - present) - 1)
+  return jnp.zeros((size,), jnp.int32).at[place].set(
+      jnp.arange(present_M.shape[0], dtype=jnp.int32), mode='drop',
+      unique_indices=True)
 
 
 def gather_rows(tree, rows_S: jax.Array, fields=None):

@@ -77,6 +77,28 @@ class WhoTakesPartTest(parameterized.TestCase):
     np.testing.assert_array_equal(np.flatnonzero(present[11]),
                                   np.sort(np.argsort(u, kind='stable')[:7]))
 
+  def test_a_bounded_draw_takes_the_same_clients(self):
+    # participants(bound=) (lax.top_k over `bound`) against the stable sort
+    # of every uniform, for S below, at and (Bernoulli) without the bound
+    for per_round, q in ((3, 1.0), (8, 1.0), (0, 0.4)):
+      hyper = lj.make_hyper('laq', clients_per_round=per_round,
+                            participation=q, seed=5)
+      steps = jnp.arange(400)
+      full = jax.vmap(lambda k: participation.participants(hyper, k, 30))
+      bounded = jax.vmap(
+          lambda k: participation.participants(hyper, k, 30, bound=8))
+      np.testing.assert_array_equal(np.asarray(jax.jit(bounded)(steps)),
+                                    np.asarray(jax.jit(full)(steps)))
+
+  def test_round_rows_are_the_participants_then_the_absent_in_order(self):
+    rng = np.random.default_rng(4)
+    for n, size in ((1, 1), (9, 4), (50, 10), (50, 50)):
+      present = rng.random(n) < 0.3
+      rows = np.asarray(participation.round_rows(jnp.asarray(present), size))
+      # NumPy: a stable sort of the flags, participants first
+      np.testing.assert_array_equal(
+          rows, np.argsort(~present, kind='stable')[:size])
+
   def test_full_participation_is_the_run_bit_for_bit(self):
     _, base = run(participation_on=False)
     for kw in (dict(), dict(absent='drop'), dict(clients_per_round=M)):
