@@ -70,51 +70,61 @@ def image_shape(model: str, input_dim: int) -> tuple[int, int, int]:
 
 
 # A convolution whose patches take at most this many bytes per call (per
-# client under vmap) runs as one matrix product over its patches
-# (`PatchConv`); a larger one as XLA's convolution.
-PATCHES_MAX_BYTES = 16 * 2**20
+# client under vmap: McMahan's CNN's second convolution, 627 kB a sample,
+# up to about 100 samples) runs as one matrix product over its patches
+# (`PatchConv`); a larger one (a whole shard's objective) as XLA's
+# convolution, whose memory is the activations'.
+PATCHES_MAX_BYTES = 64 * 2**20
 
 
 class PatchConv(nn.Module):
-  """A k x k convolution, stride 1, with `nn.Conv`'s parameters (the same
-  names, shapes, initializers: the same initial parameters), computed on a
-  small batch as im2col: the k^2 shifted views of the (padded) input side
-  by side, [N, H', W', k^2 C], times the kernel as [k^2 C, F]. Vmapped over
-  clients that each hold their own kernel (a round's local steps), XLA
-  makes of a convolution a grouped one, which XLA:CPU runs at 3-6 GFLOP/s
-  (the FedAvg CNN's second convolution on a 2-core EPYC), and of the
-  product a batched matrix product; the views' gradients are slices and
-  pads. A batch whose patches would take more than `PATCHES_MAX_BYTES`
-  runs `lax.conv_general_dilated` as `nn.Conv` does (the whole-shard
-  objectives), so memory stays that of the activations. The two agree to
+  """A k x k convolution with `nn.Conv`'s parameters (the same names,
+  shapes, initializers: the same initial parameters) and its 'SAME' or
+  'VALID' padding and strides, computed on a small batch as im2col: the k^2
+  shifted (strided) views of the padded input side by side, [N, H', W',
+  k^2 C], times the kernel as [k^2 C, F]. Vmapped over clients that each
+  hold their own kernel (a round's local steps), XLA makes of a
+  convolution a grouped one, which XLA:CPU runs at 3-6 GFLOP/s (the FedAvg
+  CNN's second convolution on a 2-core EPYC), and of the product a batched
+  matrix product; the views' gradients are slices and pads. A batch whose
+  patches would take more than `PATCHES_MAX_BYTES` runs
+  `lax.conv_general_dilated` as `nn.Conv` does (a whole shard's
+  objective), so memory stays that of the activations. The two agree to
   rounding (tests/models_test.py)."""
   features: int
   kernel_size: int
   padding: str  # 'SAME' or 'VALID'
+  strides: int = 1
+  use_bias: bool = True
 
   @nn.compact
   def __call__(self, x):
-    k, channels = self.kernel_size, x.shape[-1]
+    k, s, channels = self.kernel_size, self.strides, x.shape[-1]
     kernel = self.param('kernel', nn.initializers.lecun_normal(),
                         (k, k, channels, self.features), jnp.float32)
-    bias = self.param('bias', nn.initializers.zeros_init(), (self.features,),
-                      jnp.float32)  # (nn.Conv's param_dtype)
+    bias = (self.param('bias', nn.initializers.zeros_init(),
+                       (self.features,), jnp.float32)  # (nn.Conv's dtype)
+            if self.use_bias else jnp.zeros((), jnp.float32))
     dtype = jnp.result_type(x, kernel, bias)  # (nn.Conv's promotion)
     x, kernel, bias = x.astype(dtype), kernel.astype(dtype), bias.astype(dtype)
-    if self.padding == 'SAME':
-      lo = (k - 1) // 2
-      x = jnp.pad(x, ((0, 0), (lo, k - 1 - lo), (lo, k - 1 - lo), (0, 0)))
-    n, height, width = x.shape[0], x.shape[1] - k + 1, x.shape[2] - k + 1
+    if self.padding == 'SAME':  # XLA's: out = ceil(in / s), more at the end
+      pads = []
+      for size in x.shape[1:3]:
+        total = max((-(-size // s) - 1) * s + k - size, 0)
+        pads.append((total // 2, total - total // 2))
+      x = jnp.pad(x, ((0, 0), *pads, (0, 0)))
+    n = x.shape[0]
+    height, width = (x.shape[1] - k) // s + 1, (x.shape[2] - k) // s + 1
     patch_bytes = n * height * width * k * k * channels * x.dtype.itemsize
     if patch_bytes > PATCHES_MAX_BYTES:
       y = jax.lax.conv_general_dilated(
-          x, kernel, (1, 1), 'VALID',
+          x, kernel, (s, s), 'VALID',
           dimension_numbers=('NHWC', 'HWIO', 'NHWC'))
       return y + bias
     # (kh, kw, C) order, as the kernel's HWIO rows
     patches = jnp.concatenate(
-        [x[:, i:i + height, j:j + width, :] for i in range(k)
-         for j in range(k)], axis=-1)
+        [x[:, i:i + s * (height - 1) + 1:s, j:j + s * (width - 1) + 1:s, :]
+         for i in range(k) for j in range(k)], axis=-1)
     return patches @ kernel.reshape(k * k * channels, self.features) + bias
 
 
@@ -217,10 +227,12 @@ class _Block(nn.Module):
 
   @nn.compact
   def __call__(self, x):
-    y = nn.Conv(self.channels, (3, 3), strides=self.stride, padding='SAME',
-                use_bias=False)(x)
+    # (the names flax gave the nn.Conv these replace)
+    y = PatchConv(self.channels, 3, 'SAME', strides=self.stride,
+                  use_bias=False, name='Conv_0')(x)
     y = nn.relu(nn.GroupNorm(num_groups=2)(y))
-    y = nn.Conv(self.channels, (3, 3), padding='SAME', use_bias=False)(y)
+    y = PatchConv(self.channels, 3, 'SAME', use_bias=False,
+                  name='Conv_1')(y)
     y = nn.GroupNorm(num_groups=2)(y)
     if self.stride != 1 or x.shape[-1] != self.channels:  # option A
       x = x[:, ::self.stride, ::self.stride]
@@ -237,7 +249,7 @@ class ResNet20(nn.Module):
   @nn.compact
   def __call__(self, x):
     x = x.reshape((x.shape[0],) + tuple(self.shape))
-    x = nn.Conv(16, (3, 3), padding='SAME', use_bias=False)(x)
+    x = PatchConv(16, 3, 'SAME', use_bias=False, name='Conv_0')(x)
     x = nn.relu(nn.GroupNorm(num_groups=2)(x))
     for stage, channels in enumerate((16, 32, 64)):
       for block in range(3):

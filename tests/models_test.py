@@ -121,15 +121,21 @@ class ModelTest(absltest.TestCase):
   def test_patch_convolution_is_flaxs(self):
     # models.PatchConv against nn.Conv: the same initial parameters, the
     # same outputs and gradients, on both of its paths (patches, and XLA's
-    # convolution past PATCHES_MAX_BYTES), both paddings, under vmap over
+    # convolution past PATCHES_MAX_BYTES), paddings and strides, under vmap over
     # clients that each hold their own kernel (a round's local steps)
     import flax.linen as nn  # pylint: disable=g-import-not-at-top
     rng = np.random.default_rng(3)
     x = jnp.asarray(rng.normal(size=(3, 6, 12, 12, 4)), jnp.float32)
-    for padding in ('SAME', 'VALID'):
-      for limit in (models.PATCHES_MAX_BYTES, 0):
-        ours = models.PatchConv(5, 5, padding)
-        flax_conv = nn.Conv(5, (5, 5), padding=padding)
+    for padding, strides, bias, limit in (
+        ('SAME', 1, True, models.PATCHES_MAX_BYTES), ('SAME', 1, True, 0),
+        ('VALID', 1, True, models.PATCHES_MAX_BYTES), ('VALID', 1, True, 0),
+        ('SAME', 2, False, models.PATCHES_MAX_BYTES), ('SAME', 2, False, 0),
+        ('VALID', 3, True, models.PATCHES_MAX_BYTES)):
+      with self.subTest(padding=padding, strides=strides, limit=limit):
+        ours = models.PatchConv(5, 5, padding, strides=strides,
+                                use_bias=bias)
+        flax_conv = nn.Conv(5, (5, 5), padding=padding, strides=strides,
+                            use_bias=bias)
         keys = jax.random.split(jax.random.key(0), 3)
         params = jax.vmap(lambda k: ours.init(k, x[0]))(keys)
         want_params = jax.vmap(lambda k: flax_conv.init(k, x[0]))(keys)
