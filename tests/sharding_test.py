@@ -72,7 +72,7 @@ class DevicesMatchVmapTest(parameterized.TestCase):
     self.assertEqual(returncode, 0, output[-4000:])
     cases = {r['case'] for r in records}
     self.assertIn('layout', cases)
-    self.assertGreaterEqual(len(cases), 4)  # layout + at least three runs
+    self.assertGreaterEqual(len(cases), 3)  # layout + at least two runs
 
 
 class LayoutTest(absltest.TestCase):
