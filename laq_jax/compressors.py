@@ -1,4 +1,4 @@
-"""What a worker sends: the compressors, each with its exact bit cost.
+"""What a worker sends: the compressors, each with its exact bit cost. ::
 
     out = compress(grad_P, ref_P, key, hyper, names=COMPRESSORS)
 
@@ -12,13 +12,17 @@ are compiled in: a single run pays for its own compressor alone. A new
 compressor is one `REGISTRY.register(name, part)` from any code, a
 `laq_jax.parts.Part` that may own parameters and per-worker state.
 
-Bits per upload (p = number of parameters):
+Bits per upload (p = number of parameters)::
+
   identity  32 p
   uniform   b p + 32 (the codes and the float32 radius; b p with
             `Hyper.authors_code`, as the authors' scripts count it)
-  qsgd      32 (the norm) + per nonzero level l_i: 1 sign bit + the Elias-gamma
-            code of l_i, 2 floor(log2 l_i) + 1 bits (QSGD's own encoding);
-            with `Hyper.authors_code` the authors' count (see `qsgd`)
+  qsgd      32 (the norm) + per nonzero level l_i: the Elias-gamma code of
+            its gap to the previous nonzero (its position), 1 sign bit and
+            the Elias-gamma code of l_i, 2 floor(log2 l_i) + 1 bits (QSGD's
+            own encoding, Alistarh et al. 2017, Sec. 3.1, with gamma for
+            their recursive Elias code; what `laq_jax.wire` sends); with
+            `Hyper.authors_code` the authors' count (see `qsgd`)
   rand_p    32 per kept value + 32 for the seed of the mask (the server
             regenerates the mask from it, so indices cost nothing); 32 per
             kept value with `Hyper.authors_code`
@@ -95,7 +99,7 @@ def elias_gamma_bits(level):
 def qsgd(grad_P, ref_P, key, hyper, *, params=None) -> Compressed:
   """QSGD's unbiased stochastic quantizer with s levels (Alistarh et al. 2017).
 
-  C(v)_i = ||v||_2 sign(v_i) l_i / s, where l_i = floor(s |v_i| / ||v||_2),
+  `C(v)_i = ||v||_2 sign(v_i) l_i / s`, where `l_i = floor(s |v_i| / ||v||_2)`,
   plus 1 with probability equal to the fractional part it dropped.
   """
   params = hyper.params['qsgd'] if params is None else params
@@ -124,7 +128,16 @@ def qsgd(grad_P, ref_P, key, hyper, *, params=None) -> Compressed:
   signs = jnp.where(authors, jnp.where(zero | (v >= 0), 1, -1).astype(dtype),
                     jnp.sign(v))
   value = ref_P + norm * signs * level / s
-  per_value = jnp.where(level > 0, 1 + elias_gamma_bits(level), 0)
+  # Each nonzero's position travels as its gap to the previous nonzero
+  # (the first's: its index + 1), Elias-gamma coded: a count the wire
+  # format can decode (`laq_jax.wire`).
+  nonzero = level > 0
+  index = jnp.arange(v.shape[-1], dtype=jnp.int32)
+  previous = jax.lax.cummax(jnp.where(nonzero, index, -1))
+  previous = jnp.concatenate([jnp.full((1,), -1, jnp.int32), previous[:-1]])
+  gap = (index - previous).astype(dtype)
+  per_value = jnp.where(nonzero, 1 + elias_gamma_bits(level)
+                        + elias_gamma_bits(gap), 0)
   bits = 32 + jnp.sum(per_value, dtype=jnp.int32)
   bits = jnp.where(authors, jnp.round(iterated_log_bits(level)).astype(
       jnp.int32), bits)
@@ -133,7 +146,7 @@ def qsgd(grad_P, ref_P, key, hyper, *, params=None) -> Compressed:
 
 def iterated_log_bits(level_P):
   """The authors' QSGD bit count: sum_i of log2 l + log2 log2 l + ... over
-  the terms >= 1 reached from |l_i| >= 2 (their `while tem >= 2: tem =
+  the terms >= 1 reached from `|l_i| >= 2` (their `while tem >= 2: tem =
   log2(tem); nbit += tem`), in float64 where enabled. Five rounds reach
   below 2 from any l <= 2^24."""
   t = jnp.abs(level_P).astype(jnp.promote_types(level_P.dtype, jnp.float32))
@@ -189,7 +202,7 @@ def _kth_largest(bits_P, k):
 
 
 def top_k_mask(v_P, k):
-  """The k entries of largest |v_i| (ties: the lowest indices), as a bool
+  """The k entries of largest `|v_i|` (ties: the lowest indices), as a bool
   mask: exactly k True."""
   int_type = jnp.int64 if v_P.dtype == jnp.float64 else jnp.int32
   bits_P = jax.lax.bitcast_convert_type(jnp.abs(v_P), int_type)
@@ -203,7 +216,7 @@ def top_k_mask(v_P, k):
 
 
 def top_k(grad_P, ref_P, key, hyper, *, params=None) -> Compressed:
-  """The k largest |v_i|, the rest 0 (Stich et al. 2018; Lin et al. 2018)."""
+  """The k largest `|v_i|`, the rest 0 (Stich et al. 2018; Lin et al. 2018)."""
   del key
   params = hyper.params['top_k'] if params is None else params
   v = grad_P - ref_P
@@ -218,7 +231,7 @@ def top_k(grad_P, ref_P, key, hyper, *, params=None) -> Compressed:
 def sign(grad_P, ref_P, key, hyper) -> Compressed:
   """Scaled sign (Karimireddy et al. 2019): (||v||_1 / p) sign(v).
 
-  |v_i| <= kappa max|v| counts as 0 (`quantize.tie_tolerance`): a
+  `|v_i| <= kappa max|v|` counts as 0 (`quantize.tie_tolerance`): a
   coordinate that is zero in exact arithmetic must not take the sign of
   rounding noise, which differs between program shapes.
   """
@@ -233,7 +246,7 @@ def sign(grad_P, ref_P, key, hyper) -> Compressed:
 
 
 def terngrad(grad_P, ref_P, key, hyper) -> Compressed:
-  """TernGrad (Wen et al. 2017): max|v| sign(v_i) Bernoulli(|v_i| / max|v|),
+  """TernGrad (Wen et al. 2017): `max|v| sign(v_i) Bernoulli(|v_i| / max|v|)`,
   unbiased."""
   del hyper
   v = grad_P - ref_P

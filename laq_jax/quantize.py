@@ -49,6 +49,20 @@ class Quantized(NamedTuple):
   error_sq: jax.Array
 
 
+def reconstruct(ref_P: jax.Array, codes_P: jax.Array, radius: jax.Array,
+                bits: jax.Array) -> jax.Array:
+  """Q = Qhat + 2 tau R q - R, what the server rebuilds from the b-bit codes
+  q and the radius R (Qhat itself when R == 0). The quantizer and the wire
+  decoder (`laq_jax.wire`) both call this, so they round alike (XLA contracts
+  the product and the sum into one fused multiply-add on the CPU)."""
+  dtype = ref_P.dtype
+  levels = jnp.ldexp(jnp.ones((), dtype), bits) - 1  # 2^b - 1, exactly
+  tau = 1 / levels
+  safe_radius = jnp.where(radius > 0, radius, jnp.ones_like(radius))
+  value = ref_P + 2 * tau * safe_radius * codes_P.astype(dtype) - safe_radius
+  return jnp.where(radius > 0, value, ref_P)
+
+
 def quantize_innovation(grad_P: jax.Array, ref_P: jax.Array,
                         bits: jax.Array) -> Quantized:
   """Quantizes grad_P relative to the reference ref_P with `bits` bits.
@@ -76,8 +90,7 @@ def quantize_innovation(grad_P: jax.Array, ref_P: jax.Array,
   zero = jnp.abs(innovation) <= tie_tolerance(dtype) * radius
   codes = jnp.where(zero, (levels + 1) / 2, codes)
   codes = jnp.clip(codes, 0, levels)
-  value = ref_P + 2 * tau * safe_radius * codes - safe_radius
-  value = jnp.where(radius > 0, value, ref_P)
+  value = reconstruct(ref_P, codes, radius, bits)
   codes = jnp.where(radius > 0, codes, jnp.zeros_like(codes))
   error_sq = collectives.sum_sq(value - grad_P)
   return Quantized(value, codes, radius, error_sq)

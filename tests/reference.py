@@ -328,9 +328,11 @@ def qsgd(v, s, uniforms):
   level = np.floor(scaled)
   level += uniforms < scaled - level  # round up with the dropped fraction
   out = norm * np.sign(v) * level / s
-  nonzero = level[level > 0].astype(np.float64)  # l <= 2^24: exact
-  gamma = 2 * np.floor(np.log2(nonzero)) + 1  # gamma_length, vectorized
-  return out, 32 + int(np.sum(1 + gamma))
+  bits, previous = 32, -1
+  for i in np.flatnonzero(level > 0):  # gap to the previous nonzero, sign, level
+    bits += gamma_length(i - previous) + 1 + gamma_length(int(level[i]))
+    previous = i
+  return out, bits
 
 
 def rand_p(v, p, uniforms):
