@@ -137,11 +137,12 @@ class CompressorTest(parameterized.TestCase):
   def test_qsgd_hand_worked(self):
     # v = (3, -4): ||v|| = 5; s = 5 gives s|v|/||v|| = (3, 4), whole
     # numbers, so no randomness: levels 3 and 4, C(v) = v exactly. Bits: 32,
-    # then 1 + gamma(3) = 4 and 1 + gamma(4) = 6.
+    # then per entry gamma(gap) + 1 + gamma(level): gaps 1 and 1 (1 bit
+    # each), gamma(3) = 3 and gamma(4) = 5 bits: 5 and 7.
     out = compressors.qsgd(jnp.array([3.0, -4.0]), jnp.zeros(2),
                            jax.random.key(0), hyper(levels=5))
     np.testing.assert_allclose(np.asarray(out.value_P), [3.0, -4.0])
-    self.assertEqual(int(out.bits), 32 + 4 + 6)
+    self.assertEqual(int(out.bits), 32 + 5 + 7)
 
   @parameterized.parameters(False, True)
   def test_bits_of_uniform_and_identity(self, authors_code):

@@ -1,0 +1,82 @@
+"""The Flower App's entry points: `client` (a ClientApp) and `server` (a
+ServerApp), laq-jax's presets on MNIST logistic regression, split over the
+SuperNodes by `partition-id` (the simulation's contiguous shards).
+
+The run config (pyproject.toml, or `flwr run --run-config`) names the
+preset, the clients, the rounds; each process builds the same run from it
+with the launchers' `experiments.run.build` (the clone on PYTHONPATH).
+"""
+import os
+import sys
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+if os.path.isdir(os.path.join(_ROOT, 'laq_jax')) and _ROOT not in sys.path:
+  sys.path.insert(0, _ROOT)
+
+from laq_jax import flower  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+
+def make_run(run_config):
+  """(spec, data, hyper) of the run the config names."""
+  from configs import default  # pylint: disable=g-import-not-at-top
+  from experiments.run import build  # pylint: disable=g-import-not-at-top
+  config = default.get_config()
+  config.algo = str(run_config['algo'])
+  config.num_workers = int(run_config['clients'])
+  config.precision = 'float32'
+  config.model = 'logreg'
+  config.train_subset = int(run_config['train-subset'])
+  config.fstar = 'none'
+  config.num_iters = int(run_config['rounds'])
+  if float(run_config.get('step-size', 0.0)) > 0:
+    config.step_size = float(run_config['step-size'])
+  for item in str(run_config.get('config', '')).split():
+    name, _, value = item.partition('=')
+    group = config
+    *path, last = name.split('.')
+    for p in path:
+      group = group[p]
+    group[last] = type(group[last])(value) if group[last] is not None else (
+        float(value))
+  built = build.build(config)
+  return built.spec, built.data, built.hyper
+
+
+def misbehave(run_config, step, reply, worker):
+  """Rewrites a reply as run_config['misbehave'] says (tests of the
+  server's gate): '<client>:<how>@<round>,...', how one of length (a byte
+  short), width (b = 40), nan (a NaN radius), twice (answers as client 0),
+  crash (the ClientApp raises), exit (its process dies mid-round)."""
+  plan = {}
+  for item in filter(None, str(run_config.get('misbehave', '')).split(',')):
+    who, _, rest = item.partition(':')
+    how, _, at = rest.partition('@')
+    plan[(int(who), int(at))] = how
+  how = plan.get((worker, step))
+  if how is None:
+    return reply
+  reply = dict(reply)
+  payload = reply.get('payload') or b''
+  if how == 'length':
+    reply.update(sent=True, payload=payload[:-1] or b'\0')
+  elif how == 'width':
+    reply['width'] = 40
+  elif how == 'nan':  # uniform's radius: the 32 bits after the b p codes
+    import numpy as np  # pylint: disable=g-import-not-at-top
+    bits = np.unpackbits(np.frombuffer(payload, np.uint8))
+    start = int(reply['bits']) - 32
+    bits[start:start + 32] = np.unpackbits(
+        np.frombuffer(np.array(np.nan, '>f4').tobytes(), np.uint8))
+    reply['payload'] = np.packbits(bits).tobytes()
+  elif how == 'twice':
+    reply['worker'] = 0
+  elif how == 'crash':
+    raise RuntimeError('the client failed mid-round')
+  elif how == 'exit':
+    os._exit(1)  # pylint: disable=protected-access
+  return reply
+
+
+client = flower.client_app(make_run, misbehave=misbehave)
+server = flower.server_app(make_run)

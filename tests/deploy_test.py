@@ -1,0 +1,98 @@
+"""laq_jax.deploy: the worker's and the server's halves of a round, run
+apart and talking in payloads, are the simulated run (loop.run)."""
+
+import math
+
+from absl.testing import absltest, parameterized
+import numpy as np
+
+from laq_jax import deploy, loop, wire
+from tests import common
+
+ROUNDS = 20
+
+
+def built(algo, **overrides):
+  from configs import default  # pylint: disable=g-import-not-at-top
+  from experiments.run import build  # pylint: disable=g-import-not-at-top
+  config = default.get_config()
+  config.update(dict(algo=algo, num_workers=3, precision='float32',
+                     train_subset=1800, num_iters=ROUNDS, fstar='none',
+                     data_dir=common.mnist_dir() or ''))
+  config.update(overrides)
+  b = build.build(config)
+  return b.spec, b.data, b.hyper
+
+
+def deployed(spec, data, hyper, refuse=()):
+  """ROUNDS rounds through payloads; `refuse`: (round, client) pairs whose
+  upload the server refuses."""
+  clients = [deploy.Client(spec, data, hyper, m) for m in range(3)]
+  server = deploy.Server(spec, hyper)
+  sent, bits, sizes = [], [], []
+  for k in range(ROUNDS):
+    row = []
+    for m, client in enumerate(clients):
+      up = client.round(server.broadcast(m))
+      if (k, m) in refuse:
+        server.refuse(m, 'test')
+      else:
+        server.receive(m, up.sent, up.payload)
+      row.append(up)
+    server.finish_round()
+    sent.append([u.sent for u in row])
+    bits.append([u.bits for u in row])
+    sizes.append([len(u.payload) if u.payload else 0 for u in row])
+  return server, clients, np.array(sent), np.array(bits), np.array(sizes)
+
+
+@absltest.skipUnless(common.mnist_dir(), 'MNIST not found')
+class DeployedIsSimulatedTest(parameterized.TestCase):
+
+  @parameterized.parameters(('laq', dict(step_size=0.5)), ('lag', {}),
+                            ('fedavg', {}), ('fedpaq', {}))
+  def test_same_uploads_bits_and_parameters(self, algo, overrides):
+    spec, data, hyper = built(algo, **overrides)
+    state, trace = loop.run(spec, data, hyper, ROUNDS)
+    server, _, sent, bits, sizes = deployed(spec, data, hyper)
+    np.testing.assert_array_equal(sent, np.asarray(trace.sent_M))
+    np.testing.assert_array_equal(bits, np.asarray(trace.bits_M))
+    self.assertGreater(sent.sum(), 3)  # not only the first round's
+    self.assertTrue(np.all(sizes == [[math.ceil(b / 8) for b in r]
+                                     for r in bits]))
+    np.testing.assert_allclose(np.asarray(server.theta_P),
+                               np.asarray(state.theta_P), rtol=1e-5,
+                               atol=1e-7)
+
+  def test_a_refused_upload_leaves_no_trace(self):
+    spec, data, hyper = built('laq', step_size=0.5)
+    server, clients, sent, _, _ = deployed(spec, data, hyper,
+                                           refuse={(0, 2), (5, 1)})
+    self.assertTrue(sent[0, 2])  # it was sent, and refused
+    # the aggregate is every client's last upload as the server holds it...
+    np.testing.assert_allclose(
+        np.asarray(server.state.aggregate_P),
+        np.asarray(server.state.last_upload_MxP).sum(0), rtol=1e-5,
+        atol=1e-6)
+    # ...and each client, told of a refusal, rolled back: worker and server
+    # hold the same last upload
+    for m, client in enumerate(clients):
+      np.testing.assert_array_equal(np.asarray(client.memory.last_upload_P),
+                                    np.asarray(server.state.last_upload_MxP[m]))
+    self.assertEqual([(r.step, r.worker) for r in server.refusals],
+                     [(0, 2), (5, 1)])
+
+  def test_undeployable_runs_refused_by_name(self):
+    spec, data, hyper = built('ef_signsgd', batch_size=100)
+    with self.assertRaisesRegex(ValueError, "'sign' has no wire format"):
+      deploy.Server(spec, hyper)
+    spec, data, hyper = built('laq', precision='float64')
+    with self.assertRaisesRegex(ValueError, 'precision float64'):
+      deploy.Client(spec, data, hyper, 0)
+    with self.assertRaisesRegex(wire.WireError, 'out of range 0..2'):
+      spec, _, hyper = built("laq")
+      deploy.Server(spec, hyper).receive(3, False, None)
+
+
+if __name__ == '__main__':
+  absltest.main()
