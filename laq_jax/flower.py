@@ -2,15 +2,21 @@
 ServerApp built from the library's parts (`laq_jax.deploy`), uploads packed
 as `laq_jax.wire` payloads.
 
-    def make_run(run_config):        # -> (spec, data, hyper), in every process
+    def make_run(run_config):  # in every process: {name: (spec, data, hyper)}
       ...
     client = laq_jax.flower.client_app(make_run)
     server = laq_jax.flower.server_app(make_run)
 
+`make_run` may name several runs of the same clients (a comparison: laq,
+lag, fedpaq and fedavg): they run side by side, one message per client and
+round carrying each run's part, so a round starts each ClientApp process
+once (Flower 1.42 starts one per message) however many runs it serves.
+
 `experiments/flower_app/` is a ready Flower App on MNIST (its README runs it
 on a SuperLink and SuperNodes on localhost).
 
-What travels, per round and client:
+What travels, per round, client and run (the run's name prefixes its
+records):
   down  theta^k as a float32 ArrayRecord; a ConfigRecord with k, the
         trigger's history (D floats) and whether the server took the
         client's previous upload.
@@ -27,9 +33,9 @@ failed); a client that does not answer before the round's timeout is absent
 too. A refused or absent client counts as absent for the round (its last
 upload stays where it was, `laq_jax.deploy`), and the round goes on.
 
-The ServerApp writes `run_config['out']` (if set): a JSON file with every
-round's uploads, counted bits, payload and message bytes per client, the
-refusals, and the final parameters.
+The ServerApp writes `run_config['out']` (if set): a JSON file with, per
+run, every round's uploads, counted bits, payload and message bytes and
+upload time per client, the refusals, and the final parameters.
 """
 
 from __future__ import annotations
@@ -38,30 +44,41 @@ import json
 import logging
 import os
 import time
-from typing import Callable
+from typing import Callable, Mapping
 
 import jax
 import numpy as np
 
-from flwr.app import ArrayRecord, ConfigRecord, Context, Message, RecordDict
-from flwr.clientapp import ClientApp
-from flwr.serverapp import Grid, ServerApp
+try:
+  from flwr.app import ArrayRecord, ConfigRecord, Context, Message, RecordDict
+  from flwr.clientapp import ClientApp
+  from flwr.serverapp import Grid, ServerApp
+except ImportError as e:  # the optional extra
+  raise ImportError('laq_jax.flower needs Flower: pip install ".[flower]" '
+                    '(flwr==1.42.0)') from e
 
 from laq_jax import deploy
 from laq_jax import wire
 
 log = logging.getLogger('laq_jax.flower')
 
-MakeRun = Callable[[dict], tuple]
+MakeRun = Callable[[dict], Mapping[str, tuple]]
 _CACHE: dict = {}
 
 
-def _run(make_run: MakeRun, run_config: dict):
-  """make_run's (spec, data, hyper), once per process and run config."""
+def _runs(make_run: MakeRun, run_config: dict) -> dict[str, tuple]:
+  """make_run's {name: (spec, data, hyper)} (a single tuple: {'run': it}),
+  once per process and run config."""
   key = (id(make_run), json.dumps(dict(run_config), sort_keys=True,
                                   default=str))
   if key not in _CACHE:
-    _CACHE[key] = make_run(dict(run_config))
+    runs = make_run(dict(run_config))
+    if isinstance(runs, tuple):
+      runs = {'run': runs}
+    for name in runs:
+      if not name.isidentifier():
+        raise ValueError(f'run name {name!r}: it must be an identifier')
+    _CACHE[key] = dict(runs)
   return _CACHE[key]
 
 
@@ -74,57 +91,67 @@ def _message_bytes(content: RecordDict) -> int:
 # --- the client --------------------------------------------------------------
 
 
-def _save(context: Context, client: deploy.Client) -> None:
+def _save(context: Context, name: str, client: deploy.Client) -> None:
   leaves = jax.tree.leaves(client.memory)
   previous = (jax.tree.leaves(client.previous) if client.previous is not None
               else [])
-  context.state['laq.memory'] = ArrayRecord(
+  context.state[f'{name}.memory'] = ArrayRecord(
       [np.asarray(a) for a in leaves + previous])
-  context.state['laq.meta'] = ConfigRecord({'previous': bool(previous)})
+  context.state[f'{name}.meta'] = ConfigRecord({'previous': bool(previous)})
 
 
-def _load(context: Context, client: deploy.Client) -> None:
-  if 'laq.memory' not in context.state:
+def _load(context: Context, name: str, client: deploy.Client) -> None:
+  if f'{name}.memory' not in context.state:
     return
-  arrays = context.state['laq.memory'].to_numpy_ndarrays()
+  arrays = context.state[f'{name}.memory'].to_numpy_ndarrays()
   treedef = jax.tree.structure(client.memory)
   n = treedef.num_leaves
   client.memory = jax.tree.unflatten(treedef, arrays[:n])
-  if context.state['laq.meta']['previous']:
+  if context.state[f'{name}.meta']['previous']:
     client.previous = jax.tree.unflatten(treedef, arrays[n:2 * n])
 
 
 def client_app(make_run: MakeRun, *, misbehave: Callable | None = None
                ) -> ClientApp:
   """A ClientApp: worker `node_config['partition-id']`'s half of each round
-  (`deploy.Client`), its memory kept in the node's context between rounds.
+  of every run `make_run` names (`deploy.Client`), its memory kept in the
+  node's context between rounds.
 
   `misbehave(run_config, step, reply, worker) -> reply`, if given,
-  rewrites the reply (a dict) before it leaves (tests of the server's
-  gate)."""
+  rewrites each run's reply (a dict with the run's `name`) before it
+  leaves (tests of the server's gate)."""
   app = ClientApp()
 
   @app.train()
   def train(msg: Message, context: Context):
-    spec, data, hyper = _run(make_run, context.run_config)
     worker = int(context.node_config['partition-id'])
-    client = deploy.Client(spec, data, hyper, worker)
-    _load(context, client)
-    round_ = msg.content['round']
-    message = deploy.Message(
-        int(round_['step']), msg.content['theta'].to_numpy_ndarrays()[0],
-        np.asarray(round_['history'], np.float32), bool(round_['taken']))
-    upload = client.round(message)
-    _save(context, client)
-    reply = {'worker': worker, 'sent': upload.sent,
-             'compressor': client.format.compressor,
-             'width': client.format.bits, 'bits': upload.bits}
-    if upload.sent:
-      reply['payload'] = upload.payload
-    if misbehave is not None:
-      reply = misbehave(dict(context.run_config), message.step, reply,
-                        worker)
-    return Message(RecordDict({'upload': ConfigRecord(reply)}), reply_to=msg)
+    content = {}
+    for name, (spec, data, hyper) in _runs(make_run,
+                                           context.run_config).items():
+      if f'{name}.round' not in msg.content:
+        continue
+      client = deploy.Client(spec, data, hyper, worker)
+      _load(context, name, client)
+      round_ = msg.content[f'{name}.round']
+      message = deploy.Message(
+          int(round_['step']),
+          msg.content[f'{name}.theta'].to_numpy_ndarrays()[0],
+          np.asarray(round_['history'], np.float32), bool(round_['taken']))
+      upload = client.round(message)
+      _save(context, name, client)
+      reply = {'worker': worker, 'sent': upload.sent,
+               'compressor': client.format.compressor,
+               'width': client.format.bits, 'bits': upload.bits}
+      if upload.sent:
+        reply['payload'] = upload.payload
+      if misbehave is not None:
+        reply = misbehave(dict(context.run_config), message.step,
+                          dict(reply, name=name), worker)
+        reply.pop('name', None)
+      # when the upload leaves (the server's clock: the same host's)
+      reply['sent-at'] = time.time()
+      content[f'{name}.upload'] = ConfigRecord(reply)
+    return Message(RecordDict(content), reply_to=msg)
 
   return app
 
@@ -140,9 +167,9 @@ def _check_format(server: deploy.Server, reply) -> None:
   width = int(reply.get('width', 0))
   if fmt.compressor == 'uniform' and width != fmt.bits:
     raise wire.WireError(
-        f'bit width {width} ' + ('out of range 1..32' if not
+        f'bit width {width} ' + ('out of range 1..32 ' if not
                                  1 <= width <= 32 else '')
-        + f' (the run\'s b = {fmt.bits})')
+        + f'(the run\'s b = {fmt.bits})')
   if reply.get('sent') and 'payload' in reply:
     bits = int(reply.get('bits', -1))
     if fmt.fixed_bits() is not None and bits != fmt.fixed_bits():
@@ -150,16 +177,60 @@ def _check_format(server: deploy.Server, reply) -> None:
                            f'{fmt.fixed_bits()}')
 
 
+def _exchange(grid: Grid, messages, timeout: float, poll_s: float = 0.05):
+  """grid.send_and_receive, polling every `poll_s` (Flower's polls every
+  3 s), with each reply's arrival time (time.time()): (replies, {id(reply):
+  arrival})."""
+  pending = set(grid.push_messages(messages))
+  replies, arrived = [], {}
+  end = time.monotonic() + timeout
+  while pending and time.monotonic() < end:
+    got = list(grid.pull_messages(pending))
+    now = time.time()
+    for reply in got:
+      arrived[id(reply)] = now
+      pending.discard(reply.metadata.reply_to_message_id)
+    replies.extend(got)
+    if pending:
+      time.sleep(poll_s)
+  return replies, arrived
+
+
+class _Served:
+  """One named run on the server: its deploy.Server and its record."""
+
+  def __init__(self, name, spec, data, hyper):
+    self.name = name
+    counts = None if data.count_M is None else np.asarray(data.count_M)
+    self.server = deploy.Server(spec, hyper, counts)
+    self.rounds, self.refusals = [], []
+    self.clients = {}
+
+  def refuse(self, k, who, node, reason):
+    name = who if who is not None else f'on node {node}'
+    log.warning('round %d: refused client %s%s: %s', k, name,
+                '' if self.name == 'run' else f' ({self.name})', reason)
+    if who is not None:
+      self.server.refuse(who, reason)
+    self.refusals.append({'round': k, 'client': name, 'reason': reason})
+
+
 def serve(grid: Grid, make_run: MakeRun, run_config: dict) -> dict:
-  """Runs `run_config['rounds']` rounds with the clients on `grid`
-  (waiting up to `run_config['wait-s']` for `run_config['clients']` of
-  them); returns (and writes to run_config['out'], if set) the record."""
-  spec, data, hyper = _run(make_run, run_config)
-  counts = None if data.count_M is None else np.asarray(data.count_M)
-  server = deploy.Server(spec, hyper, counts)
+  """Runs `run_config['rounds']` rounds of every run `make_run` names, side
+  by side (one message per client and round carries them all), with the
+  clients on `grid` (waiting up to `run_config['wait-s']` for
+  `run_config['clients']` of them); returns (and writes to
+  run_config['out'], if set) the record: {run name: its rounds, refusals
+  and final parameters}."""
+  runs = _runs(make_run, run_config)
+  served = [_Served(name, *run) for name, run in runs.items()]
+  num_workers = {s.server.spec.num_workers for s in served}
+  if len(num_workers) != 1:
+    raise ValueError(f'the runs have {sorted(num_workers)} workers: one '
+                     'deployment serves runs of the same clients')
   rounds = int(run_config.get('rounds', 20))
   timeout = float(run_config.get('round-timeout-s', 120))
-  wanted = int(run_config.get('clients', spec.num_workers))
+  wanted = int(run_config.get('clients', num_workers.pop()))
   deadline = time.monotonic() + float(run_config.get('wait-s', 120))
   nodes = list(grid.get_node_ids())
   while len(nodes) < wanted and time.monotonic() < deadline:
@@ -168,77 +239,84 @@ def serve(grid: Grid, make_run: MakeRun, run_config: dict) -> dict:
   if len(nodes) < wanted:
     raise RuntimeError(f'{len(nodes)} of {wanted} clients connected')
   node_of: dict[int, int] = {}  # worker -> node
-  record = {'rounds': [], 'refusals': []}
   start = time.perf_counter()
   for k in range(rounds):
     worker_of = {n: w for w, n in node_of.items()}
     messages = []
     for node in nodes:
       w = worker_of.get(node)
-      msg = server.broadcast(w if w is not None else 0)
-      taken = bool(server.taken_last[w]) if w is not None else True
-      content = RecordDict({
-          'theta': ArrayRecord([np.asarray(msg.theta_P, np.float32)]),
-          'round': ConfigRecord({'step': k, 'history': [
-              float(h) for h in msg.history_D], 'taken': taken})})
-      messages.append(Message(content=content, dst_node_id=node,
+      content = {}
+      for s in served:
+        msg = s.server.broadcast(w if w is not None else 0)
+        taken = bool(s.server.taken_last[w]) if w is not None else True
+        content[f'{s.name}.theta'] = ArrayRecord(
+            [np.asarray(msg.theta_P, np.float32)])
+        content[f'{s.name}.round'] = ConfigRecord({
+            'step': k, 'history': [float(h) for h in msg.history_D],
+            'taken': taken})
+      messages.append(Message(content=RecordDict(content), dst_node_id=node,
                               message_type='train'))
     down_bytes = _message_bytes(messages[0].content)
     round_start = time.perf_counter()
-    replies = list(grid.send_and_receive(messages, timeout=timeout))
+    replies, arrived = _exchange(grid, messages, timeout)
     wall = time.perf_counter() - round_start
-    per_client = {}
+    per_client = {s.name: {} for s in served}
+    heard_nodes = set()
     for reply in replies:
       node = reply.metadata.src_node_id
+      heard_nodes.add(node)
       known = worker_of.get(node)  # who this node answered as before
-      who = known
-      try:
-        if reply.has_error():
-          raise wire.WireError(f'error reply: {reply.error.reason}')
-        up = reply.content['upload']
-        w = up.get('worker')
-        if not isinstance(w, int):
-          raise wire.WireError(f'client index {w!r} is not an integer')
-        if who is None and node_of.get(w, node) == node:
-          who = w
-        if known is not None and w != known:
-          raise wire.WireError(f'node {node} answered as client {w}')
-        if node_of.get(w, node) != node:
-          raise wire.WireError(f'client {w} answered round {k} twice (again '
-                               f'from node {node})')
-        _check_format(server, up)
-        payload = up.get('payload')
-        server.receive(w, bool(up.get('sent')), payload)
-        node_of.setdefault(w, node)
-        per_client[w] = {
-            'sent': bool(up.get('sent')), 'bits': int(up.get('bits', 0)),
-            'payload_bytes': len(payload) if payload else 0,
-            'message_bytes': _message_bytes(reply.content)}
-      except (wire.WireError, KeyError, TypeError, ValueError) as e:
-        name = who if who is not None else f'on node {node}'
-        log.warning('round %d: refused client %s: %s', k, name, e)
-        if who is not None:
-          server.refuse(who, str(e))
-        record['refusals'].append({'round': k, 'client': name,
-                                   'reason': str(e)})
-    answered = {node_of.get(w) for w in per_client}
-    for w, node in node_of.items():
-      if w not in per_client and node not in answered and not any(
-          r['round'] == k and r['client'] == w for r in record['refusals']):
-        log.warning('round %d: client %d absent (no reply in %g s)', k, w,
-                    timeout)
-        record['refusals'].append({'round': k, 'client': w,
-                                   'reason': 'no reply'})
-    taken = server.finish_round()
-    record['rounds'].append({'round': k, 'wall_s': wall,
-                             'down_message_bytes': down_bytes,
-                             'clients': {str(w): c for w, c in
-                                         sorted(per_client.items())},
-                             'taken': [bool(t) for t in taken]})
-  record['wall_s'] = time.perf_counter() - start
-  record['theta'] = np.asarray(server.theta_P).tolist()
-  record['num_params'] = int(server.format.num_params)
-  record['compressor'] = server.format.compressor
+      if reply.has_error():
+        for s in served:
+          s.refuse(k, known, node, f'error reply: {reply.error.reason}')
+        continue
+      for s in served:
+        who = known
+        try:
+          up = reply.content[f'{s.name}.upload']
+          w = up.get('worker')
+          if not isinstance(w, int):
+            raise wire.WireError(f'client index {w!r} is not an integer')
+          if who is None and node_of.get(w, node) == node:
+            who = w
+          if known is not None and w != known:
+            raise wire.WireError(f'node {node} answered as client {w}')
+          if node_of.get(w, node) != node:
+            raise wire.WireError(f'client {w} answered round {k} twice '
+                                 f'(again from node {node})')
+          _check_format(s.server, up)
+          payload = up.get('payload')
+          s.server.receive(w, bool(up.get('sent')), payload)
+          node_of.setdefault(w, node)
+          per_client[s.name][w] = {
+              'sent': bool(up.get('sent')), 'bits': int(up.get('bits', 0)),
+              'payload_bytes': len(payload) if payload else 0,
+              'message_bytes': _message_bytes(RecordDict(
+                  {f'{s.name}.upload': up})),
+              # from the reply leaving the ClientApp to the server holding
+              # it (through the SuperNode and the link)
+              'upload_s': arrived[id(reply)] - float(up.get('sent-at', 0.0))}
+        except (wire.WireError, KeyError, TypeError, ValueError) as e:
+          s.refuse(k, who, node, str(e))
+    for s in served:
+      for w, node in node_of.items():
+        if node not in heard_nodes:
+          log.warning('round %d: client %d absent (no reply in %g s)', k, w,
+                      timeout)
+          s.refusals.append({'round': k, 'client': w, 'reason': 'no reply'})
+      taken = s.server.finish_round()
+      s.rounds.append({'round': k, 'wall_s': wall,
+                       'down_message_bytes': down_bytes,
+                       'clients': {str(w): c for w, c in
+                                   sorted(per_client[s.name].items())},
+                       'taken': [bool(t) for t in taken]})
+  wall_s = time.perf_counter() - start
+  record = {s.name: {'rounds': s.rounds, 'refusals': s.refusals,
+                     'wall_s': wall_s,
+                     'theta': np.asarray(s.server.theta_P).tolist(),
+                     'num_params': int(s.server.format.num_params),
+                     'compressor': s.server.format.compressor}
+            for s in served}
   out = run_config.get('out')
   if out:
     tmp = f'{out}.tmp'

@@ -24,13 +24,13 @@ def built(algo, **overrides):
   return b.spec, b.data, b.hyper
 
 
-def deployed(spec, data, hyper, refuse=()):
-  """ROUNDS rounds through payloads; `refuse`: (round, client) pairs whose
-  upload the server refuses."""
+def deployed(spec, data, hyper, refuse=(), rounds=ROUNDS):
+  """`rounds` rounds through payloads; `refuse`: (round, client) pairs
+  whose upload the server refuses."""
   clients = [deploy.Client(spec, data, hyper, m) for m in range(3)]
   server = deploy.Server(spec, hyper)
   sent, bits, sizes = [], [], []
-  for k in range(ROUNDS):
+  for k in range(rounds):
     row = []
     for m, client in enumerate(clients):
       up = client.round(server.broadcast(m))

@@ -17,30 +17,48 @@ if os.path.isdir(os.path.join(_ROOT, 'laq_jax')) and _ROOT not in sys.path:
 from laq_jax import flower  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 
-def make_run(run_config):
-  """(spec, data, hyper) of the run the config names."""
+def _one(run_config, item):
+  """(spec, data, hyper) of one preset with its overrides."""
   from configs import default  # pylint: disable=g-import-not-at-top
   from experiments.run import build  # pylint: disable=g-import-not-at-top
+  algo, *overrides = item.split(':')
   config = default.get_config()
-  config.algo = str(run_config['algo'])
+  config.algo = algo
   config.num_workers = int(run_config['clients'])
   config.precision = 'float32'
   config.model = 'logreg'
   config.train_subset = int(run_config['train-subset'])
   config.fstar = 'none'
   config.num_iters = int(run_config['rounds'])
-  if float(run_config.get('step-size', 0.0)) > 0:
-    config.step_size = float(run_config['step-size'])
-  for item in str(run_config.get('config', '')).split():
-    name, _, value = item.partition('=')
+  overrides += str(run_config.get('config', '')).split()
+  for override in overrides:
+    name, _, value = override.partition('=')
     group = config
     *path, last = name.split('.')
     for p in path:
       group = group[p]
-    group[last] = type(group[last])(value) if group[last] is not None else (
-        float(value))
+    old = group[last]
+    if isinstance(old, bool):
+      group[last] = value.lower() in ('1', 'true')
+    elif old is None:
+      group[last] = float(value)
+    else:
+      group[last] = type(old)(value)
   built = build.build(config)
   return built.spec, built.data, built.hyper
+
+
+def make_run(run_config):
+  """{preset: (spec, data, hyper)} of the runs the config names: `algo`, a
+  comma-separated list of presets, each with its own overrides after
+  colons ('laq:step_size=0.5,lag,fedpaq,fedavg')."""
+  runs = {}
+  for item in str(run_config['algo']).split(','):
+    name = item.split(':')[0]
+    if name in runs:
+      raise ValueError(f'preset {name!r} named twice in algo')
+    runs[name] = _one(run_config, item)
+  return runs
 
 
 def misbehave(run_config, step, reply, worker):
