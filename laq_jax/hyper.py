@@ -1,7 +1,7 @@
 """Hyperparameters as data, and the algorithm presets.
 
 Every number a sweep may vary lives in `Hyper` as an array, so a new value never
-recompiles and a grid of values is a batch of `Hyper`s (leading axis G). That
+recompiles and a grid of values is a batch of Hypers (leading axis G). That
 includes the choices that make one algorithm another: which compressor, whether
 it compresses the gradient or the innovation, whether workers may skip. Only
 shapes (worker count M, history length D, chunk length T, batch size, model,

@@ -108,10 +108,10 @@ def init_state(spec: RunSpec, hyper: Hyper, dtype=jnp.float32,
 
 
 def flops_per_worker_step(spec: RunSpec, shard_size):
-  """F_m: one worker's gradient FLOPs per step (`Problem.
-  grad_flops_per_sample` times its minibatch, min(batch_size, its samples),
-  or its whole shard); 0 for a problem that does not state its count (its
-  rounds are then timed on communication alone).
+  """F_m: one worker's gradient FLOPs per step
+  (`Problem.grad_flops_per_sample` times its minibatch, min(batch_size, its
+  samples), or its whole shard); 0 for a problem that does not state its
+  count (its rounds are then timed on communication alone).
 
   `shard_size` is the samples per worker (an int: a float comes back), or
   each worker's own count (an array [M]: an array [M] comes back, for
@@ -449,9 +449,9 @@ def participation_stage(s: Setting, step, slowdown_M, local_flops_M,
 
 
 def round_rows(spec: RunSpec, num_local: int) -> int:
-  """S_local: the rows a round computes on each device (`RunSpec.
-  round_size`, at most the local workers); num_local when it gathers
-  nothing."""
+  """S_local: the rows a round computes on each device
+  (`RunSpec.round_size`, at most the local workers); num_local when it
+  gathers nothing."""
   if not (spec.participation and spec.round_size):
     return num_local
   return min(spec.round_size, num_local)

@@ -1,5 +1,5 @@
 """Convolutional models of the papers this suite compares (flax), as
-`Problem`s with their FLOPs per sample.
+Problems with their FLOPs per sample.
 
     problem = get_problem('cnn', input_dim=784)        # McMahan et al.'s CNN
     problem = get_problem('lasg_cnn', input_dim=784)   # the LASG code's CNN

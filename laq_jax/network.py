@@ -1,4 +1,4 @@
-"""Simulated time on a modeled network: a `Network` as data, one round's time.
+"""Simulated time on a modeled network: a `Network` as data, one round's time. ::
 
     net = make_network('mobile', num_workers=10, up_bps=5e6)
     time_T = replay(net, flops_M, bits_TxM, bits_down_TxM, seed=0)
@@ -7,7 +7,7 @@ The contract is docs/algorithm.md, "Time on a modeled network". Per worker m
 the network holds its uplink and downlink bandwidth (bits/s) and one-way
 latency (s) and its compute rate (FLOP/s); a seeded straggler distribution
 slows each (step, worker)'s compute; the server has an ingress and an egress
-bandwidth. One synchronous round k of the parameter server (the star) takes
+bandwidth. One synchronous round k of the parameter server (the star) takes::
 
     c[k,m] = s[k,m] F_m / flops_per_s[m]
     u[k,m] = up_latency_s[m] + bits_up[k,m] / up_bps[m]

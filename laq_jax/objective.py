@@ -60,7 +60,7 @@ def fast_layout(data: Data, integer_scale: float | None = None) -> Data:
 
   Args:
     data: the shards (x float32 or float64).
-    integer_scale: s when every feature is an integer n with |n| <= 256
+    integer_scale: s when every feature is an integer n with `|n| <= 256`
       times s (MNIST's pixels: s = 1/255). A float32 run then reads the
       integers as exact bfloat16 values (`xq_*`); otherwise (or in float64)
       x is also kept transposed (`xt_MxDxN`).

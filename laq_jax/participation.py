@@ -223,7 +223,7 @@ def server_step(aggregate_P, last_upload_MxP, taken_M, hyper,
                 num_workers: int, axis_name=None):
   """What the server steps with under partial participation.
 
-  `stale`: the aggregate (every client's last upload). `drop`: M / |S_k|
+  `stale`: the aggregate (every client's last upload). `drop`: `M / |S_k|`
   times the participants' last uploads after this round; every client
   present: the aggregate itself (so q = 1 is the full-participation run bit
   for bit); nobody: no step.

@@ -1,4 +1,4 @@
-"""Parts that own their parameters and state, the optax way.
+"""Parts that own their parameters and state, the optax way. ::
 
     rand_k = compressor('rand_k', fn, params=[Param('k', 100, 'int', ...)])
     compressors.REGISTRY.register('rand_k', rand_k)
@@ -23,7 +23,8 @@ a part registered again under the same name, or a function redefined in a
 notebook cell and registered again, is a different part and compiles anew.
 Parts compare by identity, as functions do.
 
-Call conventions (keyword arguments only where the part declares them):
+Call conventions (keyword arguments only where the part declares them)::
+
   compressor  fn(grad_P, ref_P, key, hyper[, params=][, state=]) ->
               Compressed, or (Compressed, state) for a stateful one;
               init(num_params, dtype) -> one worker's state.
@@ -201,6 +202,8 @@ class Part:
 
 
 def show_unknown(name, allowed, what) -> str:
+  """The message for a name not among `allowed`: "no {what} 'x'; did you
+  mean 'y'?" (`laq_jax.show.unknown`)."""
   from laq_jax import show as show_lib  # pylint: disable=g-import-not-at-top
   return show_lib.unknown(name, list(allowed), what)
 

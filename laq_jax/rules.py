@@ -513,12 +513,12 @@ class Rule(NamedTuple):
   another rule plugs in without editing the loop:
 
   Attributes:
-    init: (theta_P, num_workers, memory, hyper, *, parts) -> state, for the
-      local workers. The state is a NamedTuple whose class states its
+    init: `(theta_P, num_workers, memory, hyper, *, parts) -> state`, for
+      the local workers. The state is a NamedTuple whose class states its
       PER_WORKER fields (a leading worker axis: split over the devices under
       shard_map); the others are replicated.
-    step: (grads_MxP, state, theta_P, hyper, *, step_count, worker_ids_M,
-      num_workers, axis_name, parts) -> (theta^{k+1}, state, stats), the
+    step: `(grads_MxP, state, theta_P, hyper, *, step_count, worker_ids_M,
+      num_workers, axis_name, parts) -> (theta^{k+1}, state, stats)`, the
       stats a `stats_type`.
     worker_params: (state, theta_P) -> the parameters the workers compute
       their gradients at.

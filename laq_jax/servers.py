@@ -37,10 +37,10 @@ def optax_server(name: str, factory: Callable[..., optax.GradientTransformation]
 
   Args:
     name: the part's name.
-    factory: (learning_rate, **params) -> an optax GradientTransformation,
+    factory: `(learning_rate, **params) ->` an optax GradientTransformation,
       e.g. `lambda lr, momentum: optax.sgd(lr, momentum)`. It is called
       inside the compiled step with the parameters as arrays.
-    params: the factory's keyword parameters as `laq_jax.parts.Param`s.
+    params: the factory's keyword parameters (`laq_jax.parts.Param` values).
     doc: one line.
 
   The optax state is kept as the tuple of its leaves (its structure comes
@@ -107,6 +107,7 @@ def cada_amsgrad(learning_rate, b1, b2, eps) -> optax.GradientTransformation:
 
 
 class FedOptState(NamedTuple):
+  """`fedopt`'s state: the first moment m and the second v (pytrees)."""
   m: Any
   v: Any
 

@@ -1,4 +1,4 @@
-"""Sweeps: a grid of hyperparameters and algorithms as ONE compiled program.
+"""Sweeps: a grid of hyperparameters and algorithms as ONE compiled program. ::
 
     points = expand_grid({'bits': [2, 4], 'xi': [0.4, 0.8]}, base=values)
     result = run_sweep(spec, data, points, num_steps=300, batch_size=16)

@@ -1,7 +1,7 @@
 """When a worker uploads: eagerly, by the LAG/LAQ rule, or by CLAG's.
 
 LAG/LAQ (Chen et al. 2018; Sun et al. 2019, eq. 7-8): worker m uploads at
-iteration k iff
+iteration k iff::
 
   ||Q - Qhat||^2 >= (1 / (alpha^2 M^2)) sum_d xi_d ||theta^{k+1-d} - theta^{k-d}||^2
                      + c_e (e + ehat) + c_0,

@@ -34,7 +34,7 @@ class Loaded(NamedTuple):
   Attributes:
     x_train, y_train, x_test, y_test: features [N, D] and int labels [N].
     test_set: what the test arrays are, in words (for summaries).
-    integer_scale: s when every feature is an integer n (|n| <= 256) times
+    integer_scale: s when every feature is an integer n (`|n| <= 256`) times
       s, else None (`laq_jax.fast_layout`).
     owner_train: each training sample's natural client (int [N], clients
       0..K-1), for `split='natural'`; None for a set without clients.
@@ -56,7 +56,7 @@ class DatasetKind:
   """How to load one kind of dataset.
 
   Attributes:
-    load: (argument, *, dtype, data_dir) -> Loaded; `argument` is the text
+    load: `(argument, *, dtype, data_dir) -> Loaded`; `argument` is the text
       after 'kind:' ('' for a kind without one).
     takes_argument: whether the config names it 'kind:ARGUMENT'.
     usage: how a config names it, for error messages.

@@ -110,26 +110,27 @@ def make_shards(
   """Splits (x, y) into `num_workers` equal shards.
 
   Splits, each returning every sample exactly once:
-    'contiguous': file order; worker m gets rows m*N:(m+1)*N. This is the
-      LAQ paper's split.
-    'iid': a seeded random permutation, then contiguous blocks.
-    'label_sorted': a stable sort by label, then contiguous blocks, so each
-      worker sees one or a few labels.
-    'shards': McMahan et al. 2017's pathological non-IID split: a stable
-      sort by label, 2 M shards of n / (2 M) consecutive samples, and each
-      worker two shards drawn at random (most workers see two labels).
-      Needs 2 M to divide n.
-    'dirichlet': label-skewed shards of equal size. Workers are filled in
-      turn: worker m draws a label mixture p_m ~ Dirichlet(alpha * C * q)
-      over the C labels, q being the overall label distribution (so the
-      symmetric Dirichlet(alpha) when labels are balanced), then draws its N
-      labels from p_m restricted to labels with samples left (multinomial
-      draws, clipped to the supply and repeated for the shortfall; if p_m has
-      no mass on any label left, the leftover supply's proportions are
-      used). The samples of each label are taken in a seeded random order,
-      and a shard keeps file order inside. Since the supply runs out, the
-      last workers' mixtures follow their p_m less closely; small alpha gives
-      strong skew, large alpha approaches 'iid'.
+
+  - 'contiguous': file order; worker m gets rows m*N:(m+1)*N. This is the
+    LAQ paper's split.
+  - 'iid': a seeded random permutation, then contiguous blocks.
+  - 'label_sorted': a stable sort by label, then contiguous blocks, so each
+    worker sees one or a few labels.
+  - 'shards': McMahan et al. 2017's pathological non-IID split: a stable
+    sort by label, 2 M shards of n / (2 M) consecutive samples, and each
+    worker two shards drawn at random (most workers see two labels).
+    Needs 2 M to divide n.
+  - 'dirichlet': label-skewed shards of equal size. Workers are filled in
+    turn: worker m draws a label mixture `p_m ~ Dirichlet(alpha * C * q)`
+    over the C labels, q being the overall label distribution (so the
+    symmetric Dirichlet(alpha) when labels are balanced), then draws its N
+    labels from p_m restricted to labels with samples left (multinomial
+    draws, clipped to the supply and repeated for the shortfall; if p_m has
+    no mass on any label left, the leftover supply's proportions are
+    used). The samples of each label are taken in a seeded random order,
+    and a shard keeps file order inside. Since the supply runs out, the
+    last workers' mixtures follow their p_m less closely; small alpha gives
+    strong skew, large alpha approaches 'iid'.
 
   Args:
     x: samples, [n, ...].
