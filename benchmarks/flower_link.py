@@ -7,7 +7,7 @@ is shaped with `tc tbf`, against the network model's bandwidth term.
 Per rate (kbit/s; 0: unshaped) and algorithm, `flwr run` runs
 experiments/flower_app for `--rounds` rounds on 3 SuperNodes. Each reply
 carries the time it left its ClientApp; the server notes when it holds it
-(`laq_jax.flower`, polling every 50 ms), so `upload_s` is the client's
+(`laq_jax.flower`, polling every 100 ms), so `upload_s` is the client's
 upload through the shaped link plus a fixed local cost (the ClientApp hands
 the reply to its SuperNode, which pushes it). The unshaped run measures that
 cost; a shaped run's upload time is its `upload_s` less the unshaped mean

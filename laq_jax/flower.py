@@ -60,7 +60,8 @@ except ImportError as e:  # the optional extra
 from laq_jax import deploy
 from laq_jax import wire
 
-log = logging.getLogger('laq_jax.flower')
+# Under Flower's logger, so the lines reach `flwr run --stream` and `flwr log`.
+log = logging.getLogger('flwr').getChild('laq_jax')
 
 MakeRun = Callable[[dict], Mapping[str, tuple]]
 _CACHE: dict = {}
@@ -177,7 +178,7 @@ def _check_format(server: deploy.Server, reply) -> None:
                            f'{fmt.fixed_bits()}')
 
 
-def _exchange(grid: Grid, messages, timeout: float, poll_s: float = 0.05):
+def _exchange(grid: Grid, messages, timeout: float, poll_s: float = 0.1):
   """grid.send_and_receive, polling every `poll_s` (Flower's polls every
   3 s), with each reply's arrival time (time.time()): (replies, {id(reply):
   arrival})."""

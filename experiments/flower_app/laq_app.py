@@ -17,10 +17,31 @@ if os.path.isdir(os.path.join(_ROOT, 'laq_jax')) and _ROOT not in sys.path:
 from laq_jax import flower  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 
+_LOADED = {}
+
+
+def _load_once(build):
+  """build.load_dataset, once per dataset in this process (the runs of a
+  deployment share their clients' data)."""
+  load = build.load_dataset
+  if getattr(load, 'once', False):
+    return
+
+  def load_once(config, dtype):
+    key = (config.dataset, config.data_dir, str(dtype))
+    if key not in _LOADED:
+      _LOADED[key] = load(config, dtype)
+    return _LOADED[key]
+
+  load_once.once = True
+  build.load_dataset = load_once
+
+
 def _one(run_config, item):
   """(spec, data, hyper) of one preset with its overrides."""
   from configs import default  # pylint: disable=g-import-not-at-top
   from experiments.run import build  # pylint: disable=g-import-not-at-top
+  _load_once(build)
   algo, *overrides = item.split(':')
   config = default.get_config()
   config.algo = algo
