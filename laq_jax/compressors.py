@@ -1,13 +1,13 @@
 """What a worker sends: the compressors, each with its exact bit cost. ::
 
-    out = compress(grad_P, ref_P, key, hyper, names=COMPRESSORS)
+    out, states = compress(grad_P, ref_P, key, hyper, parts, states)
 
 A compressor C turns v = grad - ref into what the server reconstructs,
 Q = ref + C(v). `ref` is the worker's last upload Qhat when the rule
 compresses the *innovation* (LAQ), or 0 when it compresses the gradient itself
 (QSGD, sparsified SGD). Which compressor runs is data (`Hyper.compressor`, an
 index into COMPRESSORS), so a sweep over compressors stays one compiled
-program; `names` (static) lists the ones a program may meet, and only those
+program; `parts` (static) lists the ones a program may meet, and only those
 are compiled in: a single run pays for its own compressor alone. A new
 compressor is one `REGISTRY.register(name, part)` from any code, a
 `laq_jax.parts.Part` that may own parameters and per-worker state.

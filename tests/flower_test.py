@@ -135,21 +135,25 @@ class FlowerDeploymentTest(absltest.TestCase):
                                    rtol=1e-5, atol=1e-7)
 
   def test_misbehaving_client_is_refused(self):
-    how = {1: 'length', 2: 'width', 3: 'nan', 4: 'twice', 5: 'crash'}
+    # a byte short, b = 40, a NaN radius, answering as client 0, the
+    # ClientApp raising, its process dying mid-round
+    how = {1: 'length', 2: 'width', 3: 'nan', 4: 'twice', 5: 'crash',
+           6: 'exit'}
     record, output = self.deploy(
         'laq:step_size=0.5', rounds=8, misbehave=','.join(
-            f'2:{h}@{k}' for k, h in how.items()))
+            f'2:{h}@{k}' for k, h in how.items()), **{'round-timeout-s': 60})
     run = record['laq']
     refused = [(r['round'], r['client']) for r in run['refusals']]
     self.assertEqual(refused, [(k, 2) for k in how])
     reasons = [r['reason'] for r in run['refusals']]
     for pattern, reason in zip(('bytes: the format takes', 'bit width 40',
                                 'non-finite', 'answered as client 0',
-                                'error reply'), reasons):
+                                'error reply', ''), reasons):
       self.assertIn(pattern, reason)
     for k in how:  # one log line each, naming the client
-      self.assertEqual(output.count(f'round {k}: refused client 2:'), 1,
-                       output[-3000:])
+      self.assertEqual(
+          output.count(f'round {k}: refused client 2 (laq):')
+          + output.count(f'round {k}: client 2 absent'), 1, output[-3000:])
     # nothing reached the aggregate: the run where the server refused those
     # uploads in process
     spec, data, hyper = deploy_test.built('laq', step_size=0.5)
@@ -157,8 +161,8 @@ class FlowerDeploymentTest(absltest.TestCase):
                                       refuse={(k, 2) for k in how})
     np.testing.assert_allclose(run['theta'], np.asarray(server.theta_P),
                                rtol=1e-5, atol=1e-7)
-    self.assertEqual([r['taken'] for r in run['rounds']][1:6],
-                     [[True, True, False]] * 5)
+    self.assertEqual([r['taken'] for r in run['rounds']][1:7],
+                     [[True, True, False]] * 6)
 
 
 if __name__ == '__main__':
