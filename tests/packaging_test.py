@@ -14,7 +14,7 @@ from absl.testing import absltest
 from tests import common
 
 # What a clean checkout holds besides the sources: never copied.
-_SKIP = ('.git', '.venv', 'runs', 'build', '.pytest_cache', '.ruff_cache',
+_SKIP = ('.git', '.venv*', 'runs', 'build', '.pytest_cache', '.ruff_cache',
          '__pycache__', '*.egg-info', 'docs', 'notebooks')
 
 
