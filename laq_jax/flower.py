@@ -205,7 +205,6 @@ class _Served:
     counts = None if data.count_M is None else np.asarray(data.count_M)
     self.server = deploy.Server(spec, hyper, counts)
     self.rounds, self.refusals = [], []
-    self.clients = {}
 
   def refuse(self, k, who, node, reason):
     name = who if who is not None else f'on node {node}'
