@@ -1,13 +1,13 @@
 """One round split where a deployment splits it: the worker's half on the
 worker, the server's half on the server, each from the library's own
-functions, so a deployed run is the simulated one.
+functions, so a deployed run is the simulated one. ::
 
     client = deploy.Client(spec, data, hyper, worker=m)   # on worker m
     server = deploy.Server(spec, hyper, counts_M)         # on the server
-    message = server.broadcast()                 # theta^k, k, the history
-    upload, client.memory = client.round(message)  # or a skip (upload None)
-    server.receive(m, payload)                   # decoded, or WireError
-    server.finish_round()                        # aggregate, step, history
+    message = server.broadcast(m)               # theta^k, k, the history
+    upload = client.round(message)              # its memory moves on
+    server.receive(m, upload.sent, upload.payload)  # decoded, or WireError
+    server.finish_round()                       # aggregate, step, history
 
 The worker's half is `loop.gradient_part` on its own shard (its gradient, or
 its K local steps) and `rules.workers_stage` on its own memory (its
@@ -64,7 +64,7 @@ class Message(NamedTuple):
   """What the server sends every client at the start of round k.
 
   Attributes:
-    step: k.
+    step: k, the round.
     theta_P: theta^k (float32).
     history_D: the trigger's history of squared parameter steps.
     taken: whether the server took this client's previous upload (False:

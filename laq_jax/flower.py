@@ -1,6 +1,6 @@
 """The deployed run on Flower (`pip install .[flower]`): a ClientApp and a
 ServerApp built from the library's parts (`laq_jax.deploy`), uploads packed
-as `laq_jax.wire` payloads.
+as `laq_jax.wire` payloads. ::
 
     def make_run(run_config):  # in every process: {name: (spec, data, hyper)}
       ...
@@ -16,7 +16,8 @@ once (Flower 1.42 starts one per message) however many runs it serves.
 on a SuperLink and SuperNodes on localhost).
 
 What travels, per round, client and run (the run's name prefixes its
-records):
+records)::
+
   down  theta^k as a float32 ArrayRecord; a ConfigRecord with k, the
         trigger's history (D floats) and whether the server took the
         client's previous upload.

@@ -1,6 +1,7 @@
-"""Uploads as bytes: what a deployed worker sends, exactly the bits counted.
+"""Uploads as bytes: what a deployed worker sends, exactly the bits counted. ::
 
-    fmt = wire.Format.of(spec, hyper)             # the run's compressor
+    fmt = wire.Format.of(compressor, num_params, hyper)  # the run's format
+    fields = wire.fields_of(fmt, grad_P, ref_P, value_P)  # codes, radius...
     payload = wire.encode(fmt, fields)            # bytes, ceil(bits / 8)
     value_P = wire.decode(fmt, payload, ref_P)    # Q, or WireError
 
@@ -8,7 +9,7 @@ The simulation counts each upload's bits (`laq_jax.compressors`); a
 deployment (`laq_jax.flower`) moves them. Each format below packs the
 compressor's output into one big-endian bit string with `np.packbits`, so a
 payload is the accounted bits rounded up to whole bytes (the last byte's
-spare bits are 0):
+spare bits are 0)::
 
   identity  p float32 values (32 p bits).
   uniform   LAQ's b-bit codes, b bits each, then the float32 radius R
@@ -57,7 +58,7 @@ class Format:
 
   Attributes:
     compressor: one of FORMATS.
-    num_params: p.
+    num_params: p, the number of parameters.
     bits: b, LAQ's bits per code (uniform).
     levels: s, QSGD's levels (qsgd).
     k: the number of values top_k keeps.
@@ -107,7 +108,7 @@ class Format:
 
   @property
   def index_bits(self) -> int:
-    """Bits of one top_k index: ceil(log2 p) (at least 1)."""
+    """Bits of one top_k index, ceil(log2 p) (at least 1)."""
     return max(1, math.ceil(math.log2(self.num_params)))
 
   def fixed_bits(self) -> int | None:
@@ -186,12 +187,14 @@ def _finite(x: np.ndarray, what: str) -> np.ndarray:
 
 
 def encode(fmt: Format, fields: Mapping[str, np.ndarray]) -> bytes:
-  """One upload's payload from its compressor's fields (`fields_of`):
+  """One upload's payload from its compressor's fields::
 
     identity  value_P
     uniform   codes_P (integers in 0..2^b - 1), radius
     qsgd      norm, signed_levels_P (integers, |l| <= s)
     top_k     indices_K (ascending), values_K
+
+  (the fields `fields_of` returns).
   """
   c = fmt.compressor
   if c == 'identity':
@@ -347,7 +350,7 @@ def fields_of(fmt: Format, grad_P, ref_P, value_P,
   recomputed the way the compressor computed them. QSGD's `norm`, if
   given, is the compressor's own (`laq_jax.deploy` computes it in the
   compressor's program); its levels are read back off Q, exact where
-  |Qhat| << ||v|| / s (QSGD compresses the gradient: Qhat = 0)."""
+  `|Qhat| << ||v|| / s` (QSGD compresses the gradient: Qhat = 0)."""
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
   from laq_jax import quantize  # pylint: disable=g-import-not-at-top
   c = fmt.compressor
