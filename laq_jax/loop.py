@@ -578,8 +578,11 @@ def make_step(spec: RunSpec, data: Data, hyper: Hyper, *,
     if spec.participation:
       drawn_MxP = jnp.where(more['present_M'][:, None], grads_MxP,
                             jnp.zeros_like(grads_MxP))
-    grad_norm_sq = jnp.sum(jnp.square(collectives.sum_workers(drawn_MxP,
-                                                              axis_name)))
+    # (in a fixed order, as every norm: a reduce's order is XLA's choice per
+    # program, so the masked and the gathered round's would differ in the
+    # last bit)
+    grad_norm_sq = collectives.sum_sq(collectives.sum_workers(drawn_MxP,
+                                                              axis_name))
     new_theta_P, rule_state, stats = spec.rule.step(
         grads_MxP, state.rule, state.theta_P, s.hyper, step_count=state.step,
         worker_ids_M=sub.worker_ids_M, num_workers=spec.num_workers,
