@@ -302,8 +302,8 @@ def serve(grid: Grid, make_run: MakeRun, run_config: dict) -> dict:
     for s in served:
       for w, node in node_of.items():
         if node not in heard_nodes:
-          log.warning('round %d: client %d absent (no reply in %g s)', k, w,
-                      timeout)
+          log.warning('round %d: client %d absent%s (no reply in %g s)', k,
+                      w, '' if s.name == 'run' else f' ({s.name})', timeout)
           s.refusals.append({'round': k, 'client': w, 'reason': 'no reply'})
       taken = s.server.finish_round()
       s.rounds.append({'round': k, 'wall_s': wall,

@@ -39,6 +39,16 @@ if [ "$examples" = 1 ]; then
   if [ -z "${LAQ_JAX_DATA:-}" ] && [ -d ../shared/data/mnist ]; then
     export LAQ_JAX_DATA="$(cd ../shared/data/mnist && pwd)"
   fi
+  # The suite's persistent compilation cache (tests/common.py,
+  # .cache/jax/): the examples' programs compile once per CI run, and not
+  # again where the tests compiled them.
+  cache="$("$PY" -c 'from tests import common; print(common.compile_cache_dir() or "")' 2>/dev/null || true)"
+  if [ -n "$cache" ]; then
+    mkdir -p "$cache"
+    export JAX_COMPILATION_CACHE_DIR="$cache" \
+      JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0 \
+      JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES=-1
+  fi
   start=$(date +%s.%N)
   "$PY" -m sphinx -W --keep-going -b doctest docs docs/_build/doctest "${args[@]}"
   end=$(date +%s.%N)

@@ -8,6 +8,23 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def compile_cache_dir():
+  """The suite's persistent compilation cache: .cache/jax/<Python>-<JAX>-
+  <backend> in the checkout (ignored by git; another JAX version compiles
+  other programs), or $LAQ_JAX_TEST_COMPILE_CACHE; None when that is 'off'.
+  tests/conftest.py gives it to every process the suite starts;
+  scripts/docs.sh to the documentation's examples."""
+  import sys  # pylint: disable=g-import-not-at-top
+  value = os.environ.get('LAQ_JAX_TEST_COMPILE_CACHE', '').strip()
+  if value.lower() in ('0', 'off', 'false', 'no', 'none'):
+    return None
+  if value:
+    return value
+  import jax  # pylint: disable=g-import-not-at-top
+  return os.path.join(ROOT, '.cache', 'jax', 'py{}.{}-jax{}-{}'.format(
+      *sys.version_info[:2], jax.__version__, jax.default_backend()))
+
+
 def mnist_dir():
   """Where MNIST is: $LAQ_JAX_DATA, else the cache (laq_jax.data's lookup);
   None when neither holds it."""
@@ -80,12 +97,15 @@ def run_script(code, **env_extra):
   """Runs `python -c code` from the repo root in a fresh process.
 
   The child sees the repo on PYTHONPATH and MNIST in $LAQ_JAX_DATA (when
-  found), plus `env_extra`. Returns the CompletedProcess (text output).
+  found), plus `env_extra` (a None value removes that variable). Returns the CompletedProcess (text output).
   """
   import subprocess  # pylint: disable=g-import-not-at-top
   import sys  # pylint: disable=g-import-not-at-top
   env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep +
              os.environ.get('PYTHONPATH', ''), **env_extra)
+  for key, value in env_extra.items():
+    if value is None:  # None: not in the child's environment
+      del env[key]
   if mnist_dir():
     env['LAQ_JAX_DATA'] = mnist_dir()
   return subprocess.run([sys.executable, '-c', code], env=env,

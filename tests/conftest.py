@@ -18,23 +18,70 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
   sys.path.insert(0, ROOT)
 
-# The launchers' persistent compilation cache stays off in the suite (the
-# launchers run in subprocesses, which inherit this); tests/startup_test.py
-# turns it on in a folder of its own.
-os.environ.setdefault('LAQ_JAX_COMPILE_CACHE', 'off')
+
+# Where the time goes (tests/_compile_stats.py): with $LAQ_JAX_COMPILE_STATS
+# set, this process and every Python process it starts (tests/_site on
+# PYTHONPATH loads the hook) record their tracing, lowering and compile time.
+_STATS = bool(os.environ.get('LAQ_JAX_COMPILE_STATS'))
+if _STATS:
+  _HERE = os.path.dirname(os.path.abspath(__file__))
+  sys.path.insert(0, _HERE)
+  import _compile_stats  # pylint: disable=g-import-not-at-top
+  _site = os.path.join(_HERE, '_site')
+  os.environ['PYTHONPATH'] = os.pathsep.join(
+      p for p in (_site, ROOT, os.environ.get('PYTHONPATH', '')) if p)
 
 import jax  # pylint: disable=g-import-not-at-top
 import pytest  # pylint: disable=g-import-not-at-top
+
+if _STATS:
+  _compile_stats.register()
+
+
+# Every program is compiled once per run of the suite: JAX's persistent
+# compilation cache, every program in it however fast it compiled, for this
+# process and, through the environment, every process it starts (the
+# launchers' `startup.setup_jax` takes $LAQ_JAX_COMPILE_CACHE and keeps the
+# minimum compile time given here; notebooks' kernels, the documentation's
+# examples, Flower's ClientApps and the sharded checks read JAX's own
+# variables).
+from tests import common  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+_CACHE = common.compile_cache_dir()
+if _CACHE is not None:
+  os.makedirs(_CACHE, exist_ok=True)
+  os.environ.update({
+      'LAQ_JAX_COMPILE_CACHE': _CACHE,
+      'JAX_COMPILATION_CACHE_DIR': _CACHE,
+      'JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS': '0',
+      'JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES': '-1',
+  })
+  jax.config.update('jax_compilation_cache_dir', _CACHE)
+  jax.config.update('jax_persistent_cache_min_compile_time_secs', 0.0)
+  jax.config.update('jax_persistent_cache_min_entry_size_bytes', -1)
+else:
+  os.environ['LAQ_JAX_COMPILE_CACHE'] = 'off'
 
 jax.config.update('jax_enable_x64', True)
 
 
 @pytest.fixture(autouse=True, scope='module')
-def _release_compiled_programs():
-  """Drops JAX's caches of traced and compiled programs after each test
-  module: a module's programs are its own, and a process that kept every
-  one of the suite's grew until XLA's compiler crashed."""
+def _release_compiled_programs(request):
+  """Drops JAX's in-memory caches of traced and compiled programs after
+  each test module: a process that kept every one of the suite's grew until
+  XLA's compiler crashed (SIGSEGV). The next module that needs one of them
+  loads it from the persistent cache instead of compiling it again."""
+  if _STATS:
+    import time  # pylint: disable=g-import-not-at-top
+    module = os.path.basename(request.module.__file__)
+    os.environ['LAQ_JAX_STATS_TAG'] = module
+    _compile_stats.take()
+    start = time.time()
   yield
+  if _STATS:
+    record = _compile_stats.take()
+    record.update(module=module, wall=time.time() - start)
+    _compile_stats.append(record)
   jax.clear_caches()
 
 

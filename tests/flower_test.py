@@ -1,7 +1,9 @@
 """The deployed run on Flower: a SuperLink and 3 SuperNodes as processes on
-localhost (no Ray), experiments/flower_app run on them with `flwr run`; the
-deployed run must be the simulated one, and a misbehaving client is refused
-without harm. Needs the `flower` extra (skipped without flwr)."""
+localhost (no Ray), experiments/flower_app run on them with `flwr run`
+(slow); and its ServerApp's loop (`flower.serve`) and ClientApp in this
+process, Flower's messages handed over by a grid of this file (fast). The
+deployed run must be the library's rounds, and a misbehaving client is
+refused without harm. Needs the `flower` extra (skipped without flwr)."""
 
 import importlib.util
 import json
@@ -27,6 +29,125 @@ APP = os.path.join(common.ROOT, 'experiments', 'flower_app')
 BIN = os.path.dirname(sys.executable)
 
 
+# Every preset deployed, side by side in one deployment: LAQ (b-bit codes
+# and a radius, lazy) and fedlaq (K local steps, LAQ's quantizer, skips).
+RUNS = (('laq', dict(step_size=0.5)), ('fedlaq', {}))
+ROUNDS = 8
+# LAQ's client 2, round by round: a byte short, b = 40, a NaN radius,
+# answering as client 0, the ClientApp raising, its process dying mid-round.
+HOW = {1: 'length', 2: 'width', 3: 'nan', 4: 'twice', 5: 'crash', 6: 'exit'}
+WHOLE_MESSAGE = ('crash', 'exit')  # every preset's reply is lost
+
+
+def _spec(runs):
+  """RUNS as the app's `algo`: 'laq:step_size=0.5,fedlaq'."""
+  return ','.join(':'.join([algo] + [f'{k}={v}' for k, v in o.items()])
+                  for algo, o in runs)
+
+
+def _misbehave_spec(how):
+  """LAQ's client 2 misbehaves at these rounds (crash and exit: the whole
+  message)."""
+  return ','.join(f'2:{h}@{k}/laq' for k, h in how.items())
+
+
+class _InProcessGrid:
+  """Flower's Grid as `flower.serve` uses it, its SuperNodes in this
+  process: a pushed message runs the ClientApp at once with its node's
+  Context, which lives on between rounds as a SuperNode keeps it; a
+  ClientApp that raises gets the error reply a SuperNode sends."""
+
+  def __init__(self, client, run_config, num_nodes=3):
+    from flwr.app import Context, RecordDict  # pylint: disable=g-import-not-at-top
+    self.client = client
+    self.contexts = {
+        100 + i: Context(run_id=1, node_id=100 + i, node_config={
+            'partition-id': i, 'num-partitions': num_nodes},
+                         state=RecordDict(), run_config=dict(run_config))
+        for i in range(num_nodes)}
+    self.replies = {}
+    self.count = 0
+
+  def get_node_ids(self):
+    return list(self.contexts)
+
+  def push_messages(self, messages):
+    from flwr.app import Error, Message  # pylint: disable=g-import-not-at-top
+    ids = []
+    for message in messages:
+      self.count += 1
+      message.metadata.__dict__['_message_id'] = f'm{self.count}'
+      try:
+        reply = self.client(message, self.contexts[
+            message.metadata.dst_node_id])
+      except (Exception, SystemExit) as e:  # pylint: disable=broad-except
+        reply = Message(Error(code=0, reason=f'the ClientApp failed: {e!r}'),
+                        reply_to=message)
+      self.replies[f'm{self.count}'] = reply
+      ids.append(f'm{self.count}')
+    return ids
+
+  def pull_messages(self, ids):
+    return [self.replies.pop(i) for i in list(ids) if i in self.replies]
+
+
+@absltest.skipUnless(HAVE_FLWR, 'flwr not installed: pip install .[flower]')
+@absltest.skipUnless(common.mnist_dir(), 'MNIST not found')
+class InProcessTest(absltest.TestCase):
+  """laq_jax.flower's two halves as Flower runs them, without the
+  processes: the same record as the library's rounds with the same
+  refusals."""
+
+  def test_serve_and_the_client_app_are_the_librarys_rounds(self):
+    from flwr.supercore.task_identity import TaskIdentity  # pylint: disable=g-import-not-at-top
+    sys.path.insert(0, APP)
+    self.addCleanup(sys.path.remove, APP)
+    import laq_app  # pylint: disable=g-import-not-at-top
+    from laq_jax import flower  # pylint: disable=g-import-not-at-top
+    saved = {k: getattr(TaskIdentity, f'_{k}') for k in
+             ('run_id', 'task_id', 'node_id')}
+    TaskIdentity.run_id, TaskIdentity.task_id, TaskIdentity.node_id = 1, 1, 0
+    self.addCleanup(lambda: [setattr(TaskIdentity, k, v)
+                             for k, v in saved.items()])
+    rounds = 5
+    how = {1: 'length', 2: 'nan', 3: 'twice', 4: 'crash'}
+    run_config = {'algo': _spec(RUNS), 'rounds': rounds, 'clients': 3,
+                  'train-subset': 1800, 'config': '',
+                  'misbehave': _misbehave_spec(how), 'round-timeout-s': 5.0,
+                  'wait-s': 5.0, 'out': ''}
+    grid = _InProcessGrid(laq_app.client, run_config)
+    with self.assertLogs('flwr.laq_jax', 'WARNING') as logs:
+      record = flower.serve(grid, laq_app.make_run, run_config)
+    for algo, overrides in RUNS:
+      with self.subTest(algo):
+        run = record[algo]
+        refused = ({(k, 2) for k in how} if algo == 'laq' else {(4, 2)})
+        self.assertEqual(
+            sorted((r['round'], r['client']) for r in run['refusals']),
+            sorted(refused))
+        spec, data, hyper = deploy_test.built(algo, **overrides)
+        server, _, sent, bits, _ = deploy_test.deployed(
+            spec, data, hyper, rounds=rounds, refuse=refused)
+        for k, r in enumerate(run['rounds']):
+          self.assertEqual(
+              {int(m): (c['sent'], c['bits'], c['payload_bytes'])
+               for m, c in r['clients'].items()},
+              {m: (bool(sent[k, m]), int(bits[k, m]),
+                   math.ceil(bits[k, m] / 8))
+               for m in range(3) if (k, m) not in refused})
+          self.assertEqual(r['taken'], [(k, m) not in refused
+                                        for m in range(3)])
+        np.testing.assert_allclose(run['theta'], np.asarray(server.theta_P),
+                                   rtol=1e-5, atol=1e-7)
+    reasons = [r['reason'] for r in record['laq']['refusals']]
+    for pattern, reason in zip(('bytes: the format takes', 'non-finite',
+                                'answered as client 0', 'error reply'),
+                               reasons):
+      self.assertIn(pattern, reason)
+    self.assertLen([l for l in logs.output if 'refused client 2' in l],
+                   len(how) + 1)  # crash: both presets' replies
+
+
 def _wait_port(port, timeout=60):
   import socket  # pylint: disable=g-import-not-at-top
   end = time.monotonic() + timeout
@@ -42,6 +163,8 @@ def _wait_port(port, timeout=60):
 @absltest.skipUnless(HAVE_FLWR, 'flwr not installed: pip install .[flower]')
 @absltest.skipUnless(common.mnist_dir(), 'MNIST not found')
 class FlowerDeploymentTest(absltest.TestCase):
+  """The SuperLink and SuperNodes start once; every preset deployed runs in
+  the one deployment (RUNS)."""
 
   @classmethod
   def setUpClass(cls):
@@ -54,12 +177,16 @@ class FlowerDeploymentTest(absltest.TestCase):
     cls.env = dict(
         os.environ, FLWR_HOME=cls.tmp, PATH=BIN + os.pathsep + os.environ[
             'PATH'],
-        PYTHONPATH=common.ROOT, LAQ_JAX_DATA=common.mnist_dir(),
+        PYTHONPATH=os.pathsep.join(
+            p for p in (common.ROOT, os.environ.get('PYTHONPATH')) if p),
+        LAQ_JAX_DATA=common.mnist_dir(),
         JAX_PLATFORMS='cpu',
-        # each round's ClientApp is a process of its own: compile once
-        JAX_COMPILATION_CACHE_DIR=os.path.join(cls.tmp, 'jax_cache'),
+        # each round's ClientApp is a process of its own: compile once (the
+        # suite's cache, tests/conftest.py, where there is one)
+        JAX_COMPILATION_CACHE_DIR=os.environ.get(
+            'JAX_COMPILATION_CACHE_DIR', os.path.join(cls.tmp, 'jax_cache')),
         JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS='0',
-        JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES='0')
+        JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES='-1')
     cls.env.pop('JAX_ENABLE_X64', None)
     cls.procs = []
 
@@ -91,7 +218,7 @@ class FlowerDeploymentTest(absltest.TestCase):
     shutil.rmtree(cls.tmp, ignore_errors=True)
     super().tearDownClass()
 
-  def deploy(self, algo, rounds=deploy_test.ROUNDS, **config):
+  def deploy(self, algo, rounds, **config):
     out = os.path.join(self.tmp, f'{len(os.listdir(self.tmp))}.json')
     items = dict(algo=algo, rounds=rounds, out=out, **config)
     run_config = ' '.join(f'{k}={json.dumps(v)}' for k, v in items.items())
@@ -104,65 +231,70 @@ class FlowerDeploymentTest(absltest.TestCase):
     with open(out) as f:
       return json.load(f), done.stdout + done.stderr
 
-  def test_deployed_runs_are_the_simulated_ones(self):
-    # four presets side by side in one deployment: each round one message
-    # per client carries all four
-    runs = (('laq', dict(step_size=0.5)), ('lag', {}), ('fedpaq', {}),
-            ('fedavg', {}))
-    record, _ = self.deploy(','.join(
-        ':'.join([algo] + [f'{k}={v}' for k, v in o.items()])
-        for algo, o in runs))
-    for algo, overrides in runs:
+  def test_deployed_runs_are_the_simulated_ones_and_bad_replies_refused(self):
+    # One deployment, every preset side by side (each round one message per
+    # client carries them all; a preset to deploy joins RUNS, it adds no
+    # deployment): LAQ's client 2 misbehaves, one way a round; fedlaq's
+    # (local steps, LAQ's quantizer, skipped uploads) is honest but for the
+    # rounds where client 2's whole ClientApp fails.
+    record, output = self.deploy(
+        _spec(RUNS), rounds=ROUNDS, misbehave=_misbehave_spec(HOW),
+        **{'round-timeout-s': 60})
+    failed = {k for k, h in HOW.items() if h in WHOLE_MESSAGE}
+    for algo, overrides in RUNS:
       with self.subTest(algo):
-        spec, data, hyper = deploy_test.built(algo, **overrides)
-        state, trace = loop.run(spec, data, hyper, deploy_test.ROUNDS)
         run = record[algo]
-        self.assertEqual(run['refusals'], [])
+        refused = ({(k, 2) for k in HOW} if algo == 'laq' else
+                   {(k, 2) for k in failed})
+        self.assertEqual(
+            sorted((r['round'], r['client']) for r in run['refusals']),
+            sorted(refused))
+        spec, data, hyper = deploy_test.built(algo, **overrides)
+        # the library's rounds in process with the same refusals
+        # (deploy_test: without refusals they are the simulated run)
+        server, _, sent, bits, _ = deploy_test.deployed(
+            spec, data, hyper, rounds=ROUNDS, refuse=refused)
         rounds = run['rounds']
-        sent = [[rounds[k]['clients'][str(m)]['sent'] for m in range(3)]
-                for k in range(len(rounds))]
-        bits = [[rounds[k]['clients'][str(m)]['bits'] for m in range(3)]
-                for k in range(len(rounds))]
-        np.testing.assert_array_equal(sent, np.asarray(trace.sent_M))
-        np.testing.assert_array_equal(bits, np.asarray(trace.bits_M))
-        for r in rounds:
-          for c in r['clients'].values():
+        self.assertLen(rounds, ROUNDS)
+        for k, r in enumerate(rounds):
+          taken = [m for m in range(3) if (k, m) not in refused]
+          self.assertEqual(sorted(r['clients']), [str(m) for m in taken])
+          for m in taken:
+            c = r['clients'][str(m)]
+            self.assertEqual((c['sent'], c['bits']),
+                             (bool(sent[k, m]), int(bits[k, m])), (k, m))
             # the payload is the counted bits, rounded up to bytes; the
             # message around it (Flower's framing, the notice) is reported
             self.assertEqual(c['payload_bytes'], math.ceil(c['bits'] / 8))
             self.assertGreater(c['message_bytes'], c['payload_bytes'])
-        np.testing.assert_allclose(run['theta'], np.asarray(state.theta_P),
+        self.assertEqual([r['taken'] for r in rounds],
+                         [[(k, m) not in refused for m in range(3)]
+                          for k in range(ROUNDS)])
+        np.testing.assert_allclose(run['theta'], np.asarray(server.theta_P),
                                    rtol=1e-5, atol=1e-7)
-
-  def test_misbehaving_client_is_refused(self):
-    # a byte short, b = 40, a NaN radius, answering as client 0, the
-    # ClientApp raising, its process dying mid-round
-    how = {1: 'length', 2: 'width', 3: 'nan', 4: 'twice', 5: 'crash',
-           6: 'exit'}
-    record, output = self.deploy(
-        'laq:step_size=0.5', rounds=8, misbehave=','.join(
-            f'2:{h}@{k}' for k, h in how.items()), **{'round-timeout-s': 60})
-    run = record['laq']
-    refused = [(r['round'], r['client']) for r in run['refusals']]
-    self.assertEqual(refused, [(k, 2) for k in how])
-    reasons = [r['reason'] for r in run['refusals']]
+        # before the first failed ClientApp, the simulated run itself
+        state, trace = loop.run(spec, data, hyper, min(failed))
+        for k in range(min(failed)):
+          for m in range(3):
+            if (k, m) not in refused:
+              self.assertEqual(rounds[k]['clients'][str(m)]['sent'],
+                               bool(trace.sent_M[k, m]))
+        if algo == 'fedlaq':  # uploads and skips both crossed the wire
+          flags = [c['sent'] for r in rounds for c in r['clients'].values()]
+          self.assertIn(True, flags[3:])
+          self.assertIn(False, flags)
+    # one log line each, naming the client and the preset
+    reasons = [r['reason'] for r in record['laq']['refusals']]
     for pattern, reason in zip(('bytes: the format takes', 'bit width 40',
                                 'non-finite', 'answered as client 0',
                                 'error reply', ''), reasons):
       self.assertIn(pattern, reason)
-    for k in how:  # one log line each, naming the client
-      self.assertEqual(
-          output.count(f'round {k}: refused client 2 (laq):')
-          + output.count(f'round {k}: client 2 absent'), 1, output[-3000:])
-    # nothing reached the aggregate: the run where the server refused those
-    # uploads in process
-    spec, data, hyper = deploy_test.built('laq', step_size=0.5)
-    server, *_ = deploy_test.deployed(spec, data, hyper, rounds=8,
-                                      refuse={(k, 2) for k in how})
-    np.testing.assert_allclose(run['theta'], np.asarray(server.theta_P),
-                               rtol=1e-5, atol=1e-7)
-    self.assertEqual([r['taken'] for r in run['rounds']][1:7],
-                     [[True, True, False]] * 6)
+    for k, h in HOW.items():
+      for algo, _ in RUNS:
+        self.assertEqual(
+            output.count(f'round {k}: refused client 2 ({algo}):')
+            + output.count(f'round {k}: client 2 absent ({algo})'),
+            1 if algo == 'laq' or h in WHOLE_MESSAGE else 0, output[-3000:])
 
 
 if __name__ == '__main__':

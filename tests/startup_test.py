@@ -18,6 +18,12 @@ print(float(jax.jit(lambda a: jnp.sin(a) @ a.T)(jnp.ones((64, 64))).sum()))
 
 
 def run(**env):
+  # the launcher's own behaviour: not the suite's cache settings
+  # (tests/conftest.py), which the child would otherwise inherit
+  for key in ('JAX_COMPILATION_CACHE_DIR',
+              'JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS',
+              'JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES'):
+    env.setdefault(key, None)
   proc = common.run_script(PROBE, **env)
   assert proc.returncode == 0, proc.stderr[-2000:]
   return proc.stdout

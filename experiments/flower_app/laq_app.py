@@ -84,16 +84,20 @@ def make_run(run_config):
 
 def misbehave(run_config, step, reply, worker):
   """Rewrites a reply as run_config['misbehave'] says (tests of the
-  server's gate): '<client>:<how>@<round>,...', how one of length (a byte
-  short), width (b = 40), nan (a NaN radius), twice (answers as client 0),
-  crash (the ClientApp raises), exit (its process dies mid-round)."""
+  server's gate): '<client>:<how>@<round>[/<preset>],...', how one of
+  length (a byte short), width (b = 40), nan (a NaN radius), twice
+  (answers as client 0), crash (the ClientApp raises), exit (its process
+  dies mid-round); with /<preset>, only that preset's reply (crash and exit
+  end the whole message: every preset's)."""
   plan = {}
   for item in filter(None, str(run_config.get('misbehave', '')).split(',')):
     who, _, rest = item.partition(':')
+    rest, _, only = rest.partition('/')
     how, _, at = rest.partition('@')
-    plan[(int(who), int(at))] = how
-  how = plan.get((worker, step))
-  if how is None:
+    plan[(int(who), int(at))] = (how, only)
+  how, only = plan.get((worker, step), (None, ''))
+  if how is None or (only and only != reply.get('name')
+                     and how not in ('crash', 'exit')):
     return reply
   reply = dict(reply)
   payload = reply.get('payload') or b''

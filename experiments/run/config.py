@@ -157,6 +157,15 @@ def validate_config(config, *, allow_extra: Iterable[str] = ()) -> None:
                              if '.' in f):  # the nested groups: network
     known = [f.partition('.')[2] for f in HYPER_FIELDS
              if f.startswith(group + '.')]
+    if isinstance(c[group], (str, int, float, bool)) or c[group] is None:
+      raise bad(group, c[group], f'a group of fields ({", ".join(known)}): '
+                f'set them one by one, e.g. --config.{group}.{known[0]}=...')
+    missing = [k for k in known if k not in keys(c[group])]
+    if missing:
+      raise ConfigError(
+          f'config.{group} lacks field(s) {", ".join(missing)}: set the '
+          f"group's fields one by one (e.g. --config.{group}.{missing[0]}"
+          '=...), not the whole group')
     extra = [k for k in keys(c[group]) if k not in known]
     if extra:
       raise ConfigError(f'config.{group}: ' + '; '.join(

@@ -6,7 +6,9 @@
   `$LAQ_JAX_COMPILE_CACHE`), so a second launch of the same program, a
   resumed run or the next experiment of a report with the same shapes,
   loads the compiled program instead of compiling it again.
-  `LAQ_JAX_COMPILE_CACHE=off` turns it off.
+  `LAQ_JAX_COMPILE_CACHE=off` turns it off. Programs that compile in a
+  second or more are kept (`$JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS`
+  overrides it).
 """
 
 from __future__ import annotations
@@ -35,5 +37,8 @@ def setup_jax() -> None:
   path = compile_cache_dir()
   if path is not None:
     jax.config.update('jax_compilation_cache_dir', path)
-    # Only programs worth it: compiles of a second or more.
-    jax.config.update('jax_persistent_cache_min_compile_time_secs', 1.0)
+    # Only programs worth it: compiles of a second or more, unless
+    # $JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS says otherwise (the test
+    # suite keeps every program: 0).
+    if 'JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS' not in os.environ:
+      jax.config.update('jax_persistent_cache_min_compile_time_secs', 1.0)
