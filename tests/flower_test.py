@@ -239,7 +239,7 @@ class FlowerDeploymentTest(absltest.TestCase):
     # rounds where client 2's whole ClientApp fails.
     record, output = self.deploy(
         _spec(RUNS), rounds=ROUNDS, misbehave=_misbehave_spec(HOW),
-        **{'round-timeout-s': 60})
+        **{'round-timeout-s': 40})
     failed = {k for k, h in HOW.items() if h in WHOLE_MESSAGE}
     for algo, overrides in RUNS:
       with self.subTest(algo):
