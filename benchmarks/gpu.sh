@@ -152,7 +152,7 @@ if [ $TINY = 1 ]; then
   step participants "$PYTHON" benchmarks/participants.py --quick --rounds 2 \
     --out "$OUT/participants.json"
   step peers "$PYTHON" benchmarks/peers.py --rounds 2 --models logreg --out "$OUT/peers.json"
-  step paper "$PYTHON" -m experiments.reproduce --workdir "$WORK/paper" --quick \
+  step paper "$PYTHON" -m experiments.reproduce --workdir "$WORK/paper" --tiny \
     --only logreg --nocrosscheck --noauthors_code
   step family "$PYTHON" -m experiments.family --workdir "$WORK/family" --tiny
   step workloads "$PYTHON" -m experiments.workloads --workdir "$WORK/workloads" \

@@ -59,7 +59,7 @@ COMPILE_S = 10               # a benchmark's compile of one program
 def programs():
   """(label, config, points) of every sweep or run gpu.sh launches."""
   out = []
-  for e in paper.experiments(quick=False, mlp_iters=NETWORK_FULL_ITERS):
+  for e in paper.experiments('full', mlp_iters=NETWORK_FULL_ITERS):
     config = paper.sweep_config(e)
     out.append((f'paper {e.name}', config,
                 config_lib.points_from_config(config)))

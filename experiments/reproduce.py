@@ -2,6 +2,7 @@ r"""Reproduces the LAQ paper's experiments with one command, and reports.
 
     python -m experiments.reproduce --workdir runs/paper            # hours
     python -m experiments.reproduce --workdir runs/paper_quick --quick
+    python -m experiments.reproduce --workdir runs/paper_tiny --tiny  # tests'
 
 The experiments are `configs/paper.py`'s: per experiment, its algorithms
 (gd/qgd/lag/laq or sgd/qsgd/ssgd/slaq) run as a grid axis of ONE compiled
@@ -59,6 +60,9 @@ FLAGS = flags.FLAGS
 flags.DEFINE_string('workdir', None, 'Folder for the results and REPORT.md.')
 flags.DEFINE_bool('quick', False, 'Reduced budget (6,000 images, fewer '
                   'iterations, looser target): minutes on a 2-core CPU.')
+flags.DEFINE_bool('tiny', False, 'The test suite\'s budget (600 images, 30 '
+                  'iterations, 200 for the convex run): checks the pipeline and the report, not the '
+                  'paper; about a minute on a 2-core CPU.')
 flags.DEFINE_list('only', None, 'Run only these experiments (default: all '
                   'of configs/paper.py).')
 flags.DEFINE_bool('report_only', False, 'Run nothing; rewrite REPORT.md '
@@ -78,7 +82,8 @@ flags.DEFINE_bool('authors_code', True, 'Also run the minibatch '
                   'report\'s comparison.')
 flags.DEFINE_bool('lasg', True, 'Also run LASG and CADA beside sgd and slaq '
                   'at the minibatch network\'s settings (configs/lasg.py\'s '
-                  '`network` sweep, `network,quick` with --quick) into '
+                  '`network` sweep, `network,quick` with --quick, '
+                  '`network,tiny` with --tiny) into '
                   'WORKDIR/lasg_network, for the report\'s comparison and '
                   'claims.')
 flags.mark_flags_as_required(['workdir'])
@@ -87,6 +92,9 @@ flags.mark_flags_as_required(['workdir'])
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'unexpected arguments: {" ".join(argv[1:])}')
+  if FLAGS.quick and FLAGS.tiny:
+    raise app.UsageError('--quick and --tiny: choose one budget')
+  budget = 'tiny' if FLAGS.tiny else 'quick' if FLAGS.quick else 'full'
   progress_lib.quiet_start()
   import jax  # pylint: disable=g-import-not-at-top
   # Precision is set once, here: the float64 experiments need x64, the
@@ -97,7 +105,7 @@ def main(argv):
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use('Agg')
   failed = reproduce_lib.reproduce(
-      pathlib.Path(FLAGS.workdir), quick=FLAGS.quick, only=FLAGS.only,
+      pathlib.Path(FLAGS.workdir), budget=budget, only=FLAGS.only,
       report_only=FLAGS.report_only, copy_to=FLAGS.copy_to,
       mlp_iters=FLAGS.mlp_iters, crosscheck=FLAGS.crosscheck,
       authors_code=FLAGS.authors_code, lasg=FLAGS.lasg)

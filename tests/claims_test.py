@@ -49,7 +49,7 @@ class ClaimsTest(absltest.TestCase):
     self.assertIsNone(claims._fewer(60, 'laq', None, 'gd', 100)[0])
 
   def test_stochastic_claims(self):
-    experiment = next(e for e in paper.experiments(quick=True)
+    experiment = next(e for e in paper.experiments('quick')
                       if e.name == 'logreg_stochastic')
     rows = {'sgd': row(1000, 10**9, 0.90), 'qsgd': row(1000, 10**8, 0.90),
             'ssgd': row(1000, 5 * 10**8, 0.899),
@@ -66,7 +66,7 @@ class ClaimsTest(absltest.TestCase):
     self.assertEqual(verdicts, [False, False, False])
 
   def test_convex_claims_at_the_target(self):
-    experiment = paper.experiments(quick=True)[0]
+    experiment = paper.experiments('quick')[0]
     residual = 10.0 * 0.5 ** np.arange(40)
     loss = residual[:-1] + 1.0
     def convex_row(uploads, bits):
@@ -87,7 +87,7 @@ class ClaimsTest(absltest.TestCase):
     self.assertEqual(verdicts[:2], [True, False])
 
   def test_the_authors_reading_swaps_only_the_lazy_row(self):
-    experiment = next(e for e in paper.experiments(quick=True)
+    experiment = next(e for e in paper.experiments('quick')
                       if e.name == 'mlp_stochastic')
     rows = {'sgd': row(1000, 10**9, 0.93), 'qsgd': row(1000, 10**8, 0.93),
             'ssgd': row(1000, 5 * 10**8, 0.93),

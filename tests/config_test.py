@@ -62,13 +62,19 @@ class ConfigFilesTest(absltest.TestCase):
     self.assertEqual({p['seed'] for p in stochastic}, {0, 1, 2})
 
   def test_every_paper_experiment_validates(self):
-    for quick in (False, True):
-      for experiment in paper.experiments(quick):
-        with self.subTest(name=experiment.name, quick=quick):
-          points = config_lib.points_from_config(
-              paper.sweep_config(experiment))
+    # Every budget (the README's --quick; --tiny is reproduce_test's).
+    iters = {'full': 1500, 'quick': 300, 'tiny': 30}  # the minibatch runs
+    for budget in paper.BUDGETS:
+      for experiment in paper.experiments(budget):
+        with self.subTest(name=experiment.name, budget=budget):
+          config = paper.sweep_config(experiment)
+          points = config_lib.points_from_config(config)
           self.assertEqual([p['algo'] for p in points],
                            list(experiment.algos))
+          if experiment.stochastic:
+            self.assertEqual(config.num_iters, iters[budget])
+    with self.assertRaisesRegex(ValueError, "'huge'.*full, quick, tiny"):
+      paper.experiments('huge')
 
   def test_stochastic_configs_hold_the_authors_settings(self):
     # NeurIPS SLAQ.py (logistic regression).

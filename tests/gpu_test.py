@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow
 class GpuScriptTest(absltest.TestCase):
 
   def test_tiny_run_writes_its_files(self):
-    # paper and family are `experiments.reproduce --quick` and
+    # paper and family are `experiments.reproduce --tiny` and
     # `experiments.family --tiny`, which reproduce_test and
     # family_report_test run, participants compiles six FedAvg programs
     # at M = 1,000 (round_size_test holds its property), peers_test runs

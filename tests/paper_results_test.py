@@ -13,10 +13,31 @@ from experiments.run import outputs
 from experiments.studies.paper import paper_results
 
 
+class LasgSweepTest(absltest.TestCase):
+
+  def test_lasg_sweep_runs_the_minibatch_networks_settings(self):
+    # The report sets the LASG/CADA sweep's rows beside mlp_stochastic's:
+    # at every budget its sgd and slaq run that experiment's settings.
+    for budget in paper.BUDGETS:
+      with self.subTest(budget):
+        experiment = next(e for e in paper.experiments(budget)
+                          if e.name == paper_results.LASG_EXPERIMENT)
+        ours = paper.sweep_config(experiment).to_dict()
+        lasg = paper_results.lasg_config(budget).to_dict()
+        self.assertEqual(
+            sorted(k for k in set(ours) | set(lasg)
+                   if ours.get(k) != lasg.get(k)),
+            ['algo', 'algo_settings', 'sweep', 'sweep_grid_axis'])
+        self.assertIn('sgd', lasg['sweep']['algo'])
+        self.assertIn('slaq', lasg['sweep']['algo'])
+        self.assertNotIn('sgd', lasg['algo_settings'])
+        self.assertNotIn('slaq', lasg['algo_settings'])
+
+
 class CrosscheckTest(absltest.TestCase):
 
   def test_crosscheck_finds_the_first_other_upload(self):
-    experiment = paper.experiments(quick=True)[0]
+    experiment = paper.experiments('quick')[0]
     loss_T = np.array([3.0, 2.0, 1.5, 1.2])
     sent_TxM = np.array([[1, 1], [0, 1], [1, 0], [0, 0]], bool)
     result = {'curves': {
@@ -46,7 +67,7 @@ class SameConfigTest(absltest.TestCase):
 
   def test_older_results_stand_when_new_fields_keep_their_defaults(self):
     wanted = outputs.as_json(paper.sweep_config(
-        paper.experiments(quick=True)[0]).to_dict())
+        paper.experiments('quick')[0]).to_dict())
     self.assertTrue(outputs.same_config(dict(wanted), wanted))
     older = {k: v for k, v in wanted.items() if k != 'downlink_bits'}
     self.assertTrue(outputs.same_config(older, wanted))  # a default
@@ -61,7 +82,7 @@ class SameConfigTest(absltest.TestCase):
     # and `weighting` / absent='auto' existed still stand; a part group
     # that differs, or a written absent that 'auto' does not mean, does not.
     wanted = outputs.as_json(paper.sweep_config(
-        paper.experiments(quick=True)[0]).to_dict())
+        paper.experiments('quick')[0]).to_dict())
     self.assertEqual((wanted['absent'], wanted['weighting']), ('auto', 'auto'))
     params = {k: v for k, v in wanted['params'].items()
               if k not in ('local', 'scaffold', 'fedadam')}

@@ -1,6 +1,6 @@
-"""Tests of `experiments.reproduce`: the --quick report, checked independently.
+"""Tests of `experiments.reproduce`: the --tiny report, checked independently.
 
-One `--quick` run (what CI runs; a few minutes on 2 cores) goes into a
+One `--tiny` run (the suite's budget; about a minute on 2 cores) goes into a
 temporary workdir. Its REPORT.md is parsed and every table cell is
 recomputed from the per-experiment files by hand (NumPy on curves.npz, the
 bit formulas b*p + 32 / 32*p, both residual definitions), the claims'
@@ -159,17 +159,17 @@ def _expected(workdir: pathlib.Path, experiment: paper.Experiment
   return expected
 
 
-class QuickReportTest(absltest.TestCase):
-  """The report of one `--quick` run (CI's), run once for the class."""
+class TinyReportTest(absltest.TestCase):
+  """The report of one `--tiny` run, run once for the class."""
 
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
     global _workdir
-    _workdir = pathlib.Path(_tmp.name, 'paper_quick')
-    done = _run(f'--workdir={_workdir}', '--quick')
+    _workdir = pathlib.Path(_tmp.name, 'paper_tiny')
+    done = _run(f'--workdir={_workdir}', '--tiny')
     if done.returncode:
-      raise RuntimeError(f'--quick failed ({done.returncode}):\n'
+      raise RuntimeError(f'--tiny failed ({done.returncode}):\n'
                          f'{(done.stdout + done.stderr)[-4000:]}')
 
   def setUp(self):
@@ -177,7 +177,7 @@ class QuickReportTest(absltest.TestCase):
     self.report = (_workdir / report.REPORT).read_text()
 
   def test_tables_match_the_raw_files(self):
-    for experiment in paper.experiments(quick=True):
+    for experiment in paper.experiments('tiny'):
       with self.subTest(experiment.name):
         section = _section(self.report, experiment.title)
         header, rows = _table(section)
@@ -213,7 +213,7 @@ class QuickReportTest(absltest.TestCase):
           self.assertIn('iteration (exact f(θ^k) − f*)', checked)
 
   def test_claims_verdicts_recomputed(self):
-    for experiment in paper.experiments(quick=True):
+    for experiment in paper.experiments('tiny'):
       expected = _expected(_workdir, experiment)
       lazy, base = experiment.lazy, experiment.baseline
       if experiment.convex and not experiment.stochastic:
@@ -264,7 +264,7 @@ class QuickReportTest(absltest.TestCase):
     self.assertIn('lasg_wk2', rows)
     uploads = {a: int(r['total_uploads']) for a, r in rows.items()}
     accuracy = {a: float(r['final_test_accuracy']) for a, r in rows.items()}
-    experiment = next(e for e in paper.experiments(quick=True)
+    experiment = next(e for e in paper.experiments('tiny')
                       if e.name == paper_results.LASG_EXPERIMENT)
     section = _section(self.report, experiment.title)
     self.assertIn('### LASG and CADA at these settings', section)
@@ -283,7 +283,7 @@ class QuickReportTest(absltest.TestCase):
         self.assertIn('| holds |' if holds else '| does not hold |', line)
 
   def test_linear_fit_recomputed(self):
-    experiment = paper.experiments(quick=True)[0]
+    experiment = paper.experiments('tiny')[0]
     self.assertEqual(experiment.name, 'logreg')
     section = _section(self.report, experiment.title)
     with np.load(_workdir / 'logreg' / 'curves.npz') as npz:
@@ -312,9 +312,9 @@ class QuickReportTest(absltest.TestCase):
     links = re.findall(r'!\[[^\]]*\]\(([^)]+)\)', self.report)
     # Three loss figures and a raster per experiment, and three gradient
     # norm figures where f* is unknown (the networks).
-    networks = [e for e in paper.experiments(quick=True) if not e.convex]
+    networks = [e for e in paper.experiments('tiny') if not e.convex]
     # And the authors_code comparison's figure of each minibatch experiment.
-    self.assertLen(links, 4 * len(paper.experiments(quick=True))
+    self.assertLen(links, 4 * len(paper.experiments('tiny'))
                    + 3 * len(networks)
                    + len(paper_results.AUTHORS_EXPERIMENTS))
     self.assertLen([l for l in links if 'grad_norm_vs_' in l],
@@ -325,13 +325,13 @@ class QuickReportTest(absltest.TestCase):
         self.assertEqual(f.read(8), PNG_MAGIC, link)
 
   def test_report_states_budget_hardware_and_commands(self):
-    self.assertIn('Quick budget', self.report)
-    self.assertIn(f'target residual {paper.QUICK_TARGET:g}', self.report)
+    self.assertIn('Tiny budget', self.report)
+    self.assertIn(f'target residual {paper.TINY_TARGET:g}', self.report)
     self.assertIn('## Hardware and wall time', self.report)
     self.assertIn('backend cpu', self.report)
     # Each experiment measured the machine's limits; the table's floors are
     # recomputed from them.
-    for experiment in paper.experiments(quick=True):
+    for experiment in paper.experiments('tiny'):
       result = paper_results.load_results(experiment, _workdir)
       rates = result['info']['roofline']
       self.assertGreater(rates['matmul_flops_per_s']['float64'], 0)
@@ -341,7 +341,7 @@ class QuickReportTest(absltest.TestCase):
                        rf'[0-9]+ \| {floor:.0f} \| {wall / floor:.2f} \|')
     # The runs alone are rows too, and the total is the whole command's.
     walls = [paper_results.load_results(e, _workdir)['info']['wall_time_s']
-             for e in paper.experiments(quick=True)]
+             for e in paper.experiments('tiny')]
     for folder in ('crosscheck/single', 'crosscheck/devices',
                    'authors_code/logreg_stochastic',
                    'authors_code/mlp_stochastic'):
@@ -350,7 +350,7 @@ class QuickReportTest(absltest.TestCase):
     self.assertIn('| logreg cross-check: run alone |', self.report)
     self.assertIn('| mlp_stochastic: slaq with authors_code |', self.report)
     self.assertIn(f'Total: {sum(walls):.0f} s.', self.report)
-    for experiment in paper.experiments(quick=True):
+    for experiment in paper.experiments('tiny'):
       for algo in experiment.algos:
         self.assertIn(
             f'--config=configs/{experiment.config}.py:algo={algo},'
@@ -386,7 +386,7 @@ class QuickReportTest(absltest.TestCase):
   def test_authors_code_rows_match_their_runs(self):
     for name in paper_results.AUTHORS_EXPERIMENTS:
       with self.subTest(name):
-        experiment = next(e for e in paper.experiments(quick=True)
+        experiment = next(e for e in paper.experiments('tiny')
                           if e.name == name)
         run_dir = _workdir / paper_results.AUTHORS / name
         config = json.loads((run_dir / 'config.json').read_text())
@@ -459,11 +459,15 @@ class QuickReportTest(absltest.TestCase):
     results = _workdir / 'logreg_stochastic' / 'results.csv'
     before = results.stat().st_mtime_ns
     dest = pathlib.Path(_tmp.name, 'docs_copy')
-    done = _run(f'--workdir={_workdir}', '--quick',
+    done = _run(f'--workdir={_workdir}', '--tiny',
                 '--only=logreg_stochastic', f'--copy_to={dest}')
     self.assertEqual(done.returncode, 0, done.stderr[-3000:])
     self.assertIn('not run again', done.stdout + done.stderr)
     self.assertEqual(results.stat().st_mtime_ns, before)
+    both = _run(f'--workdir={_workdir}', '--quick', '--tiny')
+    self.assertNotEqual(both.returncode, 0)
+    self.assertIn('--quick and --tiny: choose one budget', both.stderr)
+    self.assertNotIn('Traceback', both.stderr)
     copied = (dest / report.REPORT).read_text()
     for link in re.findall(r'!\[[^\]]*\]\(([^)]+)\)', copied):
       self.assertTrue((dest / link).is_file(), link)

@@ -211,20 +211,25 @@ LASG = 'lasg_network'
 LASG_EXPERIMENT = 'mlp_stochastic'
 
 
-def lasg_config(quick: bool):
+def lasg_variant(budget: str) -> str:
+  """configs/lasg.py's variant at `budget`: network[,quick|,tiny]."""
+  return 'network' if budget == 'full' else f'network,{budget}'
+
+
+def lasg_config(budget: str):
   """The sweep config of the LASG/CADA comparison (configs/lasg.py)."""
   from configs import lasg  # pylint: disable=g-import-not-at-top
-  return lasg.get_config('network,quick' if quick else 'network')
+  return lasg.get_config(lasg_variant(budget))
 
 
-def lasg_sweep(workdir: pathlib.Path, quick: bool) -> dict[str, Any] | None:
+def lasg_sweep(workdir: pathlib.Path, budget: str) -> dict[str, Any] | None:
   """The finished LASG/CADA sweep in WORKDIR/LASG (experiments.studies.lasg.
   report.load's dict), or None when it is not there or another config's."""
   from experiments.studies.lasg import report as lasg_report  # pylint: disable=g-import-not-at-top
   out = workdir / LASG
   if not (out / 'sweep.json').is_file():
     return None
-  wanted = outputs.as_json(config_lib.to_dict(lasg_config(quick)))
+  wanted = outputs.as_json(config_lib.to_dict(lasg_config(budget)))
   try:
     if not outputs.same_config(
         json.loads((out / 'config.json').read_text()), wanted):

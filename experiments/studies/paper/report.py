@@ -1,6 +1,6 @@
 """The report of `experiments.reproduce`: REPORT.md, its tables and figures.
 
-    text = report(experiments, workdir, quick)    # writes WORKDIR/REPORT.md
+    text = report(experiments, workdir, budget)   # writes WORKDIR/REPORT.md
 
 Every number is read from the per-experiment results
 (`experiments.studies.paper.paper_results`); the claims are computed
@@ -117,7 +117,7 @@ def target_table(experiment: paper.Experiment, result: dict[str, Any]
 
 def experiment_section(experiment: paper.Experiment, result: dict[str, Any],
                        figures: dict[str, str], workdir_name: str,
-                       quick: bool) -> list[str]:
+                       budget: str) -> list[str]:
   """The report's section of one experiment."""
   sweep = result['sweep']
   info = result['info']
@@ -161,7 +161,7 @@ def experiment_section(experiment: paper.Experiment, result: dict[str, Any],
               'the first logged iterate at or below them, and the figures '
               'draw the logged iterates.')
   lines += [settings, '', hyper, '']
-  if experiment.name == 'mlp' and not quick and (
+  if experiment.name == 'mlp' and budget == 'full' and (
       sweep['num_iters'] < paper.MLP_FULL_ITERS):
     lines += [f'**Shorter budget**: {sweep["num_iters"]:,} iterations, not '
               f'the authors\' {paper.MLP_FULL_ITERS:,}: this report ran on '
@@ -213,7 +213,7 @@ def experiment_section(experiment: paper.Experiment, result: dict[str, Any],
             'row alone with `experiments.main` (the same settings; it writes '
             'metrics.csv, summary.json and figures):', '', '```',
             f'python -m experiments.reproduce --workdir runs/{workdir_name} '
-            f'--only={experiment.name}{" --quick" if quick else ""}']
+            f'--only={experiment.name}{paper.budget_flag(budget)}']
   lines += [paper.main_command(experiment, a,
                                f'runs/{workdir_name}_rows/{experiment.name}/'
                                f'{a}') for a in experiment.algos]
@@ -221,13 +221,13 @@ def experiment_section(experiment: paper.Experiment, result: dict[str, Any],
   return lines
 
 
-def lasg_section(sweep: dict[str, Any] | None, quick: bool) -> list[str]:
+def lasg_section(sweep: dict[str, Any] | None, budget: str) -> list[str]:
   """LASG and CADA beside sgd and slaq at the minibatch network's settings
   (WORKDIR/lasg_network, configs/lasg.py), with the simulated seconds."""
   from experiments.studies.lasg import report as lasg_report  # pylint: disable=g-import-not-at-top
   title = ('### LASG and CADA at these settings: do the same-sample '
            'triggers survive where SLAQ runs away?')
-  variant = 'network,quick' if quick else 'network'
+  variant = results_lib.lasg_variant(budget)
   if sweep is None:
     return [title, '', f'Not run: `{results_lib.LASG}/` holds no finished '
             f'sweep of `configs/lasg.py:{variant}` (`experiments.reproduce` '
@@ -256,22 +256,28 @@ def _checked(checks) -> str:
 
 
 def report(selected: Sequence[paper.Experiment], workdir: pathlib.Path,
-           quick: bool) -> str:
+           budget: str) -> str:
   """Writes the figures and WORKDIR/REPORT.md; returns the report's text."""
   results = {e.name: results_lib.load_results(e, workdir) for e in selected}
   command = ('python -m experiments.reproduce --workdir '
-             f'{workdir}{" --quick" if quick else ""}')
+             f'{workdir}{paper.budget_flag(budget)}')
   lines = ['# LAQ (Sun, Chen, Giannakis, Yang, NeurIPS 2019) reproduced on '
-           'MNIST' + (' — quick budget' if quick else ''), '',
+           'MNIST' + ('' if budget == 'full' else f' — {budget} budget'), '',
            f'Produced by `{command}` (laq-jax). Every number below is read '
            'from the per-experiment results (`NAME/results.csv`, '
            '`NAME/curves.npz`); the claims are computed from them, not '
            'written by hand.', '']
-  if quick:
+  if budget == 'quick':
     lines += [f'**Quick budget**: the first 6,000 training images, few '
               f'iterations, target residual {paper.QUICK_TARGET:g} instead '
               'of 1e-6. What it shows is the shape of the comparison, not '
               "the paper's numbers; run without `--quick` for those.", '']
+  elif budget == 'tiny':
+    lines += ['**Tiny budget** (the test suite\'s): the first 600 training '
+              'images, 30 iterations (the convex run 200, target residual '
+              f'{paper.TINY_TARGET:g}), minibatches of 20. It checks the '
+              'pipeline and the report, not the paper: run without `--tiny` '
+              'for the comparison.', '']
   lines += [f'Definitions: "far fewer" = at most {claims_lib.FAR_FEWER:g}x the other '
             f'algorithm\'s count; "similar accuracy" = within '
             f'{claims_lib.ACCURACY_POINTS:g} percentage point of the unquantized, '
@@ -289,10 +295,10 @@ def report(selected: Sequence[paper.Experiment], workdir: pathlib.Path,
             'seed of its mask (p parameters). Every worker uploads at '
             'k = 0 (Algorithm 1\'s initialization).', '']
   mlp = next((e for e in selected if e.name == 'mlp'), None)
-  budget = ''
-  if mlp is not None and results['mlp'] is not None and not quick:
+  mlp_note = ''
+  if mlp is not None and results['mlp'] is not None and budget == 'full':
     iters = results['mlp']['sweep']['num_iters']
-    budget = (f' The full-batch MLP runs {iters:,} iterations'
+    mlp_note = (f' The full-batch MLP runs {iters:,} iterations'
               + (' (the authors\' budget).' if iters >= paper.MLP_FULL_ITERS
                  else f', not the authors\' {paper.MLP_FULL_ITERS:,}: this '
                  'report ran on a CPU-only machine (see its section).'))
@@ -307,7 +313,7 @@ def report(selected: Sequence[paper.Experiment], workdir: pathlib.Path,
             'alpha = 0.02, c_e = 3, c_0 = 0, xi = 3 doubled from k = 300 and '
             '6x from k = 500). Logistic regression in float64 (a residual '
             'of 1e-6 on f* ~ 5.6 is below float32\'s resolution), the MLP '
-            'in float32.' + budget, '']
+            'in float32.' + mlp_note, '']
   missing = [e.name for e in selected if results[e.name] is None]
   summary = []  # (experiment, claim, verdict)
   sections = []
@@ -323,7 +329,7 @@ def report(selected: Sequence[paper.Experiment], workdir: pathlib.Path,
     for c in claims_lib.claims(e, result):
       summary.append([e.name, ALGORITHM_1, c['claim'],
                       claims_lib.verdict(c['holds']), c['brief']])
-    sections += experiment_section(e, result, figures, workdir.name, quick)
+    sections += experiment_section(e, result, figures, workdir.name, budget)
     if e.name in results_lib.AUTHORS_EXPERIMENTS:
       run = results_lib.authors_run(e, workdir)
       # Every claim once more, the lazy row read as the authors' scripts
@@ -339,8 +345,8 @@ def report(selected: Sequence[paper.Experiment], workdir: pathlib.Path,
                           claims_lib.verdict(c['holds']), c['brief']])
       sections += authors_section(e, result, run, workdir)
     if e.name == results_lib.LASG_EXPERIMENT:
-      sweep = results_lib.lasg_sweep(workdir, quick)
-      sections += lasg_section(sweep, quick)
+      sweep = results_lib.lasg_sweep(workdir, budget)
+      sections += lasg_section(sweep, budget)
       for c in claims_lib.lasg_claims(sweep) if sweep else []:
         summary.append([e.name, LASG_READING, c['claim'],
                         claims_lib.verdict(c['holds']), c['brief']])

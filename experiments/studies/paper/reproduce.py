@@ -2,7 +2,7 @@
 `python -m experiments.reproduce` does; see experiments/reproduce.py for the
 files WORKDIR receives).
 
-    failed = reproduce(workdir, quick=True)   # runs what is missing, reports
+    failed = reproduce(workdir, budget='quick')  # runs what is missing, reports
 
 Per experiment of `configs/paper.py`, its algorithms run as a grid axis of
 ONE compiled program (`experiments.run.grid.sweep_and_evaluate`), all in
@@ -62,11 +62,11 @@ def hardware() -> dict[str, Any]:
 
 
 def run_experiment(experiment: paper.Experiment, workdir: pathlib.Path,
-                   quick: bool) -> None:
+                   budget: str) -> None:
   """Runs one experiment (one compiled program over its algorithms) in this
   process; reproduce.json is written last."""
   out = workdir / experiment.name
-  info = {'experiment': experiment.name, 'quick': quick,
+  info = {'experiment': experiment.name, 'budget': budget,
           'started_utc': time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime()),
           'hardware': hardware(),
           # the machine's matmul rate and read bandwidth, measured now, for
@@ -91,7 +91,7 @@ def run_experiment(experiment: paper.Experiment, workdir: pathlib.Path,
 
 
 def run_all(selected: Sequence[paper.Experiment], workdir: pathlib.Path,
-            quick: bool) -> list[str]:
+            budget: str) -> list[str]:
   """Runs the experiments not yet done, in this process (each its own
   compiled program); returns the names that failed."""
   failed = []
@@ -105,7 +105,7 @@ def run_all(selected: Sequence[paper.Experiment], workdir: pathlib.Path,
         logging.info('%s: running %s on %s', experiment.name,
                      ', '.join(experiment.algos), experiment.config)
         try:
-          run_experiment(experiment, workdir, quick)
+          run_experiment(experiment, workdir, budget)
         except Exception:  # pylint: disable=broad-except
           logging.exception('%s failed; its results are missing from the '
                             'report', experiment.name)
@@ -182,17 +182,18 @@ def run_authors(experiment: paper.Experiment, workdir: pathlib.Path
   return []
 
 
-def run_lasg(workdir: pathlib.Path, quick: bool) -> list[str]:
+def run_lasg(workdir: pathlib.Path, budget: str) -> list[str]:
   """Runs configs/lasg.py's `network` sweep (LASG and CADA beside sgd and
-  slaq at the minibatch network's settings; `network,quick` when quick)
+  slaq at the minibatch network's settings; `network,quick` or
+  `network,tiny` at those budgets)
   into WORKDIR/lasg_network unless it is there; returns what failed."""
-  if results_lib.lasg_sweep(workdir, quick) is not None:
+  if results_lib.lasg_sweep(workdir, budget) is not None:
     logging.info('%s: results already there', results_lib.LASG)
     return []
   logging.info('%s: LASG and CADA beside sgd and slaq (configs/lasg.py)',
                results_lib.LASG)
   try:
-    grid.sweep_and_evaluate(results_lib.lasg_config(quick),
+    grid.sweep_and_evaluate(results_lib.lasg_config(budget),
                             workdir / results_lib.LASG, overwrite=True)
   except Exception:  # pylint: disable=broad-except
     logging.exception('%s failed', results_lib.LASG)
@@ -200,10 +201,10 @@ def run_lasg(workdir: pathlib.Path, quick: bool) -> list[str]:
   return []
 
 
-def select(only: Sequence[str] | None, quick: bool, mlp_iters: int
+def select(only: Sequence[str] | None, budget: str, mlp_iters: int
            ) -> list[paper.Experiment]:
   """configs/paper.py's experiments, or those named in `only`."""
-  everything = paper.experiments(quick, mlp_iters)
+  everything = paper.experiments(budget, mlp_iters)
   if not only:
     return list(everything)
   names = [e.name for e in everything]
@@ -232,7 +233,7 @@ def mlp_iterations(workdir: pathlib.Path, report_only: bool,
 
 
 
-def reproduce(workdir: pathlib.Path, *, quick: bool = False,
+def reproduce(workdir: pathlib.Path, *, budget: str = 'full',
               only: Sequence[str] | None = None, report_only: bool = False,
               copy_to: str | None = None, mlp_iters: int | None = None,
               crosscheck: bool = True, authors_code: bool = True,
@@ -247,10 +248,10 @@ def reproduce(workdir: pathlib.Path, *, quick: bool = False,
     app.UsageError: `only` names an unknown experiment.
   """
   mlp_iters = mlp_iterations(workdir, report_only, mlp_iters)
-  selected = select(only, quick, mlp_iters)
+  selected = select(only, budget, mlp_iters)
   failed = []
   if not report_only:
-    failed = run_all(selected, workdir, quick)
+    failed = run_all(selected, workdir, budget)
     check = next((e for e in selected
                   if e.name == results_lib.CROSSCHECK_EXPERIMENT), None)
     if check is not None and crosscheck:
@@ -262,8 +263,8 @@ def reproduce(workdir: pathlib.Path, *, quick: bool = False,
           failed += run_authors(e, workdir)
     if lasg and any(e.name == results_lib.LASG_EXPERIMENT
                     and results_lib.is_done(e, workdir) for e in selected):
-      failed += run_lasg(workdir, quick)
-  report_lib.report(paper.experiments(quick, mlp_iters), workdir, quick)
+      failed += run_lasg(workdir, budget)
+  report_lib.report(paper.experiments(budget, mlp_iters), workdir, budget)
   logging.info('report: %s', workdir / report_lib.REPORT)
   if copy_to:
     copied = outputs.copy_report(workdir, pathlib.Path(copy_to))
