@@ -142,8 +142,7 @@ class RunnerTest(absltest.TestCase):
     self.assertEqual(r.tier(['-m', 'not slow']), 'fast')
     self.assertEqual(r.tier(['-m', 'slow']), 'all')
     self.assertEqual(r.tier([]), 'all')
-    o0 = ('--xla_backend_optimization_level=0 '
-          '--xla_cpu_use_fusion_emitters=false')
+    o0 = '--xla_backend_optimization_level=0'
     self.assertEqual(r.xla_flags('fast', {}), o0)
     self.assertEqual(r.xla_flags('all', {}), '')
     self.assertEqual(r.xla_flags('fast', {'XLA_FLAGS': '--a=1'}),
@@ -151,8 +150,7 @@ class RunnerTest(absltest.TestCase):
     self.assertEqual(r.xla_flags('all', {'XLA_FLAGS': '--a=1'}), '--a=1')
     self.assertEqual(r.xla_flags('fast', {'LAQ_JAX_TEST_FAST_O0': '0'}), '')
     mine = '--xla_backend_optimization_level=2'  # the caller's own wins
-    self.assertEqual(r.xla_flags('fast', {'XLA_FLAGS': mine}),
-                     f'{mine} --xla_cpu_use_fusion_emitters=false')
+    self.assertEqual(r.xla_flags('fast', {'XLA_FLAGS': mine}), mine)
 
 
 if __name__ == '__main__':
