@@ -20,8 +20,7 @@ Usage: python scripts/run_tests.py [pytest args]     e.g. -m "not slow"
 Environment: LAQ_JAX_TEST_JOBS (processes at once), LAQ_JAX_TEST_GROUPS
 (groups; default 3 per process at once), LAQ_JAX_TEST_TIMINGS (a file to
 write this run's per-file times to, for tests/timings.json),
-LAQ_JAX_TEST_FAST_O0=0 (the fast tier at XLA's default LLVM level instead
-of -O0, FAST_XLA_FLAGS).
+LAQ_JAX_TEST_OPTIMIZE (tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -110,32 +109,6 @@ def junit_cases(path: str):
         float(case.get('time', 0) or 0), outcome
 
 
-# The fast tier is compile-bound (about 80% of its time is XLA compiling
-# ~2,500 small programs): there its processes compile at LLVM's -O0, which
-# cut XLA's compile time by 40% and the tier's wall time by a quarter here
-# (tests/BUDGETS.md); every fast test passes at both levels. The whole
-# suite, which runs the fast tests too, keeps XLA's default level: its
-# end-to-end runs execute more than they compile, and run slower at -O0
-# (`experiments.reproduce --tiny` 101 s against 60). XLA's older loop
-# emitters (--xla_cpu_use_fusion_emitters=false) would compile faster
-# still (the tier in 169 s), but with them deploy_test's deployed and
-# simulated parameters differ beyond 1e-5 in a different case from one run
-# to the next: not a level the tests may run at.
-# LAQ_JAX_TEST_FAST_O0=0 keeps the default level for the fast tier too; a
-# level the caller's XLA_FLAGS sets is left as it is.
-FAST_XLA_FLAGS = ('--xla_backend_optimization_level=0',)
-
-
-def xla_flags(which: str, environ) -> str:
-  """XLA_FLAGS for the groups of tier `which` (see FAST_XLA_FLAGS)."""
-  flags = environ.get('XLA_FLAGS', '')
-  if which == 'fast' and environ.get('LAQ_JAX_TEST_FAST_O0', '1') != '0':
-    for flag in FAST_XLA_FLAGS:
-      if flag.split('=')[0] not in flags:
-        flags = f'{flags} {flag}'.strip()
-  return flags
-
-
 def main(argv: list[str]) -> int:
   args = argv[1:]
   which = tier(args)
@@ -150,14 +123,9 @@ def main(argv: list[str]) -> int:
   groups = split(files, times, ngroups)
   tmp = tempfile.mkdtemp(prefix='laq_jax_tests_')
   stats = os.path.join(tmp, 'compile_stats.jsonl')
-  env = dict(os.environ, LAQ_JAX_COMPILE_STATS=stats,
-             XLA_FLAGS=xla_flags(which, os.environ))
-  if not env['XLA_FLAGS']:
-    del env['XLA_FLAGS']
+  env = dict(os.environ, LAQ_JAX_COMPILE_STATS=stats)
   print(f'== {len(files)} test files in {len(groups)} groups, {jobs} at a '
-        f'time ({which} tier); logs in {tmp}'
-        + (f'; XLA_FLAGS={env["XLA_FLAGS"]}' if 'XLA_FLAGS' in env else ''),
-        flush=True)
+        f'time ({which} tier); logs in {tmp}', flush=True)
   lock = threading.Lock()
   start = time.monotonic()
 

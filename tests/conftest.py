@@ -64,6 +64,18 @@ else:
 
 jax.config.update('jax_enable_x64', True)
 
+# A pytest process compiles its own programs with XLA's optimizations mostly
+# off (`jax_disable_most_optimizations`: LLVM at -O0): the suite compiles
+# thousands of small programs once each, and runs most of them for a few
+# steps, so compiling is most of its time (tests/BUDGETS.md). The processes
+# the tests start (launchers, reports, notebooks' kernels, the Flower
+# deployment, the multi-device checks) keep XLA's defaults, as a user's
+# processes do: the flag is JAX's configuration of this process, not an
+# environment variable they inherit, and it is part of the compilation
+# cache's key. LAQ_JAX_TEST_OPTIMIZE=1 compiles with the defaults here too.
+if os.environ.get('LAQ_JAX_TEST_OPTIMIZE', '0') != '1':
+  jax.config.update('jax_disable_most_optimizations', True)
+
 
 @pytest.fixture(autouse=True, scope='module')
 def _release_compiled_programs(request):

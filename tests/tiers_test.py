@@ -4,7 +4,6 @@ laq_jax module, every slow test file has its row (what it proves, its
 budget) in BUDGETS.md, and every row there names a slow test file."""
 
 import ast
-import importlib.util
 import os
 import pathlib
 import re
@@ -125,32 +124,6 @@ class TiersTest(absltest.TestCase):
                         r'^pytestmark', p.read_text(), re.M))
     self.assertEqual(whole, parsed)
     self.assertIn('reproduce_test.py', whole)
-
-
-class RunnerTest(absltest.TestCase):
-  """scripts/run_tests.py's choice of tier and of XLA's level."""
-
-  def setUp(self):
-    super().setUp()
-    spec = importlib.util.spec_from_file_location(
-        'run_tests', ROOT / 'scripts' / 'run_tests.py')
-    self.runner = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(self.runner)
-
-  def test_the_fast_tier_compiles_at_o0_and_the_suite_at_the_default(self):
-    r = self.runner
-    self.assertEqual(r.tier(['-m', 'not slow']), 'fast')
-    self.assertEqual(r.tier(['-m', 'slow']), 'all')
-    self.assertEqual(r.tier([]), 'all')
-    o0 = '--xla_backend_optimization_level=0'
-    self.assertEqual(r.xla_flags('fast', {}), o0)
-    self.assertEqual(r.xla_flags('all', {}), '')
-    self.assertEqual(r.xla_flags('fast', {'XLA_FLAGS': '--a=1'}),
-                     f'--a=1 {o0}')
-    self.assertEqual(r.xla_flags('all', {'XLA_FLAGS': '--a=1'}), '--a=1')
-    self.assertEqual(r.xla_flags('fast', {'LAQ_JAX_TEST_FAST_O0': '0'}), '')
-    mine = '--xla_backend_optimization_level=2'  # the caller's own wins
-    self.assertEqual(r.xla_flags('fast', {'XLA_FLAGS': mine}), mine)
 
 
 if __name__ == '__main__':
