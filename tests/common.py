@@ -15,8 +15,9 @@ def compile_cache_dir():
   tests/conftest.py gives it to every process the suite starts;
   scripts/docs.sh to the documentation's examples."""
   import sys  # pylint: disable=g-import-not-at-top
+  from experiments.run import startup  # pylint: disable=g-import-not-at-top
   value = os.environ.get('LAQ_JAX_TEST_COMPILE_CACHE', '').strip()
-  if value.lower() in ('0', 'off', 'false', 'no', 'none'):
+  if value.lower() in startup.OFF:
     return None
   if value:
     return value

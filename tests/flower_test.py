@@ -51,6 +51,32 @@ def _misbehave_spec(how):
   return ','.join(f'2:{h}@{k}/laq' for k, h in how.items())
 
 
+
+def check_rounds(test, run, algo, overrides, rounds, refused):
+  """A served preset's record (flower.serve's) against the library's rounds
+  in process with the same refusals (deploy_test: without refusals they are
+  the simulated run): the refusals; per round who was taken and each taken
+  client's flag, bits and payload (the counted bits rounded up to bytes);
+  θ at the end. Returns the run's (spec, data, hyper)."""
+  test.assertEqual(sorted((r['round'], r['client']) for r in run['refusals']),
+                   sorted(refused))
+  spec, data, hyper = deploy_test.built(algo, **overrides)
+  server, _, sent, bits, _ = deploy_test.deployed(
+      spec, data, hyper, rounds=rounds, refuse=refused)
+  test.assertLen(run['rounds'], rounds)
+  for k, r in enumerate(run['rounds']):
+    taken = [m for m in range(3) if (k, m) not in refused]
+    test.assertEqual(sorted(r['clients']), [str(m) for m in taken])
+    for m in taken:
+      c = r['clients'][str(m)]
+      test.assertEqual((c['sent'], c['bits'], c['payload_bytes']),
+                       (bool(sent[k, m]), int(bits[k, m]),
+                        math.ceil(bits[k, m] / 8)), (k, m))
+    test.assertEqual(r['taken'], [m in taken for m in range(3)])
+  np.testing.assert_allclose(run['theta'], np.asarray(server.theta_P),
+                             rtol=1e-5, atol=1e-7)
+  return spec, data, hyper
+
 class _InProcessGrid:
   """Flower's Grid as `flower.serve` uses it, its SuperNodes in this
   process: a pushed message runs the ClientApp at once with its node's
@@ -120,25 +146,8 @@ class InProcessTest(absltest.TestCase):
       record = flower.serve(grid, laq_app.make_run, run_config)
     for algo, overrides in RUNS:
       with self.subTest(algo):
-        run = record[algo]
         refused = ({(k, 2) for k in how} if algo == 'laq' else {(4, 2)})
-        self.assertEqual(
-            sorted((r['round'], r['client']) for r in run['refusals']),
-            sorted(refused))
-        spec, data, hyper = deploy_test.built(algo, **overrides)
-        server, _, sent, bits, _ = deploy_test.deployed(
-            spec, data, hyper, rounds=rounds, refuse=refused)
-        for k, r in enumerate(run['rounds']):
-          self.assertEqual(
-              {int(m): (c['sent'], c['bits'], c['payload_bytes'])
-               for m, c in r['clients'].items()},
-              {m: (bool(sent[k, m]), int(bits[k, m]),
-                   math.ceil(bits[k, m] / 8))
-               for m in range(3) if (k, m) not in refused})
-          self.assertEqual(r['taken'], [(k, m) not in refused
-                                        for m in range(3)])
-        np.testing.assert_allclose(run['theta'], np.asarray(server.theta_P),
-                                   rtol=1e-5, atol=1e-7)
+        check_rounds(self, record[algo], algo, overrides, rounds, refused)
     reasons = [r['reason'] for r in record['laq']['refusals']]
     for pattern, reason in zip(('bytes: the format takes', 'non-finite',
                                 'answered as client 0', 'error reply'),
@@ -246,32 +255,14 @@ class FlowerDeploymentTest(absltest.TestCase):
         run = record[algo]
         refused = ({(k, 2) for k in HOW} if algo == 'laq' else
                    {(k, 2) for k in failed})
-        self.assertEqual(
-            sorted((r['round'], r['client']) for r in run['refusals']),
-            sorted(refused))
-        spec, data, hyper = deploy_test.built(algo, **overrides)
-        # the library's rounds in process with the same refusals
-        # (deploy_test: without refusals they are the simulated run)
-        server, _, sent, bits, _ = deploy_test.deployed(
-            spec, data, hyper, rounds=ROUNDS, refuse=refused)
+        spec, data, hyper = check_rounds(self, run, algo, overrides, ROUNDS,
+                                         refused)
         rounds = run['rounds']
-        self.assertLen(rounds, ROUNDS)
-        for k, r in enumerate(rounds):
-          taken = [m for m in range(3) if (k, m) not in refused]
-          self.assertEqual(sorted(r['clients']), [str(m) for m in taken])
-          for m in taken:
-            c = r['clients'][str(m)]
-            self.assertEqual((c['sent'], c['bits']),
-                             (bool(sent[k, m]), int(bits[k, m])), (k, m))
-            # the payload is the counted bits, rounded up to bytes; the
-            # message around it (Flower's framing, the notice) is reported
-            self.assertEqual(c['payload_bytes'], math.ceil(c['bits'] / 8))
+        # the message around the payload (Flower's framing, the notice) is
+        # reported beside it
+        for r in rounds:
+          for c in r['clients'].values():
             self.assertGreater(c['message_bytes'], c['payload_bytes'])
-        self.assertEqual([r['taken'] for r in rounds],
-                         [[(k, m) not in refused for m in range(3)]
-                          for k in range(ROUNDS)])
-        np.testing.assert_allclose(run['theta'], np.asarray(server.theta_P),
-                                   rtol=1e-5, atol=1e-7)
         # before the first failed ClientApp, the simulated run itself
         state, trace = loop.run(spec, data, hyper, min(failed))
         for k in range(min(failed)):

@@ -4,6 +4,7 @@ laq_jax module, every slow test file has its row (what it proves, its
 budget) in BUDGETS.md, and every row there names a slow test file."""
 
 import ast
+import importlib.util
 import os
 import pathlib
 import re
@@ -82,10 +83,14 @@ def imported(path: pathlib.Path) -> set[str]:
 
 
 def budget_rows() -> dict[str, float]:
-  """{tests/x_test.py: budget s} of BUDGETS.md's table of slow files."""
-  text = (TESTS / 'BUDGETS.md').read_text()
-  return {m.group(1): float(m.group(2).replace(',', '')) for m in re.finditer(
-      r'^\|\s*`(tests/\w+_test\.py)`\s*\|\s*([\d,.]+)\s*\|', text, re.M)}
+  """{tests/x_test.py: budget s} of BUDGETS.md's table of slow files, read
+  by the parser ./test.sh's budget table uses (scripts/run_tests.py)."""
+  spec = importlib.util.spec_from_file_location(
+      'run_tests', ROOT / 'scripts' / 'run_tests.py')
+  runner = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(runner)
+  return {k: v for k, v in runner.budgets().items()
+          if k.startswith('tests/')}
 
 
 class TiersTest(absltest.TestCase):
