@@ -7,6 +7,7 @@ from absl.testing import absltest
 import numpy as np
 
 from configs import paper
+from experiments.studies.lasg import report as lasg_report
 from experiments.studies.paper import claims
 from experiments.studies.paper import paper_results
 
@@ -137,6 +138,50 @@ class ClaimsTest(absltest.TestCase):
     # One of the plain three more than a point behind: LASG does not hold.
     sweep['rows'][4] = lasg_row('lasg_ps', 100, 0.92)
     self.assertFalse(claims.lasg_claims(sweep)[0]['holds'])
+
+  def test_a_diverged_run_is_named_not_compared(self):
+    # A run that reached NaN is evaluated to no accuracy (None): the
+    # report names it and every claim that needs its accuracy fails,
+    # instead of the report dying (lasg_wk1_laq on a GPU at 1,500 steps).
+    def lasg_row(algo, uploads, accuracy, final=5.0):
+      return dict(algo=algo, total_uploads=uploads, iterations=1500,
+                  final_test_accuracy=accuracy, final_loss=final,
+                  initial_loss=33.6)
+    nan = float('nan')
+    sweep = {'rows': [
+        lasg_row('sgd', 15000, 0.9345), lasg_row('slaq', 865, 0.90),
+        lasg_row('lasg_wk2', 7500, 0.9253),
+        lasg_row('lasg_wk1_laq', 100, None, nan),
+        lasg_row('cada_adam', 15000, None, nan), lasg_row('cada2', 70, 0.9)]}
+    got = {c['claim'].split(' ')[0]: c for c in claims.lasg_claims(sweep)}
+    self.assertEqual({k: c['holds'] for k, c in got.items()}, {
+        'LASG': True, 'LASG_WK2': True, 'LASG_WK1_LAQ': False,
+        'CADA2': False})
+    self.assertIn("lasg_wk1_laq 100 = 0.007x sgd's 15,000, with no test "
+                  'accuracy (diverged) to compare', got['LASG_WK1_LAQ']['brief'])
+    self.assertIn('ran away', got['LASG_WK1_LAQ']['brief'])
+    self.assertIn('no test accuracy (diverged)', got['CADA2']['brief'])
+    # The LASG report's own sentence names it with the others.
+    verdict = lasg_report.verdict({r['algo']: r for r in sweep['rows']})
+    self.assertIn('lasg_wk1_laq', verdict)
+    self.assertIn('lasg_wk2', verdict)
+    # The paper's claims: the lazy row diverged, and then the baseline.
+    experiment = next(e for e in paper.experiments('quick')
+                      if e.name == 'logreg_stochastic')
+    rows = {'sgd': row(1000, 10**9, 0.90), 'qsgd': row(1000, 10**8, 0.90),
+            'ssgd': row(1000, 5 * 10**8, 0.899),
+            'slaq': row(100, 10**6, None)}
+    got = claims.claims(experiment, result(rows))
+    self.assertEqual([c['holds'] for c in got], [False, False, False])
+    self.assertIn('with no test accuracy (diverged) to compare',
+                  got[0]['brief'])
+    self.assertEqual(got[2]['brief'],
+                     'largest gap: slaq no test accuracy (diverged)')
+    rows['slaq'] = row(100, 10**6, 0.895)
+    rows['sgd'] = row(1000, 10**9, None)
+    got = claims.claims(experiment, result(rows))
+    self.assertEqual([c['holds'] for c in got], [False, False, False])
+    self.assertIn('sgd —', got[2]['evidence'])
 
 
 if __name__ == '__main__':

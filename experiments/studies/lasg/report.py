@@ -108,8 +108,10 @@ def verdict(by_algo: dict[str, dict]) -> str:
   lasg = {a: r for a, r in by_algo.items() if a.startswith('lasg')}
   if sgd is None or not lasg:
     return ''
-  held = {a: (not ran_away(r)) and (
-      r['final_test_accuracy'] >= sgd['final_test_accuracy'] - 0.01)
+  # (a run without accuracy, diverged, is named, never compared)
+  held = {a: (not ran_away(r)) and None not in (
+      r['final_test_accuracy'], sgd['final_test_accuracy']) and (
+          r['final_test_accuracy'] >= sgd['final_test_accuracy'] - 0.01)
           for a, r in lasg.items()}
   slaq = by_algo.get('slaq')
   where = ('where SLAQ (Algorithm 1) ran away '

@@ -144,6 +144,37 @@ def _combine(verdicts) -> bool | None:
   return False if False in verdicts else None if None in verdicts else True
 
 
+def accuracy_gap(rows: dict[str, dict], algo: str, base: str
+                 ) -> float | None:
+  """`algo`'s final test accuracy minus `base`'s, in percentage points; None
+  when either has none (a run that diverged is evaluated to no accuracy):
+  such a row is named, never compared."""
+  ours = rows[algo].get('final_test_accuracy')
+  theirs = rows[base].get('final_test_accuracy')
+  if ours is None or theirs is None or not (
+      math.isfinite(ours) and math.isfinite(theirs)):
+    return None
+  return 100 * (ours - theirs)
+
+
+NO_ACCURACY = 'no test accuracy (diverged)'
+
+
+def pp(gap: float | None) -> str:
+  """A gap in percentage points, or why there is none."""
+  return NO_ACCURACY if gap is None else f'{gap:+.2f} pp'
+
+
+def at_gap(gap: float | None, whose: str) -> str:
+  """', at -0.50 pp of sgd's accuracy', or why there is no gap."""
+  return (f', with {NO_ACCURACY} to compare' if gap is None
+          else f', at {gap:+.2f} pp of {whose} accuracy')
+
+
+def _similar(gap: float | None) -> bool:
+  return gap is not None and abs(gap) <= ACCURACY_POINTS
+
+
 def claims(experiment: paper.Experiment, result: dict[str, Any]
            ) -> list[dict[str, Any]]:
   """The paper's claims for one experiment, checked against its results.
@@ -203,8 +234,7 @@ def claims(experiment: paper.Experiment, result: dict[str, Any]
                   'holds': holds, 'evidence': text, 'brief': brief})
   else:
     # Fixed budget: totals over the whole run, at similar accuracy.
-    gap = 100 * (rows[lazy]['final_test_accuracy']
-                 - rows[base]['final_test_accuracy'])
+    gap = accuracy_gap(rows, lazy, base)
     for what, others in (('uploads', experiment.uploads_vs),
                          ('bits', experiment.bits_vs)):
       verdicts, evidence = zip(*(
@@ -214,11 +244,11 @@ def claims(experiment: paper.Experiment, result: dict[str, Any]
       evidence = list(evidence)
       brief = (_binding(rows[lazy]['total_' + what], lazy, {
           o: rows[o]['total_' + what] for o in others})
-               + f', at {gap:+.2f} pp of {base}\'s accuracy')
-      if abs(gap) > ACCURACY_POINTS:
+               + at_gap(gap, f'{base}\'s'))
+      if not _similar(gap):
         verdicts += (False,)
         evidence.append(f'but not at similar accuracy: {lazy} is '
-                        f'{gap:+.2f} pp from {base}')
+                        f'{pp(gap)} from {base}')
       out.append({
           'claim': (f'{lazy.upper()} uses far fewer {what} (at most '
                     f'{FAR_FEWER:g}x) than '
@@ -229,12 +259,13 @@ def claims(experiment: paper.Experiment, result: dict[str, Any]
           'brief': brief})
   # Accuracy.
   reference = rows[base]['final_test_accuracy']
-  gaps = {a: 100 * (rows[a]['final_test_accuracy'] - reference)
+  gaps = {a: accuracy_gap(rows, a, base)
           for a in experiment.algos if a != base}
-  far = [a for a, g in gaps.items() if abs(g) > ACCURACY_POINTS]
+  far = [a for a, g in gaps.items() if not _similar(g)]
   why = [_why_behind(result, a) for a in far]
-  worst = max(gaps, key=lambda a: abs(gaps[a]))
-  brief = f'largest gap: {worst} {gaps[worst]:+.2f} pp'
+  worst = max(gaps, key=lambda a: math.inf if gaps[a] is None
+              else abs(gaps[a]))
+  brief = f'largest gap: {worst} {pp(gaps[worst])}'
   c = result['curves']
   g = list(c['algo']).index(worst)
   first, last = float(c['loss'][g][0]), float(c['final_loss'][g])
@@ -245,7 +276,7 @@ def claims(experiment: paper.Experiment, result: dict[str, Any]
                 f'{ACCURACY_POINTS:g} percentage point of {base.upper()}'),
       'holds': not far,
       'evidence': f'{base} {fmt(reference, "pct")}; ' + '; '.join(
-          f'{a} {fmt(rows[a]["final_test_accuracy"], "pct")} ({g:+.2f} pp)'
+          f'{a} {fmt(rows[a]["final_test_accuracy"], "pct")} ({pp(g)})'
           for a, g in gaps.items()) + ''.join(f'; {w}' for w in why if w),
       'brief': brief})
   return out
@@ -267,12 +298,11 @@ def lasg_claims(sweep: dict[str, Any]) -> list[dict[str, Any]]:
   if sgd is None:
     return []
   acc = lambda a: by_algo[a]['final_test_accuracy']
-  gap = lambda a, base: 100 * (acc(a) - acc(base))
   out = []
   plain = [a for a in LASG_PLAIN if a in by_algo]
   if plain:
-    held = {a: not ran_away(by_algo[a]) and abs(gap(a, 'sgd'))
-            <= ACCURACY_POINTS for a in plain}
+    held = {a: not ran_away(by_algo[a])
+            and _similar(accuracy_gap(by_algo, a, 'sgd')) for a in plain}
     where = ('' if slaq is None else
              ', where SLAQ (Algorithm 1) runs away' if ran_away(slaq)
              else ' (SLAQ, Algorithm 1, did not run away here either)')
@@ -294,10 +324,10 @@ def lasg_claims(sweep: dict[str, Any]) -> list[dict[str, Any]]:
   for a, base in pairs:
     ours, theirs = by_algo[a]['total_uploads'], by_algo[base]['total_uploads']
     ratio = ours / theirs if theirs else math.inf
-    g = gap(a, base)
+    g = accuracy_gap(by_algo, a, base)
     away = ran_away(by_algo[a])
-    brief = (f'{a} {fmt(ours)} = {ratio:.3f}x {base}\'s {fmt(theirs)}, at '
-             f'{g:+.2f} pp of its accuracy'
+    brief = (f'{a} {fmt(ours)} = {ratio:.3f}x {base}\'s {fmt(theirs)}'
+             + at_gap(g, 'its')
              + (' (ran away: final loss '
                 f'{fmt(by_algo[a]["final_loss"], "sci")})' if away else ''))
     out.append({
@@ -305,8 +335,7 @@ def lasg_claims(sweep: dict[str, Any]) -> list[dict[str, Any]]:
                   f'{FAR_FEWER:g}x) than {base.upper()} over the same '
                   f'{by_algo[a]["iterations"]:,} iterations, at similar '
                   'accuracy'),
-        'holds': (ratio <= FAR_FEWER and abs(g) <= ACCURACY_POINTS
-                  and not away),
+        'holds': ratio <= FAR_FEWER and _similar(g) and not away,
         'brief': brief})
   for c in out:
     c['evidence'] = c['brief']
