@@ -72,17 +72,23 @@ jax.config.update('jax_enable_x64', True)
 # deployment, the multi-device checks) keep XLA's defaults, as a user's
 # processes do: the flag is JAX's configuration of this process, not an
 # environment variable they inherit, and it is part of the compilation
-# cache's key. LAQ_JAX_TEST_OPTIMIZE=1 compiles with the defaults here too.
-if os.environ.get('LAQ_JAX_TEST_OPTIMIZE', '0') != '1':
-  jax.config.update('jax_disable_most_optimizations', True)
+# cache's key. The two levels round differently in the last bits, so a
+# test module that compares this process's results with a started
+# process's bit for bit sets `XLA_DEFAULTS = True` and compiles at the
+# defaults too (resume_test, flower_test). LAQ_JAX_TEST_OPTIMIZE=1 compiles
+# every module at the defaults.
+_OPTIMIZE = os.environ.get('LAQ_JAX_TEST_OPTIMIZE', '0') == '1'
 
 
 @pytest.fixture(autouse=True, scope='module')
 def _release_compiled_programs(request):
-  """Drops JAX's in-memory caches of traced and compiled programs after
-  each test module: a process that kept every one of the suite's grew until
-  XLA's compiler crashed (SIGSEGV). The next module that needs one of them
-  loads it from the persistent cache instead of compiling it again."""
+  """Sets the module's optimization level (above), and drops JAX's in-memory
+  caches of traced and compiled programs after each test module: a process
+  that kept every one of the suite's grew until XLA's compiler crashed
+  (SIGSEGV). The next module that needs one of them loads it from the
+  persistent cache instead of compiling it again."""
+  jax.config.update('jax_disable_most_optimizations', not (
+      _OPTIMIZE or getattr(request.module, 'XLA_DEFAULTS', False)))
   if _STATS:
     import time  # pylint: disable=g-import-not-at-top
     module = os.path.basename(request.module.__file__)

@@ -32,6 +32,9 @@ BIN = os.path.dirname(sys.executable)
 # Every preset deployed, side by side in one deployment: LAQ (b-bit codes
 # and a radius, lazy) and fedlaq (K local steps, LAQ's quantizer, skips).
 RUNS = (('laq', dict(step_size=0.5)), ('fedlaq', {}))
+# The ClientApps' rounds (their processes) against the library's in this
+# process: compiled as they compile (tests/conftest.py).
+XLA_DEFAULTS = True
 ROUNDS = 8
 # LAQ's client 2, round by round: a byte short, b = 40, a NaN radius,
 # answering as client 0, the ClientApp raising, its process dying mid-round.

@@ -39,6 +39,9 @@ from tests import common
 from tests import events_test
 
 pytestmark = pytest.mark.slow
+# Killed runs (launcher processes) against runs in this process, bit for
+# bit: compiled as the launchers compile (tests/conftest.py).
+XLA_DEFAULTS = True
 
 ROOT = pathlib.Path(common.ROOT)
 

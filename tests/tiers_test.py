@@ -120,6 +120,16 @@ class TiersTest(absltest.TestCase):
                      'rows of tests/BUDGETS.md naming no slow test file')
     self.assertTrue(all(b > 0 for b in rows.values()))
 
+  def test_this_module_compiles_with_most_optimizations_off(self):
+    # tests/conftest.py: a module without XLA_DEFAULTS, unless the
+    # environment asks for XLA's defaults everywhere.
+    import jax  # pylint: disable=g-import-not-at-top
+    self.assertEqual(jax.config.read('jax_disable_most_optimizations'),
+                     os.environ.get('LAQ_JAX_TEST_OPTIMIZE') != '1')
+    marked = sorted(p.name for p in TESTS.glob('*_test.py') if re.search(
+        r'^XLA_DEFAULTS = True', p.read_text(), re.M))
+    self.assertEqual(marked, ['flower_test.py', 'resume_test.py'])
+
   def test_the_parser_sees_marks(self):
     # an independent count: the files whose whole module is marked
     whole = sorted(p.name for p in TESTS.glob('*_test.py') if re.search(
