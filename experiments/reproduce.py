@@ -61,8 +61,9 @@ flags.DEFINE_string('workdir', None, 'Folder for the results and REPORT.md.')
 flags.DEFINE_bool('quick', False, 'Reduced budget (6,000 images, fewer '
                   'iterations, looser target): minutes on a 2-core CPU.')
 flags.DEFINE_bool('tiny', False, 'The test suite\'s budget (600 images, 30 '
-                  'iterations, 200 for the convex run): checks the pipeline and the report, not the '
-                  'paper; about a minute on a 2-core CPU.')
+                  'iterations, 200 for the convex run): checks the pipeline '
+                  'and the report, not the paper; about a minute on a 2-core '
+                  'CPU.')
 flags.DEFINE_list('only', None, 'Run only these experiments (default: all '
                   'of configs/paper.py).')
 flags.DEFINE_bool('report_only', False, 'Run nothing; rewrite REPORT.md '

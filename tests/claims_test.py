@@ -158,7 +158,8 @@ class ClaimsTest(absltest.TestCase):
         'LASG': True, 'LASG_WK2': True, 'LASG_WK1_LAQ': False,
         'CADA2': False})
     self.assertIn("lasg_wk1_laq 100 = 0.007x sgd's 15,000, with no test "
-                  'accuracy (diverged) to compare', got['LASG_WK1_LAQ']['brief'])
+                  'accuracy (diverged) to compare',
+                  got['LASG_WK1_LAQ']['brief'])
     self.assertIn('ran away', got['LASG_WK1_LAQ']['brief'])
     self.assertIn('no test accuracy (diverged)', got['CADA2']['brief'])
     # The LASG report's own sentence names it with the others.
