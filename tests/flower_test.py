@@ -54,7 +54,6 @@ def _misbehave_spec(how):
   return ','.join(f'2:{h}@{k}/laq' for k, h in how.items())
 
 
-
 def check_rounds(test, run, algo, overrides, rounds, refused):
   """A served preset's record (flower.serve's) against the library's rounds
   in process with the same refusals (deploy_test: without refusals they are

@@ -441,7 +441,8 @@ class MainTest(absltest.TestCase):
     self.assertEqual(result.returncode, 0, result.stderr[-3000:])
     built = build.build(common.tiny_config(train_subset=640))
     self.assertIsNone(built.mesh)  # this process: the vmap path
-    _, trace = laq_jax.run(built.spec, built.data, built.hyper, STEPS)
+    with common.compiled_as_launchers():  # compared exactly with its run
+      _, trace = laq_jax.run(built.spec, built.data, built.hyper, STEPS)
     sent = np.load(devices / 'uploads.npy')
     self.assertTrue(0 < sent.sum() < sent.size, 'the rule must skip some')
     np.testing.assert_array_equal(sent, trace.sent_M)
