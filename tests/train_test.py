@@ -32,6 +32,7 @@ from experiments.run import outputs
 from experiments.run import train
 import laq_jax
 from laq_jax import data as data_lib
+from laq_jax.data import mnist as mnist_lib
 from tests import common
 from tests import events_test
 from tests import reference
@@ -286,11 +287,15 @@ class RefusedTest(absltest.TestCase):
     source = pathlib.Path(common.mnist_dir())
     corrupt = workdir('corrupt_data')
     corrupt.mkdir()
+    # The files as they are there: NAME.gz (a copy of the download) or raw
+    # NAME (the user cache that experiments.fetch_data fills).
     for name in data_lib.MNIST_FILES:
       if name != 'train-labels-idx1-ubyte':
-        (corrupt / f'{name}.gz').symlink_to(source / f'{name}.gz')
-    labels = bytearray(gzip.decompress(
-        (source / 'train-labels-idx1-ubyte.gz').read_bytes()))
+        found = mnist_lib.idx_file(source, name)
+        (corrupt / found.name).symlink_to(found)
+    found = mnist_lib.idx_file(source, 'train-labels-idx1-ubyte')
+    labels = bytearray(gzip.decompress(found.read_bytes())
+                       if found.suffix == '.gz' else found.read_bytes())
     labels[100] = (labels[100] + 1) % 10  # one wrong label, still valid IDX
     (corrupt / 'train-labels-idx1-ubyte').write_bytes(bytes(labels))
     out = workdir('run_corrupt_data')
