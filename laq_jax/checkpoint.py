@@ -217,7 +217,14 @@ class Checkpointer:
 
   def _discard_partial(self, step: int) -> None:
     """Removes what a failed save of `step` left: its temporary folder
-    (a step folder appears only by the rename of a complete one)."""
+    (a step folder appears only by the rename of a complete one). Orbax's
+    writing threads are waited for first: a save that raised early can
+    still have threads writing into that folder, which would make it
+    again after its removal (seen on a full disk under load)."""
+    try:
+      self._manager.wait_until_finished()
+    except Exception:  # pylint: disable=broad-except
+      pass  # the same failure, already reported by the caller
     for path in self.directory.glob(f'{step}.orbax-checkpoint-tmp*'):
       shutil.rmtree(path, ignore_errors=True)
     try:
