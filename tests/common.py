@@ -1,6 +1,5 @@
 """Test helpers: where the MNIST files are, and small real subsets of them."""
 
-import contextlib
 import functools
 import os
 
@@ -25,24 +24,6 @@ def compile_cache_dir():
   import jax  # pylint: disable=g-import-not-at-top
   return os.path.join(ROOT, '.cache', 'jax', 'py{}.{}-jax{}-{}'.format(
       *sys.version_info[:2], jax.__version__, jax.default_backend()))
-
-
-@contextlib.contextmanager
-def compiled_as_launchers():
-  """Programs compiled inside at XLA's default optimizations, as a launcher
-  process compiles them (tests/conftest.py compiles a module's at -O0; the
-  two levels round differently in the last bits): for results compared
-  with a started process's exactly. The in-memory caches are dropped on the
-  way in and out, so no program compiled at the other level is reused."""
-  import jax  # pylint: disable=g-import-not-at-top
-  before = jax.config.read('jax_disable_most_optimizations')
-  jax.clear_caches()
-  jax.config.update('jax_disable_most_optimizations', False)
-  try:
-    yield
-  finally:
-    jax.config.update('jax_disable_most_optimizations', before)
-    jax.clear_caches()
 
 
 def mnist_dir():

@@ -75,8 +75,7 @@ jax.config.update('jax_enable_x64', True)
 # cache's key. The two levels round differently in the last bits, so a
 # test module that compares this process's results with a started
 # process's bit for bit sets `XLA_DEFAULTS = True` and compiles at the
-# defaults too (resume_test, flower_test), or one test compiles those
-# programs inside `common.compiled_as_launchers()` (train_test).
+# defaults too (resume_test, flower_test, train_test).
 # LAQ_JAX_TEST_OPTIMIZE=1 compiles every module at the defaults.
 _OPTIMIZE = os.environ.get('LAQ_JAX_TEST_OPTIMIZE', '0') == '1'
 

@@ -38,6 +38,9 @@ from tests import events_test
 from tests import reference
 
 pytestmark = pytest.mark.slow
+# A launcher's run against runs in this process, exactly: compiled as the
+# launchers compile (tests/conftest.py).
+XLA_DEFAULTS = True
 
 ROOT = pathlib.Path(common.ROOT)
 WORKERS, PER_WORKER, STEPS, EVAL_EVERY = 10, 60, 30, 10
@@ -446,8 +449,7 @@ class MainTest(absltest.TestCase):
     self.assertEqual(result.returncode, 0, result.stderr[-3000:])
     built = build.build(common.tiny_config(train_subset=640))
     self.assertIsNone(built.mesh)  # this process: the vmap path
-    with common.compiled_as_launchers():  # compared exactly with its run
-      _, trace = laq_jax.run(built.spec, built.data, built.hyper, STEPS)
+    _, trace = laq_jax.run(built.spec, built.data, built.hyper, STEPS)
     sent = np.load(devices / 'uploads.npy')
     self.assertTrue(0 < sent.sum() < sent.size, 'the rule must skip some')
     np.testing.assert_array_equal(sent, trace.sent_M)
