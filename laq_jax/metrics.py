@@ -96,25 +96,51 @@ def logged(num_steps: int, loss_every: int = 1, start: int = 0
   return k % max(int(loss_every), 1) == 0
 
 
-def diverged_at(loss_T, final_loss: float, loss_every: int = 1
-                ) -> int | None:
-  """Where a run diverged: the first logged k with f(theta^k) NaN or inf.
+# A run diverged when a logged loss is NaN or inf, or more than this many times
+# its initial loss f(theta^0) (at any logged row, also after it reached its
+# target): the one rule every summary, sweep row and study report uses.
+DIVERGENCE_FACTOR = 10.0
+
+
+def diverged_at(loss_T, final_loss: float, loss_every: int = 1,
+                factor: float = DIVERGENCE_FACTOR) -> int | None:
+  """Where a run diverged: the first logged k whose loss ran away.
+
+  A logged f(theta^k) runs away when it is NaN or inf, or exceeds `factor`
+  times the initial loss f(theta^0) (when f(theta^0) > 0; a loss that
+  starts at 0 or below is checked for NaN/inf only).
 
   Args:
     loss_T: f(theta^k) for k = 0..T-1 (NaN where not logged).
     final_loss: f(theta^T).
     loss_every: the interval of the logged iterations (`logged`): a NaN at
       any other k means "not evaluated", not divergence.
+    factor: the multiple of f(theta^0) that counts as divergence
+      (`DIVERGENCE_FACTOR`; inf checks NaN/inf only).
 
   Returns:
-    The first logged k in 0..T-1 with a non-finite loss, else T if
-    f(theta^T) is non-finite, else None (the run did not diverge).
+    The first logged k in 0..T-1 that ran away, else T if f(theta^T) did,
+    else None (the run did not diverge).
   """
-  loss = np.asarray(loss_T, np.float64)
-  bad = np.flatnonzero(~np.isfinite(loss) & logged(len(loss), loss_every))
-  if bad.size:
-    return int(bad[0])
-  return None if math.isfinite(float(final_loss)) else len(loss_T)
+  loss = np.append(np.asarray(loss_T, np.float64), float(final_loss))
+  watched = np.append(logged(len(loss) - 1, loss_every), True)
+  bad = ~np.isfinite(loss)
+  initial = loss[0] if len(loss) > 1 else math.nan
+  if math.isfinite(initial) and initial > 0 and math.isfinite(factor):
+    with np.errstate(invalid='ignore'):
+      bad |= loss > factor * initial
+  at = np.flatnonzero(bad & watched)
+  return int(at[0]) if at.size else None
+
+
+def divergence_note(at: int | None, factor: float = DIVERGENCE_FACTOR
+                     ) -> str:
+  """How a report names a diverged point: 'diverged at k=…' (the rule in
+  `diverged_at`), or '' for a point that did not diverge."""
+  if at is None:
+    return ''
+  return (f'diverged at k={at} (loss NaN/inf or above {factor:g}x '
+          'f(theta^0))')
 
 
 # What a Curve's value can be, with its axis label.

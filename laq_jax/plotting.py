@@ -20,7 +20,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 from matplotlib.figure import Figure
 
-from laq_jax.metrics import QUANTITIES, Curve, columns, pareto_front
+from laq_jax.metrics import (DIVERGENCE_FACTOR, QUANTITIES, Curve, columns,
+                             pareto_front)
 from laq_jax.sweep import point_label, varying_keys
 
 X_AXES = {
@@ -55,6 +56,10 @@ def loss_figure(curves: Sequence[Curve], x: str = 'iterations', *,
       count the uplink alone).
     figsize: inches.
 
+  A curve that diverged (`runs_away`: inf, or above 10x its first value) is
+  drawn dashed, named "(diverged: clipped)" in the legend, and clipped: the
+  y axis spans the other curves' values.
+
   Returns:
     A Figure with one axes.
   """
@@ -76,7 +81,8 @@ def loss_figure(curves: Sequence[Curve], x: str = 'iterations', *,
                                 for c in curves)
   fig = Figure(figsize=figsize, layout='constrained')
   ax = fig.add_subplot()
-  for curve in curves:
+  away = [runs_away(c.value) for c in curves]
+  for curve, ran_away in zip(curves, away):
     y = np.asarray(curve.value, np.float64)
     xs = np.asarray(getattr(curve, field), np.float64)
     # Iterates whose objective was not logged (NaN: `RunSpec.loss_every`)
@@ -88,8 +94,15 @@ def loss_figure(curves: Sequence[Curve], x: str = 'iterations', *,
     y = np.where(y > 0, y, np.nan)
     if log_x:
       xs = np.where(xs > 0, xs, np.nan)
-    ax.plot(xs, y, label=curve.label, linewidth=1.4)
+    label = curve.label
+    if ran_away:  # drawn, clipped to the others' range, and named
+      label = f'{label} (diverged: clipped)' if label else 'diverged: clipped'
+    ax.plot(xs, y, label=label, linewidth=1.4,
+            linestyle='--' if ran_away else '-')
   ax.set_yscale('log')
+  limits = value_range([c.value for c, a in zip(curves, away) if not a])
+  if limits is not None and any(away):
+    ax.set_ylim(*limits)
   if log_x:
     ax.set_xscale('log')
   ax.set_xlabel(x_label)
@@ -100,6 +113,32 @@ def loss_figure(curves: Sequence[Curve], x: str = 'iterations', *,
   if title:
     ax.set_title(title)
   return fig
+
+
+def runs_away(value_K, factor: float = DIVERGENCE_FACTOR) -> bool:
+  """Whether a curve diverged as `metrics.diverged_at` reads a loss: a value
+  inf, or above `factor` times its first (positive) value. NaN is "not
+  logged" (`RunSpec.loss_every`) and never counts."""
+  y = np.asarray(value_K, np.float64)
+  if np.any(np.isinf(y)):
+    return True
+  if not y.size or not np.isfinite(y[0]) or y[0] <= 0:
+    return False
+  with np.errstate(invalid='ignore'):
+    return bool(np.any(y > factor * y[0]))
+
+
+def value_range(values, margin: float = 2.0
+                ) -> tuple[float, float] | None:
+  """(low, high) of a log axis holding every positive finite value of
+  `values` (a list of arrays), `margin` times wider on each side; None
+  when there is none."""
+  ys = [np.asarray(v, np.float64).ravel() for v in values]
+  y = np.concatenate(ys) if ys else np.zeros(0)
+  y = y[np.isfinite(y) & (y > 0)]
+  if not y.size:
+    return None
+  return float(y.min()) / margin, float(y.max()) * margin
 
 
 def loss_figures(curves: Sequence[Curve], *, title: str | None = None,

@@ -104,6 +104,39 @@ class TargetTest(parameterized.TestCase):
     self.assertIsNone(diverged['final_loss'])
 
 
+class DivergenceTest(absltest.TestCase):
+  """The one rule every summary and report uses (metrics.diverged_at)."""
+
+  def test_nan_inf_or_ten_times_the_initial_loss(self):
+    ok = [5.0, 40.0, 49.9, 2.0]  # below 10x f(theta^0) = 50 throughout
+    self.assertIsNone(metrics.diverged_at(ok, 1.0))
+    self.assertEqual(metrics.diverged_at([5.0, 40.0, 50.1, 2.0], 1.0), 2)
+    # also after the run reached its target (k=2 at 0.1): k=3 ran away
+    self.assertEqual(metrics.diverged_at([5.0, 1.0, 0.1, 1e7], 0.1), 3)
+    self.assertEqual(metrics.diverged_at(ok, 51.0), 4)  # f(theta^T)
+    self.assertEqual(metrics.diverged_at(ok, np.inf), 4)
+    self.assertEqual(metrics.diverged_at([5.0, np.nan], 1.0), 1)
+    # an unlogged iterate (loss_every=2: k=1, 3 are NaN) is no evidence
+    self.assertEqual(metrics.diverged_at([5.0, 60.0, 4.0, np.nan], 1.0, 2),
+                     None)
+    self.assertEqual(metrics.diverged_at([5.0, np.nan, 60.0, np.nan], 1.0,
+                                         2), 2)
+    # a loss that starts at 0 (or below) is checked for NaN/inf only
+    self.assertIsNone(metrics.diverged_at([0.0, 1e9], 1e9))
+    self.assertIsNone(metrics.diverged_at([5.0, 1e9], 1.0,
+                                          factor=float('inf')))
+    self.assertEqual(metrics.divergence_note(None), '')
+    self.assertIn('diverged at k=3', metrics.divergence_note(3))
+
+  def test_a_runaway_sweep_point_is_summarized_up_to_it(self):
+    # summarize: a finite runaway is diverged as a NaN is
+    sent, bits = np.ones((3, 2), bool), np.full((3, 2), 4)
+    row = metrics.summarize(
+        Record.from_arrays(loss=[3.0, 2.0, 31.0], sent_M=sent, bits_M=bits),
+        final_loss=1.0, fstar=None, target=1e-6)
+    self.assertTrue(row['diverged'])
+
+
 class PaperResidualTest(absltest.TestCase):
 
   def test_average_minus_the_smallest(self):

@@ -30,6 +30,28 @@ class PlottingTest(absltest.TestCase):
            'bits': [np.nan, 20, 20, 30]}[x])  # log x: no 0
       self.assertEqual(ax.get_xscale(), 'log' if x == 'bits' else 'linear')
 
+  def test_a_diverged_curve_is_clipped_and_named(self):
+    # SLAQ running away to a loss of 1e7 must not stretch the axis: the y
+    # range stays within the converged curves' values, the runaway is
+    # drawn, dashed, and named in the legend.
+    good = self.curves(3.0)
+    bad = metrics.make_curve('slaq', [10.0, 1e3, 1e7], 1e7, [2, 2, 2],
+                             [20, 20, 20], fstar=3.0)
+    for x in ('iterations', 'bits'):
+      ax = plotting.loss_figure(good + [bad], x).axes[0]
+      low, high = ax.get_ylim()
+      converged = np.concatenate([c.value for c in good])
+      self.assertLessEqual(high, 2 * converged.max() * (1 + 1e-9))
+      self.assertGreaterEqual(low, converged.min() / 2 * (1 - 1e-9))
+      labels = [t.get_text() for t in ax.get_legend().get_texts()]
+      self.assertEqual(labels, ['gd', 'laq', 'slaq (diverged: clipped)'])
+      self.assertEqual(ax.get_lines()[2].get_linestyle(), '--')
+    # without a runaway, matplotlib's own limits (nothing clipped)
+    ax = plotting.loss_figure(good + [good[0]._replace(label='x')]).axes[0]
+    self.assertNotIn('clipped', str(ax.get_legend().get_texts()))
+    self.assertTrue(plotting.runs_away([1.0, np.nan, np.inf]))
+    self.assertFalse(plotting.runs_away([1.0, np.nan, 9.0]))
+
   def test_loss_label_without_fstar(self):
     fig = plotting.loss_figure(self.curves(None), 'bits')
     self.assertIn('f* unknown', fig.axes[0].get_ylabel())

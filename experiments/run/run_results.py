@@ -92,12 +92,21 @@ class RunRecord:
     return record
 
 
-def diverged_message(at: int, value: float, rows: int, workdir, config
-                     ) -> str:
-  return (f'diverged: the loss f(theta^k) is {value} at iteration k={at}; '
-          f'the run stopped there. {pathlib.Path(workdir) / "metrics.csv"} '
-          f'keeps iterations 0..{rows - 1} and summary.json says '
-          f'"diverged": true, "diverged_at": {at}. Try a smaller step_size '
+def diverged_message(at: int, value: float, rows: int, workdir, config,
+                     initial: float | None = None) -> str:
+  """The error a diverged run ends with: where, why, what was kept."""
+  if math.isfinite(value):  # ran away, finite: the run went on to its end
+    why = (f'the loss f(theta^k) is {value} at iteration k={at}, more than '
+           f'{metrics.DIVERGENCE_FACTOR:g}x f(theta^0) = {initial}')
+    kept = (f'{pathlib.Path(workdir) / "metrics.csv"} keeps every iteration '
+            f'(0..{rows - 1})')
+  else:
+    why = (f'the loss f(theta^k) is {value} at iteration k={at}; the run '
+           'stopped there')
+    kept = (f'{pathlib.Path(workdir) / "metrics.csv"} keeps iterations '
+            f'0..{rows - 1}')
+  return (f'diverged: {why}. {kept} and summary.json says "diverged": true, '
+          f'"diverged_at": {at}. Try a smaller step_size '
           f'(now {config.step_size}).')
 
 
@@ -130,7 +139,8 @@ def summarize(config, built, ran: Ran, fstar_info, workdir) -> dict:
   if diverged_at is not None:
     value = loss_K[diverged_at] if diverged_at < len(loss_K) else final_loss
     message = diverged_message(diverged_at, float(value), len(loss_K),
-                               workdir, config)
+                               workdir, config,
+                               float(loss_K[0]) if len(loss_K) else None)
     final_accuracy = None
     if distributed.is_writer():
       logging.error('%s', message)
