@@ -312,6 +312,24 @@ class CsvTest(absltest.TestCase):
     self.assertEqual(float(got[0]['step_size']), 0.1 + 0.2)
 
 
+class DivergenceTest(absltest.TestCase):
+
+  def test_rows_are_marked_by_the_one_rule_from_the_curves(self):
+    # results.csv written before the 10x rule says diverged=False for a
+    # point whose loss ran to 1e7: mark_divergence reads the curves.
+    d = pathlib.Path(self.create_tempdir().full_path)
+    nan = np.nan
+    outputs.write_npz(d / 'curves.npz', {
+        'loss': np.array([[5.0, 3.0, 2.0, 1.0], [5.0, 1e7, 1e7, 1e7],
+                          [5.0, nan, 60.0, nan], [5.0, 4.0, nan, nan]]),
+        'final_loss': np.array([0.5, 1e7, 1.0, nan]),
+        'loss_every': np.array([1, 1, 2, 2])})
+    rows = [{'diverged': False} for _ in range(4)]
+    outputs.mark_divergence(rows, d)
+    self.assertEqual([(r['diverged'], r['diverged_at']) for r in rows],
+                     [(False, None), (True, 1), (True, 2), (True, 4)])
+
+
 class LoadRunTest(absltest.TestCase):
 
   def write_run(self, name, final_loss=2.0, fstar=1.5):

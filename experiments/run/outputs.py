@@ -208,6 +208,31 @@ def read_results(path) -> list[dict[str, str]]:
     return list(csv.DictReader(f))
 
 
+def sweep_divergence(sweep_dir) -> list[int | None]:
+  """Where each point of a sweep's folder diverged, by the one rule
+  (`laq_jax.metrics.diverged_at`: a logged loss NaN/inf or above 10x
+  f(theta^0)), read from its curves.npz; None for a point that did not.
+
+  Reports call this rather than trusting results.csv's `diverged` column,
+  which results written before the rule (NaN/inf only) do not apply.
+  """
+  with np.load(pathlib.Path(sweep_dir) / 'curves.npz') as curves:
+    loss, final = curves['loss'], curves['final_loss']
+    every = (curves['loss_every'] if 'loss_every' in curves.files
+             else np.ones(len(loss), np.int64))
+    return [metrics.diverged_at(loss[g], float(final[g]), int(every[g]))
+            for g in range(len(loss))]
+
+
+def mark_divergence(rows: list[dict[str, Any]], sweep_dir
+                    ) -> list[dict[str, Any]]:
+  """Sets each row's `diverged` and `diverged_at` (a results.csv row of
+  `sweep_dir`, parsed, in point order) by `sweep_divergence`; returns rows."""
+  for row, at in zip(rows, sweep_divergence(sweep_dir), strict=True):
+    row['diverged'], row['diverged_at'] = at is not None, at
+  return rows
+
+
 # ----------------------------------------------------------------------------
 # The workdir: one config's results.
 
