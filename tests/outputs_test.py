@@ -317,7 +317,9 @@ class DivergenceTest(absltest.TestCase):
   def test_rows_are_marked_by_the_one_rule_from_the_curves(self):
     # results.csv written before the 10x rule says diverged=False for a
     # point whose loss ran to 1e7: mark_divergence reads the curves.
-    d = pathlib.Path(self.create_tempdir().full_path)
+    tmp = tempfile.TemporaryDirectory()
+    self.addCleanup(tmp.cleanup)
+    d = pathlib.Path(tmp.name)
     nan = np.nan
     outputs.write_npz(d / 'curves.npz', {
         'loss': np.array([[5.0, 3.0, 2.0, 1.0], [5.0, 1e7, 1e7, 1e7],
