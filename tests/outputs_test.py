@@ -323,7 +323,7 @@ class DivergenceTest(absltest.TestCase):
     nan = np.nan
     outputs.write_npz(d / 'curves.npz', {
         'loss': np.array([[5.0, 3.0, 2.0, 1.0], [5.0, 1e7, 1e7, 1e7],
-                          [5.0, nan, 60.0, nan], [5.0, 4.0, nan, nan]]),
+                          [5.0, nan, 60.0, nan], [5.0, nan, 3.0, nan]]),
         'final_loss': np.array([0.5, 1e7, 1.0, nan]),
         'loss_every': np.array([1, 1, 2, 2])})
     rows = [{'diverged': False} for _ in range(4)]
