@@ -46,6 +46,7 @@ if _STATS:
 # examples, Flower's ClientApps and the sharded checks read JAX's own
 # variables).
 from tests import common  # pylint: disable=g-import-not-at-top,wrong-import-position
+from laq_jax import hyper  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 _CACHE = common.compile_cache_dir()
 if _CACHE is not None:
@@ -89,6 +90,10 @@ def _release_compiled_programs(request):
   persistent cache instead of compiling it again."""
   jax.config.update('jax_disable_most_optimizations', not (
       _OPTIMIZE or getattr(request.module, 'XLA_DEFAULTS', False)))
+  # A preset a test module registers stays in that module: the next one in
+  # the same process sees the library's presets (reference_test and
+  # hyper_test compare them with their tables).
+  presets = dict(hyper.ALGORITHMS)
   if _STATS:
     import time  # pylint: disable=g-import-not-at-top
     module = os.path.basename(request.module.__file__)
@@ -100,6 +105,8 @@ def _release_compiled_programs(request):
     record = _compile_stats.take()
     record.update(module=module, wall=time.time() - start)
     _compile_stats.append(record)
+  hyper.ALGORITHMS.clear()
+  hyper.ALGORITHMS.update(presets)
   jax.clear_caches()
 
 
