@@ -1,0 +1,179 @@
+"""Results as data beside a report: results.json, what its sentences quote.
+
+    values = results_data.flatten({'logreg': rows_by_algo})  # 'logreg/laq/...'
+    results_data.write(workdir, 'paper', values, command=...,
+                       sources=results_data.study_sources('paper'))
+    header = results_data.header_line(results_data.read(workdir))
+
+Every report folder (docs/paper, docs/compressors, ...) commits a
+results.json next to its REPORT.md: per point, the numbers its tables and
+sentences quote (uploads, bits, iterations or rounds to target, accuracy,
+loss, seconds per profile, diverged), flat under 'values' as
+'EXPERIMENT/POINT/QUANTITY' keys; and how they were made: the command, the
+machine, the date, the commit the working tree was at (the parent of the
+change that commits the report) and a hash of the source the study depends
+on (`source_hash`). `scripts/check_docs.py` checks every
+`<!-- r:STUDY/KEY -->…<!-- /r -->` marker of the Markdown against these
+values, and a report's source hash against the code as it is.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import math
+import os
+import pathlib
+import platform
+import subprocess
+from typing import Any, Iterable, Mapping
+
+FILE = 'results.json'
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+# What every study's numbers depend on: the library, the configs and the
+# experiment runner (the study's own folder and launcher are added).
+COMMON_SOURCES = ('laq_jax', 'configs', 'experiments/run')
+# Each study's own code (and its launcher), by the folder name of its report
+# under docs/.
+STUDY_SOURCES = {
+    'paper': ('experiments/studies/paper', 'experiments/reproduce.py'),
+    'compressors': ('experiments/studies/family', 'experiments/family.py'),
+    'federated': ('experiments/studies/federated', 'experiments/federated.py'),
+    'lasg': ('experiments/studies/lasg', 'experiments/lasg.py'),
+    'workloads': ('experiments/studies/workloads', 'experiments/workloads.py'),
+}
+
+
+def study_sources(study: str) -> tuple[str, ...]:
+  """The paths (relative to the repository) `study`'s numbers depend on."""
+  if study not in STUDY_SOURCES:
+    raise ValueError(f'study={study!r} is not known: use one of '
+                     f'{", ".join(STUDY_SOURCES)}')
+  return COMMON_SOURCES + STUDY_SOURCES[study]
+
+
+def _files(paths: Iterable[str], root: pathlib.Path) -> list[pathlib.Path]:
+  out = []
+  for p in paths:
+    path = root / p
+    if path.is_dir():
+      out += [f for f in path.rglob('*.py') if '__pycache__' not in f.parts]
+    elif path.is_file():
+      out.append(path)
+  return sorted(set(out))
+
+
+def source_hash(paths: Iterable[str], root: str | os.PathLike = ROOT) -> str:
+  """sha256 (16 hex digits) of the Python files under `paths` (relative to
+  `root`): each file's relative path and bytes, in path order."""
+  root = pathlib.Path(root)
+  h = hashlib.sha256()
+  for f in _files(paths, root):
+    h.update(f.relative_to(root).as_posix().encode() + b'\0')
+    h.update(f.read_bytes() + b'\0')
+  return h.hexdigest()[:16]
+
+
+def commit(root: str | os.PathLike = ROOT) -> tuple[str | None, bool]:
+  """(HEAD's commit, whether the tracked files differ from it); (None,
+  False) outside a git checkout."""
+  try:
+    head = subprocess.run(['git', 'rev-parse', 'HEAD'], cwd=root, check=True,
+                          capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(['git', 'status', '--porcelain',
+                            '--untracked-files=no'], cwd=root, check=True,
+                           capture_output=True, text=True).stdout.strip()
+  except (OSError, subprocess.CalledProcessError):
+    return None, False
+  return head, bool(dirty)
+
+
+def machine() -> str:
+  """This machine in a few words: CPU model, cores, OS, Python, JAX and its
+  devices."""
+  cpu = platform.processor() or platform.machine()
+  try:
+    with open('/proc/cpuinfo') as f:
+      for line in f:
+        if line.startswith('model name'):
+          cpu = line.split(':', 1)[1].strip()
+          break
+  except OSError:
+    pass
+  words = [f'{cpu}, {os.cpu_count()} cores', f'{platform.system()}',
+           f'Python {platform.python_version()}']
+  try:
+    import jax  # pylint: disable=g-import-not-at-top
+    devices = jax.devices()
+    words.append(f'JAX {jax.__version__} on {len(devices)} '
+                 f'{devices[0].platform.upper()} device(s)')
+  except Exception:  # pylint: disable=broad-except
+    pass
+  return ', '.join(words)
+
+
+def _plain(value: Any) -> Any:
+  """A JSON value: numpy scalars as Python ones, NaN/inf as None."""
+  if hasattr(value, 'item') and not isinstance(value, (list, dict, str)):
+    value = value.item()
+  if isinstance(value, float) and not math.isfinite(value):
+    return None
+  if isinstance(value, (list, tuple)):
+    return [_plain(v) for v in value]
+  return value
+
+
+def flatten(tree: Mapping[str, Any], prefix: str = '') -> dict[str, Any]:
+  """{'a': {'b': 1}} -> {'a/b': 1}: nested dicts as slash-joined keys."""
+  out = {}
+  for key, value in tree.items():
+    name = f'{prefix}/{key}' if prefix else str(key)
+    if isinstance(value, Mapping):
+      out.update(flatten(value, name))
+    else:
+      out[name] = _plain(value)
+  return out
+
+
+def write(folder: str | os.PathLike, study: str, values: Mapping[str, Any],
+          *, command: str, sources: Iterable[str] | None = None,
+          root: str | os.PathLike = ROOT) -> dict[str, Any]:
+  """Writes FOLDER/results.json (see the module docstring); returns it."""
+  from experiments.run import outputs  # pylint: disable=g-import-not-at-top
+  sources = tuple(study_sources(study) if sources is None else sources)
+  head, dirty = commit(root)
+  data = {
+      'study': study,
+      'command': command,
+      'machine': machine(),
+      'date': datetime.datetime.now(datetime.timezone.utc).strftime(
+          '%Y-%m-%d %H:%M UTC'),
+      'commit': head,
+      'uncommitted_changes': dirty,
+      'sources': list(sources),
+      'source_hash': source_hash(sources, root),
+      'values': {k: _plain(v) for k, v in sorted(values.items())},
+  }
+  outputs.write_json(pathlib.Path(folder) / FILE, data)
+  return data
+
+
+def read(folder: str | os.PathLike) -> dict[str, Any] | None:
+  """FOLDER/results.json, or None when there is none."""
+  path = pathlib.Path(folder) / FILE
+  if not path.exists():
+    return None
+  return json.loads(path.read_text())
+
+
+def header_line(data: Mapping[str, Any]) -> str:
+  """The report's provenance line, from its results.json."""
+  at = data['commit'][:10] if data.get('commit') else 'no git checkout'
+  if data.get('uncommitted_changes'):
+    at += ' with uncommitted changes'
+  return (f'Generated on {data["date"]} by `{data["command"]}` at commit '
+          f'{at}, source hash {data["source_hash"]} '
+          f'({", ".join(data["sources"])}), on {data["machine"]}; every '
+          f'number it quotes is in [{FILE}]({FILE}).')
