@@ -1,8 +1,25 @@
-"""Checks that two result folders hold the same numbers (a refactor moved
-nothing): every curves.npz array, every metrics.csv and results.csv column,
-compared exactly (NaN equal to NaN); wall-clock fields are skipped.
+"""Checks that results are the same numbers: two folders, or one run and
+its committed summary.
 
     python scripts/same_results.py runs/before runs/after
+    python scripts/same_results.py W            # W: a --tiny reproduction
+    python scripts/same_results.py W --write    # the change is meant
+
+Two folders (a refactor moved nothing): every curves.npz array, every
+metrics.csv and results.csv column, compared exactly (NaN equal to NaN);
+wall-clock fields are skipped.
+
+One folder: the run CI makes (`python -m experiments.reproduce --tiny`,
+tests/reproduce_test.py) against the summary of the same run committed in
+tests/same_results/paper_tiny.json, point by point and column by column
+(`experiments.run.results_data.sweep_values`: uploads, bits, iterations to
+target, accuracy, loss, divergence). A change that moves a result fails
+here until that file is regenerated with --write in the same change (and
+the full reports say they are stale, or are regenerated:
+scripts/check_docs.py). Exact on the CPU and JAX the summary was written
+with (both recorded): another instruction set may round differently, so
+elsewhere floats agree to a relative 1e-4 (RTOL_OTHER_CPU), the rest
+exactly.
 
 Prints one line per file and exits 1 on any difference (or a file that is
 in one folder only). Columns and arrays renamed since the folder `before`
@@ -14,11 +31,19 @@ their new names.
 
 from __future__ import annotations
 
+import argparse
 import csv
+import json
+import math
 import pathlib
 import sys
 
 import numpy as np
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SUMMARY = ROOT / 'tests' / 'same_results' / 'paper_tiny.json'
+COMMAND = 'python -m experiments.reproduce --tiny --workdir W'
+RTOL_OTHER_CPU = 1e-4
 
 # Measured on the machine, not computed by the run.
 WALL = ('wall', 'seconds', 'elapsed', 'it_per_s', 'duration', 'compile')
@@ -81,7 +106,82 @@ def _csv(a: pathlib.Path, b: pathlib.Path) -> list[str]:
   return sorted(bad)
 
 
-def main(before: str, after: str) -> int:
+def _results_data():
+  sys.path.insert(0, str(ROOT))
+  from experiments.run import results_data  # pylint: disable=g-import-not-at-top
+  return results_data
+
+
+def cpu() -> str:
+  """This machine's CPU model (/proc/cpuinfo), else the platform's word."""
+  return _results_data().machine().split(',')[0]
+
+
+def summary(workdir) -> dict:
+  import jax  # pylint: disable=g-import-not-at-top
+  return {'command': COMMAND, 'cpu': cpu(), 'jax': jax.__version__,
+          'python': sys.version.split()[0],
+          'values': _results_data().sweep_values(workdir)}
+
+
+def _same(a, b, rtol: float) -> bool:
+  if isinstance(a, bool) or isinstance(b, bool) or not (
+      isinstance(a, (int, float)) and isinstance(b, (int, float))):
+    return a == b
+  if isinstance(a, int) and isinstance(b, int):
+    return a == b
+  if rtol == 0:
+    return float(a) == float(b)
+  return math.isclose(float(a), float(b), rel_tol=rtol, abs_tol=0.0)
+
+
+def compare(now: dict, committed: dict) -> list[str]:
+  """Every difference, one line each (empty: the same results)."""
+  exact = now['cpu'] == committed['cpu'] and now['jax'] == committed['jax']
+  rtol = 0.0 if exact else RTOL_OTHER_CPU
+  a, b = now['values'], committed['values']
+  out = [f'{k}: not in this run' for k in sorted(set(b) - set(a))]
+  out += [f'{k}: new in this run ({a[k]!r})' for k in sorted(set(a) - set(b))]
+  out += [f'{k}: {a[k]!r} here, {b[k]!r} committed'
+          for k in sorted(set(a) & set(b)) if not _same(a[k], b[k], rtol)]
+  if out and not exact:
+    out.append(f'(compared within a relative {rtol:g}: the summary was '
+               f'written on {committed["cpu"]} with JAX {committed["jax"]}, '
+               f'this is {now["cpu"]} with JAX {now["jax"]})')
+  return out
+
+
+def against_summary(args) -> int:
+  now = summary(args.workdir)
+  if not now['values']:
+    print(f'error: {args.workdir} holds no sweep results (results.csv and '
+          f'curves.npz): run `{COMMAND}` first', file=sys.stderr)
+    return 2
+  path = pathlib.Path(args.summary)
+  if args.write:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(now, indent=1, sort_keys=True) + '\n')
+    print(f'wrote {path}: {len(now["values"])} values')
+    return 0
+  if not path.exists():
+    print(f'error: no committed summary at {path}: run with --write',
+          file=sys.stderr)
+    return 2
+  problems = compare(now, json.loads(path.read_text()))
+  for p in problems:
+    print(p)
+  if problems:
+    print(f'{len(problems)} result(s) moved: if the change means to, run '
+          f'`python scripts/same_results.py {args.workdir} --write` and say '
+          'in the full reports what moved (scripts/check_docs.py)',
+          file=sys.stderr)
+    return 1
+  print(f'same results: {len(now["values"])} values equal the committed '
+        f'summary ({path.relative_to(ROOT) if path.is_relative_to(ROOT) else path})')
+  return 0
+
+
+def folders(before: str, after: str) -> int:
   a, b = pathlib.Path(before), pathlib.Path(after)
   names = {p.relative_to(a) for p in a.rglob('*')
            if p.suffix in ('.npz', '.csv')}
@@ -101,5 +201,22 @@ def main(before: str, after: str) -> int:
   return 1 if failed else 0
 
 
+def main(argv=None) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+  parser.add_argument('workdir', nargs='+',
+                      help='BEFORE AFTER, or one `--tiny` reproduction folder')
+  parser.add_argument('--summary', default=str(SUMMARY),
+                      help='the committed summary (default: %(default)s)')
+  parser.add_argument('--write', action='store_true',
+                      help='write this run as the committed summary')
+  args = parser.parse_args(argv)
+  if len(args.workdir) == 2:
+    return folders(*args.workdir)
+  if len(args.workdir) != 1:
+    parser.error('give BEFORE AFTER, or one reproduction folder')
+  args.workdir = args.workdir[0]
+  return against_summary(args)
+
+
 if __name__ == '__main__':
-  sys.exit(main(*sys.argv[1:3]))
+  sys.exit(main())

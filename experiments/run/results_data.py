@@ -137,6 +137,42 @@ def flatten(tree: Mapping[str, Any], prefix: str = '') -> dict[str, Any]:
   return out
 
 
+# What a report quotes of each sweep point (results.csv columns), where the
+# point has them.
+POINT_COLUMNS = (
+    'iterations', 'total_uploads', 'total_bits', 'total_bits_down',
+    'final_loss', 'final_residual', 'final_test_accuracy', 'target_iteration',
+    'target_uploads', 'target_bits', 'target_time_s', 'paper_target_iteration',
+    'paper_target_uploads', 'paper_target_bits', 'total_time_s', 'diverged',
+    'diverged_at')
+
+
+def sweep_values(workdir: str | os.PathLike) -> dict[str, Any]:
+  """Every sweep folder's points under `workdir` (a folder holding
+  results.csv and curves.npz, at any depth) as 'FOLDER/POINT/COLUMN' values
+  (POINT the point's algo, or algo_INDEX where a folder runs one algo at
+  several points); divergence by the one rule
+  (`outputs.mark_divergence`)."""
+  from experiments.run import outputs  # pylint: disable=g-import-not-at-top
+  workdir = pathlib.Path(workdir)
+  values = {}
+  for csv_path in sorted(workdir.rglob('results.csv')):
+    folder = csv_path.parent
+    if not (folder / 'curves.npz').exists():
+      continue
+    rows = [{k: outputs.parse_cell(v) for k, v in row.items()}
+            for row in outputs.read_results(csv_path)]
+    outputs.mark_divergence(rows, folder)
+    algos = [str(r.get('algo', r.get('point'))) for r in rows]
+    name = folder.relative_to(workdir).as_posix()
+    for g, row in enumerate(rows):
+      point = algos[g] if algos.count(algos[g]) == 1 else f'{algos[g]}_{g}'
+      for column in POINT_COLUMNS:
+        if column in row:
+          values[f'{name}/{point}/{column}'] = _plain(row[column])
+  return values
+
+
 def write(folder: str | os.PathLike, study: str, values: Mapping[str, Any],
           *, command: str, sources: Iterable[str] | None = None,
           root: str | os.PathLike = ROOT) -> dict[str, Any]:
