@@ -3,7 +3,7 @@
 # by default (a few minutes on a 2-core CPU). Sets up .venv, requirements and
 # MNIST first. Results: runs/quick/REPORT.md and its figures.
 #   ./run.sh            quick comparison into runs/quick
-#   ./run.sh --full     the full reproduction into runs/paper (about 100 min on 2 cores)
+#   ./run.sh --full     the full reproduction into runs/paper (one to a few hours on 2 cores)
 set -eo pipefail
 source "$(dirname "$0")/scripts/setup.sh"
 set -eo pipefail
