@@ -28,7 +28,10 @@ WORKDIR/REPORT.md the tables: test accuracy, and iterations, simulated
 seconds and uplink bits to the target accuracy (the first evaluation at
 or above it, every `eval_every` iterations); uploads per participation;
 the clients the deadline cut; upload rates against the rounds a client was
-away. Sweeps already finished with the same config are kept. The study's
+away. A point that diverged (a logged loss NaN/inf or above 10x f(theta^0),
+laq_jax.metrics.diverged_at) is named with its iteration and left out of
+every ranking, "fastest" and savings claim. Sweeps already finished with
+the same config are kept. The study's
 code is experiments/studies/federated/ (sweeps.py, report.py, study.py).
 """
 

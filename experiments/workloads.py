@@ -15,8 +15,11 @@ sweep's files (experiments.sweep) and WORKDIR/REPORT.md the tables: test
 accuracy per evaluation, rounds and uplink bytes to a target accuracy,
 uploads, gradients computed, simulated seconds, the wall time against the
 prediction (`experiments.predict`), the full configs' H200 estimate and
-Shakespeare's client statistics. Sweeps already finished with the same
-config are kept. The study's code is experiments/studies/workloads/.
+Shakespeare's client statistics. A point that diverged (a logged loss
+NaN/inf or above 10x f(theta^0), laq_jax.metrics.diverged_at) is named with
+its iteration and left out of every comparison. Sweeps already finished
+with the same config are kept. The study's code is
+experiments/studies/workloads/.
 """
 
 import pathlib

@@ -4,6 +4,7 @@ its settings, the deadline it derives, its report's numbers against the
 sweeps' own files."""
 
 import pathlib
+import tempfile
 from unittest import mock
 
 from absl.testing import absltest
@@ -100,6 +101,247 @@ class ConfigTest(absltest.TestCase):
       self.assertEqual(mcmahan.best(loaded, 0.9)['best']['lr'], 0.1)
 
 
+def _write_sweep(folder: pathlib.Path, points, *, num_iters: int = 20,
+                 eval_every: int = 5, workers: int = 4, **config) -> None:
+  """A finished sweep's files, made by hand (no program compiled): each
+  point {'row': results.csv fields, 'acc': [E] test accuracy at
+  eval_every, 2 eval_every, ..., 'time': seconds a step, 'bits': uplink
+  bits a step, 'diverge': the k from which its logged loss is 50x the
+  initial (None: it falls), 'dropped': whether a deadline cut clients}.
+  results.csv says diverged=False everywhere, as results from before the
+  rule: the report must find the divergence in curves.npz."""
+  import csv  # pylint: disable=g-import-not-at-top
+  import json  # pylint: disable=g-import-not-at-top
+  folder.mkdir(parents=True)
+  t, m = num_iters, workers
+  steps = np.arange(eval_every, t + 1, eval_every)
+  curves = {k: [] for k in (
+      'test_accuracy', 'participants', 'uploads', 'bits', 'time_s',
+      'cum_bits', 'cum_uploads', 'dropped', 'loss', 'final_loss',
+      'loss_every')}
+  for pt in points:
+    bits = np.full((t, m), pt.get('bits', 1e6) / m)
+    loss = 2.0 * 0.99 ** np.arange(t + 1)
+    if pt.get('diverge') is not None:
+      loss[pt['diverge']:] = 100.0
+    dropped = np.zeros((t, m), bool)
+    if pt.get('dropped'):
+      dropped[::2, 0] = True
+    curves['test_accuracy'].append(np.asarray(pt['acc'], np.float64))
+    curves['participants'].append(~dropped)
+    curves['uploads'].append(~dropped)
+    curves['bits'].append(bits)
+    curves['time_s'].append(np.full(t, float(pt.get('time', 1.0))))
+    curves['cum_bits'].append(np.cumsum(bits.sum(1)))
+    curves['cum_uploads'].append(np.cumsum((~dropped).sum(1)))
+    curves['dropped'].append(dropped)
+    curves['loss'].append(loss[:t])
+    curves['final_loss'].append(loss[t])
+    curves['loss_every'].append(1)
+  arrays = {k: np.asarray(v) for k, v in curves.items()}
+  arrays['test_accuracy_steps'] = steps
+  np.savez(folder / 'curves.npz', **arrays)
+  rows = [dict({'seed': 0, 'flops_per_worker_step': 1e6,
+                'network.profile': 'mobile', 'diverged': 'False'},
+               **pt['row']) for pt in points]
+  with open(folder / 'results.csv', 'w', newline='') as f:
+    writer = csv.DictWriter(f, list(rows[0]))
+    writer.writeheader()
+    writer.writerows(rows)
+  (folder / 'config.json').write_text(json.dumps(dict(
+      num_iters=num_iters, eval_every=eval_every, num_workers=workers,
+      participation=0.1, clients_per_round=1, batch_size=10,
+      params={'local': {'steps': 1}}, **config)))
+  (folder / 'sweep.json').write_text(json.dumps(dict(
+      wall_time_s=1.0, run_time_s=1.0, num_params=7850, num_train=400,
+      test_set='a test set')))
+
+
+def _replayed(loaded, g):
+  """`report.profile_times` without the replay (which compiles the
+  stragglers' draws): the run's own seconds, scaled per profile."""
+  time = np.cumsum(loaded['curves']['time_s'][g])
+  return {p: time * f for p, f in zip(report.PROFILES, (0.01, 0.5, 1.0))}
+
+
+ACC = (0.5, 0.7, 0.8, 0.85)   # never at 90%
+HIT_AT_10 = (0.6, 0.92, 0.93, 0.94)  # at 90% from k = 10
+HIT_AT_15 = (0.6, 0.8, 0.91, 0.93)  # ... from k = 15
+
+
+class DivergedPointsTest(absltest.TestCase):
+  """A study with diverged points (hand-made sweep files, nothing
+  compiled): its report is written, names each diverged point with its
+  iteration, ranks nothing with it, and its figure keeps the axes of the
+  points that did not diverge."""
+
+  def setUp(self):
+    super().setUp()
+    tmp = tempfile.TemporaryDirectory(prefix='diverged_', dir=_ENV.name)
+    self.addCleanup(tmp.cleanup)
+    self.workdir = pathlib.Path(tmp.name)
+    mcm = self.workdir / 'logreg' / 'mcmahan'
+    # main: slaq reached 90% first and cheapest, then diverged at k = 12;
+    # qsgd is first of the rest, but topk_ef's run ended (4 s) before
+    # qsgd's time to the target (7.5 s) without reaching it: not decided.
+    # (Its bits run out past qsgd's, so "fewest bits" is decided.)
+    _write_sweep(self.workdir / 'logreg' / 'main', [
+        dict(row={'algo': 'sgd'}, acc=HIT_AT_10, time=1.0, bits=1e6),
+        dict(row={'algo': 'slaq'}, acc=(0.95, 0.96, 0.089, 0.089),
+             time=0.1, bits=1e12, diverge=12),
+        dict(row={'algo': 'qsgd'}, acc=HIT_AT_15, time=0.5, bits=1e5),
+        dict(row={'algo': 'topk_ef'}, acc=ACC, time=0.2, bits=1e6)])
+    # deadline: the baseline sgd diverged
+    _write_sweep(self.workdir / 'logreg' / 'deadline', [
+        dict(row={'algo': 'sgd', 'deadline_s': 0.5}, acc=ACC, diverge=3,
+             dropped=True),
+        dict(row={'algo': 'slaq', 'deadline_s': 0.5}, acc=HIT_AT_10,
+             dropped=True),
+        dict(row={'algo': 'qsgd', 'deadline_s': 0.5}, acc=HIT_AT_15,
+             dropped=True)])
+    # local: fedprox would be first everywhere but diverged at k = 18
+    _write_sweep(self.workdir / 'logreg' / 'local', [
+        dict(row={'algo': 'fedavg'}, acc=HIT_AT_10, time=0.3),
+        dict(row={'algo': 'fedprox'}, acc=(0.95,) * 4, time=0.01,
+             diverge=18)])
+    # laziness: one slaq point diverged
+    _write_sweep(self.workdir / 'logreg' / 'laziness', [
+        dict(row={'algo': 'slaq', 'participation': q, 'absent': 'drop'},
+             acc=HIT_AT_10, diverge=7 if q == 0.5 else None)
+        for q in (1.0, 0.5, 0.1)])
+    # McMahan's: IID FedSGD diverged at every rate; non-IID FedAvg (100
+    # rounds) ended before FedSGD's time to the target (200 rounds).
+    lrs = (0.1, 1.0)
+    _write_sweep(mcm / 'iid_fedsgd', [
+        dict(row={'algo': 'fedavg', 'local.lr': lr}, acc=HIT_AT_10,
+             diverge=4) for lr in lrs])
+    _write_sweep(mcm / 'iid_e1_b50', [
+        dict(row={'algo': 'fedavg', 'local.lr': lr}, acc=HIT_AT_10)
+        for lr in lrs])
+    _write_sweep(mcm / 'shards_fedsgd', [
+        dict(row={'algo': 'fedavg', 'local.lr': lr}, acc=HIT_AT_15,
+             diverge=5 if lr == 1.0 else None) for lr in lrs])
+    _write_sweep(mcm / 'shards_e1_b50', [
+        dict(row={'algo': 'fedavg', 'local.lr': lr}, acc=ACC[:2], time=0.5)
+        for lr in lrs], num_iters=10)
+
+  def _report(self):
+    with mock.patch.object(report, 'profile_times', _replayed):
+      return report.report(self.workdir, ['logreg'], 'tiny', 'cmd')
+
+  def test_report_names_and_ranks_no_diverged_point(self):
+    text = self._report()
+    self.assertEqual((self.workdir / report.REPORT).read_text(), text)
+    lines = text.splitlines()
+    line = lambda start: next(l for l in lines if l.startswith(start))
+    # the tables name each diverged point with its iteration
+    self.assertIn('| slaq | diverged at k=12 | diverged | diverged | '
+                  'diverged |', text)
+    self.assertIn('| sgd | diverged at k=3 | diverged |', text)
+    self.assertIn('| fedprox | diverged at k=18 | diverged |', text)
+    self.assertIn('slaq diverged at k=12 (loss NaN/inf or above 10x '
+                  'f(theta^0))', text)
+    # main: slaq is neither fastest nor fewest (though it reached 90%
+    # first, on fewer... seconds); topk_ef's short run leaves "fastest"
+    # open; no savings of slaq against sgd
+    fastest = line('- Fastest to 90%')
+    self.assertNotIn('slaq', fastest)
+    self.assertIn('not decided: **qsgd** (7.5 s)', fastest)
+    self.assertIn("topk_ef's budget ended at 4 s", fastest)
+    self.assertIn('fewest uplink bits to it: **qsgd** (1.5e+06 bits).',
+                  fastest)
+    self.assertIn('- Diverged (a logged loss NaN/inf or above 10x '
+                  'f(theta^0); in no ranking, saving or comparison): slaq '
+                  'at k=12.', text)
+    self.assertIn('- slaq diverged at k=12: no savings claimed.', text)
+    self.assertNotRegex(text, r'- slaq: .* of sgd')
+    self.assertIn('- sgd with the deadline diverged at k=3: not compared.',
+                  text)
+    self.assertIn('- slaq without the deadline diverged at k=12: not '
+                  'compared.', text)
+    # no bold (fastest) time in main's table, the claim being open
+    table = lines[lines.index('### All presets, no deadline'):]
+    table = table[:table.index('')]
+    self.assertNotIn('**', '\n'.join(table))
+    # local: fedprox first nowhere; fedavg is, and its bold times
+    first = line('**First to the target on each profile**')
+    self.assertNotIn('fedprox', first)
+    self.assertIn('datacenter: fedavg (0.03 s)', first)
+    self.assertIn('| fedavg | 94.00% | 10 | **0.03 s** | **1.5 s** | '
+                  '**3 s** |', text)
+    # laziness: the diverged q = 0.5 point is named and left out
+    self.assertIn('| slaq | 0.5 | drop | diverged at k=7 |', text)
+    self.assertIn('- SLAQ with absent = drop: 1.000 at q = 1, 1.000 at '
+                  'q = 0.1 uploads per participation', text)
+    self.assertIn('(q = 0.5 diverged at k=7: left out)', text)
+    # McMahan's: every IID FedSGD rate diverged; FedSGD's lr 1 is never
+    # its best; non-IID "fastest" open (FedAvg's budget ended first)
+    self.assertIn('| IID | FedSGD | 1 | ∞ | 1 | every rate diverged |',
+                  text)
+    self.assertIn('lr 0.1: diverged at k=4', text)
+    self.assertIn('| non-IID | FedSGD | 1 | ∞ | 1 | 0.1 (grid edge) | 15 |',
+                  text)
+    computed = line('**Computed:** fastest')
+    self.assertIn('IID on mobile: e1_b50 (10.0 s)', computed)
+    self.assertIn("non-IID on mobile: not decided: fedsgd (15.0 s) first of "
+                  "those that reached it, but e1_b50's budget ended at 5 s "
+                  'without reaching it', computed)
+    self.assertTrue((self.workdir / 'logreg_accuracy.png').is_file())
+
+  def test_every_point_diverged(self):
+    for sweep in ('main', 'deadline', 'local', 'laziness', 'mcmahan'):
+      for npz in (self.workdir / 'logreg' / sweep).rglob('curves.npz'):
+        with np.load(npz) as c:
+          arrays = {k: c[k] for k in c.files}
+        arrays['loss'][:, 2:] = np.nan
+        np.savez(npz, **arrays)
+    text = self._report()
+    self.assertNotIn('Fastest to', text)
+    self.assertNotIn('of sgd\'s', text)
+    self.assertNotRegex(text, r'\*\*[\d.,]+ s\*\*')  # no fastest time
+    self.assertNotRegex(text, r'\*\*(sgd|slaq|qsgd|topk_ef|fed\w+)\*\*')
+    self.assertIn('- sgd, the baseline of the savings, diverged at k=2: no '
+                  'savings against it.', text)
+    self.assertIn('datacenter: nobody (that did not diverge)', text)
+    self.assertIn('- SLAQ with absent = drop: every point diverged', text)
+    for algo in ('sgd', 'slaq', 'qsgd', 'topk_ef'):
+      self.assertIn(f'| {algo} | diverged at k=2 |', text)
+
+  def test_figure_marks_a_diverged_point_and_keeps_the_axes(self):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # pylint: disable=g-import-not-at-top
+    results = {s: sweeps.load_sweep(self.workdir / 'logreg' / s)
+               for s in ('main', 'deadline')}
+    fig = report.accuracy_figure(results, 'logreg', 0.9)
+    FigureCanvasAgg(fig).draw()
+    time_ax, bits_ax = fig.axes[:2]
+    # slaq's bits (1e12 a step) would stretch the bits axis to ~1e13; it
+    # diverged, so the axis spans the others' (at most 2e7 bits)
+    self.assertLess(bits_ax.get_xlim()[1], 2e7 * 1.2)
+    self.assertGreater(bits_ax.get_xlim()[0], 1e5 / 2)
+    # ... and slaq's cheap seconds (0.1 a step) do not set the time axis
+    self.assertGreater(time_ax.get_xlim()[0], 0.2 * 5 / 1.2)
+    labels = fig.legends[0].get_texts()
+    self.assertIn('slaq (diverged at k=12: drawn to it)',
+                  [t.get_text() for t in labels])
+    self.assertIn('sgd (deadline) (diverged at k=3: drawn to it)',
+                  [t.get_text() for t in labels])
+    # the legend inside the figure; no two tick labels overlap
+    renderer = fig.canvas.get_renderer()
+    box = fig.bbox
+    legend = fig.legends[0].get_window_extent(renderer)
+    self.assertTrue(box.x0 <= legend.x0 and legend.x1 <= box.x1
+                    and box.y0 <= legend.y0 and legend.y1 <= box.y1)
+    for ax in (time_ax, bits_ax):
+      shown = [t.get_window_extent(renderer) for t in ax.get_xticklabels()
+               + ax.xaxis.get_minorticklabels()
+               if t.get_visible() and t.get_text()
+               and ax.get_xlim()[0] <= t.get_position()[0]
+               <= ax.get_xlim()[1]]
+      self.assertGreaterEqual(len(shown), 2)
+      for a, b in zip(shown, shown[1:]):
+        self.assertFalse(a.overlaps(b), (a, b))
+
+
 @pytest.mark.slow
 class PipelineTest(absltest.TestCase):
 
@@ -165,8 +407,9 @@ class PipelineTest(absltest.TestCase):
     summaries = [report.local_summary(d, g, low) for d in (main, local, ks)
                  for g in range(len(d['rows']))]
     win = report.winners(summaries)
-    for p in report.PROFILES:
-      best = min(s['profile_time_s'][p] for s in summaries)
+    for p in report.PROFILES:  # (a diverged point reaches no target)
+      best = min(s['profile_time_s'][p] for s in summaries
+                 if s['profile_time_s'][p] is not None)
       tied = [s['label'] for s in summaries if s['profile_time_s'][p] == best]
       self.assertEqual(win[p], (' = '.join(tied), best))
     self.assertIn('fedavg K=20', text)

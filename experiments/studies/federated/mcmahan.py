@@ -105,7 +105,8 @@ def load(folder: pathlib.Path) -> dict:
 
 def best(loaded: dict, target: float) -> dict:
   """The setting's best learning rate (fewest rounds to the target, then
-  the highest final accuracy) and its `local_summary`; with each rate's
+  the highest final accuracy) and its `local_summary`, None where every
+  rate diverged (a diverged rate is never the best); with each rate's
   rounds."""
   from experiments.studies.federated import report  # pylint: disable=g-import-not-at-top
   summaries = []
@@ -113,25 +114,32 @@ def best(loaded: dict, target: float) -> dict:
     s = report.local_summary(loaded, g, target)
     s['lr'] = float(row['local.lr'])
     summaries.append(s)
-  reached = [s for s in summaries if s['target_iteration'] is not None]
+  live = [s for s in summaries if not s.get('diverged')]
+  reached = [s for s in live if s['target_iteration'] is not None]
   pick = (min(reached, key=lambda s: (s['target_iteration'],
                                       -s['final_accuracy']))
-          if reached else max(summaries, key=lambda s: s['final_accuracy']))
+          if reached else max(live, key=lambda s: s['final_accuracy'],
+                              default=None))
   return {'best': pick, 'all': summaries}
 
 
 def fastest(found: dict, split: str, target: float
-            ) -> dict[str, tuple[float, str] | None]:
-  """{profile: (seconds, setting) or None}: the split's setting (at its
-  best rate) first to the target in simulated time on each profile."""
+            ) -> dict[str, dict | None]:
+  """{profile: `report.first_to`'s answer}: the split's setting (at its
+  best rate; a setting whose every rate diverged is left out) first to the
+  target in simulated time on each profile; a setting that did not reach
+  it within a budget shorter than the first's time leaves it not decided
+  (their rounds differ: FedSGD's budget is twice FedAvg's)."""
   from experiments.studies.federated import report  # pylint: disable=g-import-not-at-top
-  out = {}
-  for p in report.PROFILES:
-    times = [(best(loaded, target)['best']['profile_time_s'][p], name)
-             for (sp, name), loaded in found.items() if sp == split]
-    times = [t for t in times if t[0] is not None]
-    out[p] = min(times) if times else None
-  return out
+  picks = []
+  for (sp, name), loaded in found.items():
+    pick = best(loaded, target)['best']
+    if sp == split and pick is not None:
+      picks.append(dict(pick, setting=name))
+  return {p: report.first_to(picks, lambda s, p=p: s['profile_time_s'][p],
+                             lambda s, p=p: s['profile_total_s'][p],
+                             'setting')
+          for p in report.PROFILES}
 
 
 def section(folder: pathlib.Path, problem: str) -> list[str]:
@@ -172,13 +180,23 @@ def section(folder: pathlib.Path, problem: str) -> list[str]:
   rows = []
   for split in SPLITS:
     base = found.get((split, 'fedsgd'))
-    base_k = (best(base, target)['best']['target_iteration']
-              if base else None)
+    base_pick = best(base, target)['best'] if base else None
+    base_k = base_pick['target_iteration'] if base_pick else None
     for name, e, b, *_ in SETTINGS:
       if (split, name) not in found:
         continue
       r = best(found[(split, name)], target)
       s = r['best']
+      if s is None:  # every rate diverged: nothing to rank
+        rows.append([
+            'IID' if split == 'iid' else 'non-IID',
+            'FedSGD' if b is None else 'FedAvg', str(e),
+            '∞' if b is None else str(b),
+            str(found[(split, name)]['config']['params']['local']['steps']),
+            'every rate diverged', report.DIVERGED, '-',
+            *(report.DIVERGED for _ in report.PROFILES), report.DIVERGED,
+            '-'])
+        continue
       k = s['target_iteration']
       speed = (f'{base_k / k:.1f}x' if k and base_k else '-')
       paper = []
@@ -209,8 +227,10 @@ def section(folder: pathlib.Path, problem: str) -> list[str]:
   for (split, name), loaded in found.items():
     r = best(loaded, target)
     rows.append([f'{split} {name}'] + [
-        f'lr {s["lr"]:g}: {report.fmt(s["target_iteration"])}; '
-        f'{report.fmt(s["final_accuracy"], "pct")}'
+        f'lr {s["lr"]:g}: '
+        + (f'diverged at k={s["diverged_at"]:,}' if s.get('diverged') else
+           f'{report.fmt(s["target_iteration"])}; '
+           f'{report.fmt(s["final_accuracy"], "pct")}')
         for s in r['all']])
   width = max(len(r) for r in rows)
   rows = [r + [''] * (width - len(r)) for r in rows]
@@ -218,9 +238,10 @@ def section(folder: pathlib.Path, problem: str) -> list[str]:
                                         for i in range(width - 1)],
                          rows) + ['']
   lines += ['**Computed:** fastest to the target in simulated time, '
-            'over the settings at their best rates: ' + '; '.join(
+            'over the settings at their best rates (a diverged rate is '
+            'never the best): ' + '; '.join(
                 f'{"IID" if split == "iid" else "non-IID"} on {p}: '
-                + ('nobody' if w is None else f'{w[1]} ({report.fmt(w[0], "s")})')
+                + report.first_text(w, 's')
                 for split in SPLITS for p, w in fastest(found, split,
                                                         target).items())
             + '.', '']
@@ -229,6 +250,7 @@ def section(folder: pathlib.Path, problem: str) -> list[str]:
 
 def rounds_table(found: dict, target: float) -> dict:
   """{(split, setting): best rounds to the target or None} (tests)."""
-  return {key: best(loaded, target)['best']['target_iteration']
-          for key, loaded in found.items()}
+  return {key: (pick or {}).get('target_iteration')
+          for key, loaded in found.items()
+          for pick in [best(loaded, target)['best']]}
 

@@ -7,6 +7,15 @@ target accuracy (the first evaluation at or above it, every `eval_every`
 iterations); uploads per participation; the clients the deadline cut; upload
 rates against the rounds a client was away; every number computed from the
 sweeps (`experiments.studies.federated.sweeps`).
+
+A point that diverged (`laq_jax.metrics.diverged_at`: a logged loss NaN/inf
+or above 10x f(theta^0), also after it reached the target; `load_sweep`
+marks each row) is named with its iteration and left out of every ranking,
+"fastest", "fewest" and savings claim; its figure curve is drawn to the
+divergence, dashed, and sets no axis range. A point that did not reach the
+target is not "fastest" by default either: where one's budget ended before
+the first's time (bits) to the target without reaching it, the claim is
+marked not decided (`first_to`).
 """
 
 from __future__ import annotations
@@ -26,12 +35,27 @@ REPORT = 'REPORT.md'
 # ----------------------------------------------------------------------------
 # The numbers of the report.
 
+def diverged_at(row: dict) -> int | None:
+  """The iteration where a point diverged (its row's `diverged_at`, which
+  `load_sweep` sets by the one rule, `laq_jax.metrics.diverged_at`), or None
+  where it did not."""
+  at = row.get('diverged_at')
+  if at is None or at == '':
+    return None
+  return int(float(at))
+
+
 def point_summary(loaded: dict, g: int, target: float) -> dict:
-  """One point's figures at the target accuracy and at the end."""
+  """One point's figures at the target accuracy and at the end. A diverged
+  point (`diverged_at`) reaches no target, also where an evaluation before
+  or after the divergence was above it: it is left out of every ranking."""
   c, row = loaded['curves'], loaded['rows'][g]
   acc, steps = c['test_accuracy'][g], c['test_accuracy_steps']
+  at = diverged_at(row)
   hit = np.flatnonzero(acc >= target)
-  k = int(steps[hit[0]]) if len(hit) else None
+  k = int(steps[hit[0]]) if len(hit) and at is None else None
+  before = acc if at is None else acc[steps < at]
+  before = before[np.isfinite(before)]
   time = np.cumsum(c['time_s'][g])
   present = c['participants'][g]
   sent = c['uploads'][g]
@@ -39,7 +63,7 @@ def point_summary(loaded: dict, g: int, target: float) -> dict:
   return {
       'algo': row['algo'], 'point': g,
       'final_accuracy': float(acc[-1]),
-      'best_accuracy': float(np.nanmax(acc)),
+      'best_accuracy': float(before.max()) if before.size else float('nan'),
       'target_iteration': k,
       'target_time_s': None if k is None else float(time[k - 1]),
       'target_bits': None if k is None else int(c['cum_bits'][g, k - 1]),
@@ -51,7 +75,7 @@ def point_summary(loaded: dict, g: int, target: float) -> dict:
       'uploads': int(sent.sum()),
       'upload_rate': float(sent.sum() / max(present.sum(), 1)),
       'dropped': int(dropped.sum()),
-      'diverged': row.get('diverged') == 'True',
+      'diverged': at is not None, 'diverged_at': at,
   }
 
 
@@ -114,6 +138,7 @@ def local_summary(loaded: dict, g: int, target: float) -> dict:
   times = profile_times(loaded, g)
   s['profile_time_s'] = {p: None if k is None else float(t[k - 1])
                          for p, t in times.items()}
+  s['profile_total_s'] = {p: float(t[-1]) for p, t in times.items()}
   grads = (c['grads'][g] if 'grads' in c else c['participants'][g])
   s['target_grads'] = None if k is None else int(np.sum(grads[:k]))
   client = row.get('algo')
@@ -124,38 +149,42 @@ def local_summary(loaded: dict, g: int, target: float) -> dict:
 
 
 def _local_table(summaries) -> list[str]:
-  best = {p: min((s['profile_time_s'][p] for s in summaries
-                  if s['profile_time_s'][p] is not None), default=None)
+  best = {p: _decided(first_to(summaries, _at_target(p), _at_end(p),
+                               'label'))
           for p in PROFILES}
   rows = []
   for s in summaries:
     times = []
     for p in PROFILES:
-      t = fmt(s['profile_time_s'][p], 's')
-      times.append(f'**{t}**' if s['profile_time_s'][p] is not None
+      t = target_cell(s, s['profile_time_s'][p], 's')
+      times.append(f'**{t}**' if best[p] is not None
                    and s['profile_time_s'][p] == best[p] else t)
-    rows.append([s['label'], fmt(s['final_accuracy'], 'pct'),
-                 fmt(s['target_iteration']), *times,
-                 fmt(s['target_bits'], 'bits'), fmt(s['target_grads'])])
+    rows.append([s['label'], accuracy_cell(s),
+                 target_cell(s, s['target_iteration']), *times,
+                 target_cell(s, s['target_bits'], 'bits'),
+                 target_cell(s, s['target_grads'])])
   return table(['preset', 'final test acc.', 'rounds to target',
                  *(f'time to target, {p}' for p in PROFILES),
                  'uplink bits to target', 'gradients to target'], rows)
 
 
+def _at_target(p):
+  return lambda s: s['profile_time_s'][p]
+
+
+def _at_end(p):
+  return lambda s: s['profile_total_s'][p]
+
+
 def winners(summaries) -> dict[str, tuple[str, float] | None]:
   """{profile: (label, seconds)} of the fastest to the target (presets
   tied at the same seconds joined by ' = ', in the tables' order), or
-  None where nobody reached it."""
+  None where nobody reached it; diverged points left out (`first_to`,
+  which also says whether the claim is decided)."""
   out = {}
   for p in PROFILES:
-    reached = [s['profile_time_s'][p] for s in summaries
-               if s['profile_time_s'][p] is not None]
-    if not reached:
-      out[p] = None
-      continue
-    best = min(reached)
-    out[p] = (' = '.join(s['label'] for s in summaries
-                         if s['profile_time_s'][p] == best), best)
+    first = first_to(summaries, _at_target(p), _at_end(p), 'label')
+    out[p] = None if first is None else (first['label'], first['value'])
   return out
 
 
@@ -186,18 +215,20 @@ def local_section(results: dict, target: float) -> list[str]:
                 'its paper; the sample-weighted mean of the participants\' '
                 'model changes. Times are the rounds replayed on each '
                 'profile (bits, downloads, gradients and participants of '
-                'the run; the bold one is the fastest of this table).', '']
+                'the run; bold: the first of this table to the target, '
+                'where no preset\'s budget ended before it without reaching '
+                'it).', '']
     else:
       lines += [budget + f'FedAvg with K in {{{", ".join(map(str, LOCAL_K))}}}, '
                 'one compiled program (K is data).', '']
     lines += _local_table(summaries) + ['']
+    lines += divergence_lines(summaries, 'label')
   if every and 'local' in results:
-    win = winners(every)
     lines += ['**First to the target on each profile** (computed over the '
-              'main, local and K sweeps): ' + '; '.join(
-                  f'{p}: ' + ('nobody' if w is None
-                              else f'{w[0]} ({fmt(w[1], "s")})')
-                  for p, w in win.items()) + '.', '']
+              'main, local and K sweeps; diverged points left out): '
+              + '; '.join(f'{p}: ' + first_text(
+                  first_to(every, _at_target(p), _at_end(p), 'label'), 's')
+                          for p in PROFILES) + '.', '']
   return lines
 
 
@@ -223,48 +254,139 @@ def table(headers, rows) -> list[str]:
   return lines
 
 
+DIVERGED = 'diverged'
+
+
+def target_cell(s: dict, value, kind: str = '') -> str:
+  """A to-target cell: 'diverged' for a diverged point (it reaches no
+  target, `point_summary`), else `fmt`."""
+  return DIVERGED if s.get('diverged') else fmt(value, kind)
+
+
+def accuracy_cell(s: dict) -> str:
+  """The final accuracy, or 'diverged at k=…' for a diverged point."""
+  if s.get('diverged'):
+    return f'diverged at k={s["diverged_at"]:,}'
+  return fmt(s['final_accuracy'], 'pct')
+
+
+def divergence_lines(summaries, label: str = 'algo') -> list[str]:
+  """A line naming the table's diverged points, where they diverged and by
+  what rule (`laq_jax.metrics.divergence_note`); [] when none did."""
+  from laq_jax import metrics  # pylint: disable=g-import-not-at-top
+  bad = [s for s in summaries if s.get('diverged')]
+  if not bad:
+    return []
+  return ['Diverged, left out of every ranking: ' + '; '.join(
+      f'{s[label]} {metrics.divergence_note(s["diverged_at"])}'
+      for s in bad) + '.', '']
+
+
+def first_to(summaries, at_target, at_end, label: str = 'algo'
+             ) -> dict | None:
+  """Who reaches the target first, over the points that did not diverge.
+
+  Args:
+    summaries: `point_summary` / `local_summary` dicts.
+    at_target: summary -> the measure (seconds, bits, rounds) spent to the
+      target, None where not reached.
+    at_end: summary -> the same measure at the end of its run.
+    label: the key that names a point.
+
+  Returns:
+    None where no point that did not diverge reached the target, else
+    {'label': the first (ties joined by ' = '), 'value': its measure,
+    'open': [(label, at_end)] of the points that did not diverge nor reach
+    the target but whose budget ended below the first's measure: they might
+    have been first with a longer budget, so the claim is not decided}.
+  """
+  live = [s for s in summaries if not s.get('diverged')]
+  reached = [s for s in live if at_target(s) is not None]
+  if not reached:
+    return None
+  best = min(at_target(s) for s in reached)
+  return {'label': ' = '.join(s[label] for s in reached
+                              if at_target(s) == best),
+          'value': best,
+          'open': [(s[label], at_end(s)) for s in live
+                   if at_target(s) is None and at_end(s) < best]}
+
+
+def _decided(first: dict | None):
+  """The first's measure where the claim is decided, else None."""
+  return None if first is None or first['open'] else first['value']
+
+
+def first_text(first: dict | None, kind: str = '', bold: bool = False,
+               show=None) -> str:
+  """`first_to`'s answer in words: 'nobody', 'X (68.3 s)', or, where a
+  budget ended before it, 'not decided: X (68.3 s) ... but Y's budget
+  ended at 50 s without reaching it'."""
+  show = show or (lambda v: fmt(v, kind))
+  if first is None:
+    return 'nobody (that did not diverge)'
+  name = f'**{first["label"]}**' if bold else first['label']
+  text = f'{name} ({show(first["value"])})'
+  if not first['open']:
+    return text
+  return ('not decided: ' + text + ' first of those that reached it, but '
+          + ', '.join(f'{n}\'s budget ended at {show(v)}' for n, v
+                      in first['open'])
+          + ' without reaching it')
+
+
 def _main_table(summaries, with_dropped: bool) -> list[str]:
-  best_time = min((s['target_time_s'] for s in summaries
-                   if s['target_time_s'] is not None), default=None)
+  best_time = _decided(first_to(summaries, lambda s: s['target_time_s'],
+                                lambda s: s['total_time_s']))
   rows = []
   for s in summaries:
-    time = fmt(s['target_time_s'], 's')
+    time = target_cell(s, s['target_time_s'], 's')
     if best_time is not None and s['target_time_s'] == best_time:
       time = f'**{time}**'
-    rows.append([s['algo'], fmt(s['final_accuracy'], 'pct'),
-                 fmt(s['target_iteration']), time,
-                 fmt(s['target_bits'], 'bits'),
+    rows.append([s['algo'], accuracy_cell(s),
+                 target_cell(s, s['target_iteration']), time,
+                 target_cell(s, s['target_bits'], 'bits'),
                  fmt(s['total_time_s'], 's'), fmt(s['total_bits'], 'bits'),
                  f'{s["upload_rate"]:.2f}']
                 + ([f'{s["dropped"]:,}'] if with_dropped else []))
   headers = ['preset', 'final test acc.', 'iterations to target',
              'time to target', 'uplink bits to target', 'total time',
              'total uplink bits', 'uploads per participation']
-  return table(headers + (['cut by deadline'] if with_dropped else []),
+  lines = table(headers + (['cut by deadline'] if with_dropped else []),
                 rows)
+  named = divergence_lines(summaries)  # [line, ''] or []
+  return lines + ([''] + named[:1] if named else [])
 
 
 def laziness_observations(lz: dict, target: float) -> list[str]:
-  """SLAQ's upload rate against q and the rounds away, in words."""
+  """SLAQ's upload rate against q and the rounds away, in words (diverged
+  points left out, named)."""
   out = []
   for absent in ('stale', 'drop'):
-    by_q = {}
+    by_q, bad = {}, []
     for g, row in enumerate(lz['rows']):
       if row['algo'] == 'slaq' and row['absent'] == absent:
-        by_q[float(row['participation'])] = (
-            point_summary(lz, g, target), rates_by_absence(lz, g))
-    if not by_q:
+        s = point_summary(lz, g, target)
+        q = float(row['participation'])
+        if s['diverged']:
+          bad.append(f'q = {q:g} diverged at k={s["diverged_at"]:,}')
+          continue
+        by_q[q] = (s, rates_by_absence(lz, g))
+    if not by_q and not bad:
       continue
     qs = sorted(by_q, reverse=True)
     rates = ', '.join(f'{by_q[q][0]["upload_rate"]:.3f} at q = {q:g}'
                       for q in qs)
-    low = by_q[qs[-1]][1]
-    seen = [(label, r) for label, n, r in low[1:] if n]
+    seen = ([(label, r) for label, n, r in by_q[qs[-1]][1][1:] if n]
+            if qs else [])
     trend = (f'; at q = {qs[-1]:g} it goes from {seen[0][1]:.3f} after '
              f'{seen[0][0]} round(s) away to {seen[-1][1]:.3f} after '
              f'{seen[-1][0]}' if len(seen) > 1 else '')
-    out.append(f'- SLAQ with absent = {absent}: {rates} uploads per '
-               f'participation{trend}.')
+    left = (f' ({"; ".join(bad)}: left out)' if bad else '')
+    out.append(f'- SLAQ with absent = {absent}: '
+               + (f'{rates} uploads per participation{trend}' if qs
+                  else 'every point diverged')
+               + f'{left}.')
   return (['**Computed from the tables above:**', ''] + out + ['']
           if out else [])
 
@@ -274,44 +396,70 @@ def _ratio(a, b) -> str:
 
 
 def observations(results: dict, target: float) -> list[str]:
-  """What the main and deadline sweeps say, computed from their numbers."""
+  """What the main and deadline sweeps say, computed from their numbers
+  (diverged points in no ranking, saving or comparison: named)."""
   out = []
   main = results.get('main')
   if main is None:
     return out
   summaries = {r['algo']: point_summary(main, g, target)
                for g, r in enumerate(main['rows'])}
-  reached = {a: s for a, s in summaries.items()
-             if s['target_time_s'] is not None}
+  every = list(summaries.values())
   out += ['**Computed from the tables above:**', '']
-  if reached:
-    fastest = min(reached, key=lambda a: reached[a]['target_time_s'])
-    fewest = min(reached, key=lambda a: reached[a]['target_bits'])
-    out.append(f'- Fastest to {100 * target:g}%: **{fastest}** '
-               f'({fmt(reached[fastest]["target_time_s"], "s")}); fewest '
-               f'uplink bits to it: **{fewest}** '
-               f'({reached[fewest]["target_bits"]:.3g} bits).')
-  missed = [a for a in summaries if a not in reached]
+  fastest = first_to(every, lambda s: s['target_time_s'],
+                     lambda s: s['total_time_s'])
+  fewest = first_to(every, lambda s: s['target_bits'],
+                    lambda s: s['total_bits'])
+  if fastest is not None:
+    out.append(f'- Fastest to {100 * target:g}%: '
+               f'{first_text(fastest, "s", bold=True)}; fewest uplink bits '
+               'to it: ' + first_text(fewest, bold=True,
+                                     show=lambda b: f'{b:.3g} bits') + '.')
+  missed = [a for a, s in summaries.items()
+            if s['target_time_s'] is None and not s['diverged']]
   if missed:
     out.append(f'- Not at {100 * target:g}% within the budget: '
                + ', '.join(missed) + '.')
+  bad = [f'{a} at k={s["diverged_at"]:,}' for a, s in summaries.items()
+         if s['diverged']]
+  if bad:
+    out.append('- Diverged (a logged loss NaN/inf or above 10x f(theta^0); '
+               'in no ranking, saving or comparison): ' + ', '.join(bad)
+               + '.')
   sgd = summaries.get('sgd')
+  if sgd is not None and sgd['diverged']:
+    out.append(f'- sgd, the baseline of the savings, diverged at '
+               f'k={sgd["diverged_at"]:,}: no savings against it.')
+    sgd = None
   for lazy in ('slag', 'slaq'):
     s = summaries.get(lazy)
     if s is None or sgd is None:
+      continue
+    if s['diverged']:
+      out.append(f'- {lazy} diverged at k={s["diverged_at"]:,}: no savings '
+                 'claimed.')
       continue
     out.append(
         f'- {lazy}: {s["upload_rate"]:.2f} uploads per participation; '
         f'total uplink bits {_ratio(s["total_bits"], sgd["total_bits"])} '
         f'of sgd\'s, total simulated time '
-        f'{_ratio(s["total_time_s"], sgd["total_time_s"])} of sgd\'s.')
+        f'{_ratio(s["total_time_s"], sgd["total_time_s"])} of sgd\'s'
+        + (f' (it did not reach {100 * target:g}%: not at equal accuracy)'
+           if s['target_time_s'] is None else '') + '.')
   cut = results.get('deadline')
   if cut is not None:
     deadline = float(cut['rows'][0]['deadline_s'])
-    for g, row in enumerate(cut['rows']):
-      with_d = point_summary(cut, g, target)
+    cut_summaries = [point_summary(cut, g, target)
+                     for g in range(len(cut['rows']))]
+    for row, with_d in zip(cut['rows'], cut_summaries):
       without = summaries.get(row['algo'])
       if without is None or not with_d['dropped']:
+        continue
+      if with_d['diverged'] or without['diverged']:
+        which = ('with' if with_d['diverged'] else 'without')
+        at = (with_d if with_d['diverged'] else without)['diverged_at']
+        out.append(f'- {row["algo"]} {which} the deadline diverged at '
+                   f'k={at:,}: not compared.')
         continue
       out.append(
           f'- The {deadline:.4g} s deadline cut {with_d["dropped"]:,} of '
@@ -324,18 +472,45 @@ def observations(results: dict, target: float) -> list[str]:
           + ', final accuracy '
           f'{fmt(with_d["final_accuracy"], "pct")} (without: '
           f'{fmt(without["final_accuracy"], "pct")}).')
-    if not any(point_summary(cut, g, target)['dropped']
-               for g in range(len(cut['rows']))):
+    if not any(s['dropped'] for s in cut_summaries):
       out.append(f'- The {deadline:.4g} s deadline cut no one.')
   return out + ['']
 
 
-def figure(results: dict, path: pathlib.Path, problem: str, target: float
-           ) -> None:
-  """Test accuracy against simulated time and against uplink bits."""
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  from experiments.run import outputs  # pylint: disable=g-import-not-at-top
-  fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
+def _tick_label(value: float, _=None) -> str:
+  """'0.05', '20', '500', else '5e5', '2e7' (short, one style a range)."""
+  if value <= 0:
+    return ''
+  if 1e-3 <= value < 1e4:
+    return f'{value:g}'
+  exponent = int(np.floor(np.log10(value) + 1e-9))
+  return f'{value / 10 ** exponent:.2g}e{exponent}'
+
+
+def _log_ticks(ax) -> None:
+  """Tick labels of a log x axis that do not overlap: decades where it
+  spans two or more, else 1, 2 and 5 of each decade; no minor labels."""
+  from matplotlib import ticker  # pylint: disable=g-import-not-at-top
+  lo, hi = ax.get_xlim()
+  if lo > 0 and hi / lo < 100:
+    ax.xaxis.set_major_locator(ticker.LogLocator(base=10,
+                                                 subs=(1.0, 2.0, 5.0)))
+    ax.xaxis.set_major_formatter(ticker.FuncFormatter(_tick_label))
+  ax.xaxis.set_minor_formatter(ticker.NullFormatter())
+
+
+def accuracy_figure(results: dict, problem: str, target: float):
+  """Test accuracy against simulated time and against uplink bits (a
+  matplotlib Figure), one shared legend beside the axes. A diverged point
+  is drawn to its divergence, dashed, ending in a cross, and named in the
+  legend with its iteration; it sets no axis range (the x axes span the
+  other points'). A point below the accuracy axis is named so."""
+  from matplotlib.figure import Figure  # pylint: disable=g-import-not-at-top
+  from laq_jax import plotting  # pylint: disable=g-import-not-at-top
+  fig = Figure(figsize=(13, 4.4), layout='constrained')
+  axes = fig.subplots(1, 2)
+  low = max(0.0, target - 0.25)
+  kept, drawn, any_diverged = ([], []), ([], []), False
   for sweep, style in (('main', '-'), ('deadline', ':')):
     loaded = results.get(sweep)
     if loaded is None:
@@ -343,28 +518,57 @@ def figure(results: dict, path: pathlib.Path, problem: str, target: float
     c = loaded['curves']
     steps = c['test_accuracy_steps']
     for g, row in enumerate(loaded['rows']):
-      time = np.cumsum(c['time_s'][g])[steps - 1]
-      bits = c['cum_bits'][g][steps - 1]
+      at = diverged_at(row)
+      xs = (np.cumsum(c['time_s'][g])[steps - 1],
+            np.maximum(c['cum_bits'][g][steps - 1], 1))
+      acc = np.asarray(c['test_accuracy'][g], np.float64)
+      keep = np.ones(len(steps), bool) if at is None else steps < at
       label = row['algo'] + (' (deadline)' if sweep == 'deadline' else '')
+      if at is not None:
+        label += f' (diverged at k={at:,}: drawn to it)'
+        any_diverged = True
+      elif not np.any(acc[keep] >= low):
+        label += f' (below {100 * low:g}%: off the axes)'
       color = f'C{g % 10}'
-      axes[0].plot(time, c['test_accuracy'][g], style, color=color,
-                   label=label)
-      axes[1].plot(np.maximum(bits, 1), c['test_accuracy'][g], style,
-                   color=color, label=label)
-  for ax, xlabel in zip(axes, ('simulated time (s), mobile network',
-                               'uplink bits')):
+      for i, (ax, x) in enumerate(zip(axes, xs)):
+        ax.plot(x[keep], acc[keep], '--' if at is not None else style,
+                color=color, label=label if i == 0 else None)
+        if at is not None and keep.any():
+          ax.plot(x[keep][-1:], acc[keep][-1:], 'x', color=color, ms=7)
+        drawn[i].append(x[keep])
+        if at is None:
+          kept[i].append(x)
+  for ax, xlabel, x, shown in zip(
+      axes, ('simulated time (s), mobile network', 'uplink bits'), kept,
+      drawn):
     ax.axhline(target, color='gray', lw=0.8)
     ax.set_xlabel(xlabel)
     ax.set_ylabel('test accuracy')
-    ax.set_xscale('log')
-    ax.set_ylim(max(0.0, target - 0.25), 1.0)
+    ax.set_ylim(low, 1.0)
     ax.grid(alpha=0.3)
-  axes[1].legend(fontsize=7, ncol=2)
+    if plotting.value_range(shown) is None:  # nothing to draw on a log axis
+      ax.text(0.5, 0.5, 'no evaluation before a divergence',
+              transform=ax.transAxes, ha='center', va='center')
+      continue
+    ax.set_xscale('log')
+    limits = plotting.value_range(x, margin=1.15)
+    if any_diverged and limits is not None:
+      ax.set_xlim(*limits)
+    _log_ticks(ax)
+  handles, labels = axes[0].get_legend_handles_labels()
+  if handles:
+    fig.legend(handles, labels, loc='outside right center', fontsize=7)
   config = results['main']['config']
   fig.suptitle(f'{TITLES[problem]}: M = {config["num_workers"]}, '
                f'{100 * config["participation"]:g}% participation')
-  outputs.save_figure(fig, path)
-  plt.close(fig)
+  return fig
+
+
+def figure(results: dict, path: pathlib.Path, problem: str, target: float
+           ) -> None:
+  """Writes `accuracy_figure` to `path`."""
+  from experiments.run import outputs  # pylint: disable=g-import-not-at-top
+  outputs.save_figure(accuracy_figure(results, problem, target), path)
 
 
 def report(workdir: pathlib.Path, problems, budget: str, command: str,
@@ -467,40 +671,49 @@ def report(workdir: pathlib.Path, problems, budget: str, command: str,
                 f'{sb["config"]["num_iters"]:,} iterations, otherwise the '
                 'main sweep\'s setting (c_e, c_0 of the logistic SLAQ '
                 'settings).', '']
-      rows = []
+      rows, named = [], []
       for g, row in enumerate(sb['rows']):
         s_ = point_summary(sb, g, target)
+        s_['label'] = f'{row["algo"]} b = {row["bits"]}, {row["absent"]}'
+        named.append(s_)
         rows.append([row['algo'], row['bits'], row['absent'],
-                     fmt(s_['final_accuracy'], 'pct'),
+                     accuracy_cell(s_),
                      f'{float(c["final_loss"][g]):.4g}',
                      f'{s_["upload_rate"]:.3f}',
-                     fmt(s_['target_time_s'], 's')])
+                     target_cell(s_, s_['target_time_s'], 's')])
       lines += table(['preset', 'b', 'absent', 'final test acc.',
                        'final loss f', 'uploads per participation',
                        'time to target'], rows) + ['']
+      lines += divergence_lines(named, 'label')
     if 'laziness' in results:
       lz = results['laziness']
       lines += ['### Laziness and participation (sgd, slaq)', '']
-      rows = []
+      rows, named = [], []
       for g, row in enumerate(lz['rows']):
         s = point_summary(lz, g, target)
+        s['label'] = (f'{row["algo"]} q = {row["participation"]}, '
+                      f'{row["absent"]}')
+        named.append(s)
         rows.append([row['algo'], row['participation'], row['absent'],
-                     fmt(s['final_accuracy'], 'pct'),
-                     fmt(s['target_iteration']),
-                     fmt(s['target_time_s'], 's'),
-                     fmt(s['target_bits'], 'bits'),
+                     accuracy_cell(s),
+                     target_cell(s, s['target_iteration']),
+                     target_cell(s, s['target_time_s'], 's'),
+                     target_cell(s, s['target_bits'], 'bits'),
                      f'{s["upload_rate"]:.3f}'])
       lines += table(['preset', 'q', 'absent', 'final test acc.',
                        'iterations to target', 'time to target',
                        'uplink bits to target', 'uploads per participation'],
                       rows)
+      lines += [''] + divergence_lines(named, 'label')[:1]
       lines += ['', 'SLAQ\'s upload rate by how many rounds the client had '
                 'been away (participations, rate):', '']
       rows = []
       for g, row in enumerate(lz['rows']):
         if row['algo'] != 'slaq':
           continue
-        rows.append([f'q = {row["participation"]}, {row["absent"]}']
+        at = diverged_at(row)
+        rows.append([f'q = {row["participation"]}, {row["absent"]}'
+                     + ('' if at is None else f' (diverged at k={at:,})')]
                     + [f'{n:,}: {r:.3f}' if n else '-'
                        for _, n, r in rates_by_absence(lz, g)])
       lines += table(['slaq', 'first', 'away 1', 'away 2-5', 'away 6-20',

@@ -86,7 +86,8 @@ def sweep_config(problem: str, sweep: str, budget: str,
 
 
 def load_sweep(folder: pathlib.Path) -> dict:
-  """A finished sweep's results.csv rows, curves.npz and sweep.json."""
+  """A finished sweep's results.csv rows (each with `diverged` and
+  `diverged_at` by the one rule), curves.npz and sweep.json."""
   from experiments.run import outputs  # pylint: disable=g-import-not-at-top
   if not (folder / 'sweep.json').is_file():
     raise FederatedError(f'{folder} has no finished sweep (sweep.json); run '
@@ -99,7 +100,12 @@ def load_sweep(folder: pathlib.Path) -> dict:
       raise FederatedError(f'{folder}/curves.npz lacks {need!r} (a sweep of '
                            'older code, or too large to keep it): run it '
                            'again')
-  return {'rows': outputs.read_results(folder / 'results.csv'),
+  # Each point's `diverged` / `diverged_at` by the one rule
+  # (`laq_jax.metrics.diverged_at`), recomputed from curves.npz: results
+  # written before the rule marked NaN/inf only.
+  rows = outputs.mark_divergence(outputs.read_results(folder / 'results.csv'),
+                                 folder)
+  return {'rows': rows,
           'curves': curves,
           'info': json.loads((folder / 'sweep.json').read_text()),
           'config': json.loads((folder / 'config.json').read_text())}

@@ -88,14 +88,23 @@ def _summaries(loaded: dict, target: float) -> list[dict]:
 
 
 def _rows(loaded: dict, summaries: list[dict]) -> list[list[str]]:
+  """One row a point. A diverged point (`load_sweep` marks it by the one
+  rule, `laq_jax.metrics.diverged_at`) shows no accuracy from its
+  divergence on, reaches no target ('diverged'), and is named with its
+  iteration in the last column."""
+  from laq_jax import metrics  # pylint: disable=g-import-not-at-top
   c = loaded['curves']
+  steps = c['test_accuracy_steps']
   rows = []
   for g, (row, s) in enumerate(zip(loaded['rows'], summaries)):
     acc = c['test_accuracy'][g]
+    at = s['diverged_at']
     grads = c['grads'][g].sum() if 'grads' in c else np.nan
     rows.append([row['algo']]
-                + [markdown.fmt(a, 'pct') for a in acc]
-                + [markdown.fmt(s['target_iteration'], 'int')
+                + [markdown.fmt(a, 'pct') if at is None or k < at
+                   else markdown.DASH for a, k in zip(acc, steps)]
+                + ['diverged' if s['diverged'] else
+                   markdown.fmt(s['target_iteration'], 'int')
                    if s['target_iteration'] else 'not reached',
                    markdown.fmt(s['target_bits'] / 8e6, '.3g')
                    if s['target_bits'] is not None else markdown.DASH,
@@ -103,12 +112,16 @@ def _rows(loaded: dict, summaries: list[dict]) -> list[list[str]]:
                    markdown.fmt(s['total_bits'] / 8e6, '.4g'),
                    markdown.fmt(float(grads), 'int'),
                    markdown.fmt(s['total_time_s'], '.4g'),
-                   f'diverged at {row["diverged_at"]}'
-                   if s['diverged'] else ''])
+                   metrics.divergence_note(at)])
   return rows
 
 
 def _observations(s: list[dict], target: float) -> list[str]:
+  """The comparisons, in words: diverged points in none of them (named,
+  with their iteration); "fewest bits" not decided where a preset's run
+  ended on fewer bits without reaching the target
+  (`federated.report.first_to`)."""
+  from experiments.studies.federated import report as fed_report  # pylint: disable=g-import-not-at-top
   ok = [x for x in s if not x['diverged'] and np.isfinite(x['final_accuracy'])]
   out = []
   if ok:
@@ -119,23 +132,29 @@ def _observations(s: list[dict], target: float) -> list[str]:
     if reached:
       k = min(x['target_iteration'] for x in reached)
       first = [x['algo'] for x in reached if x['target_iteration'] == k]
-      fewest = min(reached, key=lambda x: x['target_bits'])
-      out.append(f'{len(reached)} of {len(s)} presets reach '
-                 f'{target:.0%}; first (round {k}, the evaluations\' '
+      fewest = fed_report.first_to(ok, lambda x: x['target_bits'],
+                                   lambda x: x['total_bits'])
+      among = (f'of {len(s)} presets' if len(ok) == len(s) else
+               f'of the {len(ok)} presets that did not diverge')
+      out.append(f'{len(reached)} {among} reach {target:.0%}; first (round {k}, the evaluations\' '
                  f'resolution): {", ".join(first)}; fewest uplink bits to '
-                 f'it: {fewest["algo"]} ({fewest["target_bits"] / 8e6:.3g} '
-                 'MB).')
+                 'it: ' + fed_report.first_text(
+                     fewest, show=lambda b: f'{b / 8e6:.3g} MB') + '.')
     else:
       out.append(f'No preset reaches {target:.0%} within the budget.')
+  else:
+    out.append('Every preset diverged: nothing to compare.')
   falls = [f'{x["algo"]} ({markdown.fmt(x["best_accuracy"], "pct")} at '
            f'best, {markdown.fmt(x["final_accuracy"], "pct")} at the end)'
            for x in ok if x['best_accuracy'] - x['final_accuracy'] > 0.1]
   if falls:
     out.append('Test accuracy falls by more than 10 points from its best: '
                + ', '.join(falls) + '.')
-  bad = [x['algo'] for x in s if x['diverged']]
+  bad = [f'{x["algo"]} at k={x["diverged_at"]:,}' for x in s
+         if x['diverged']]
   if bad:
-    out.append(f'Diverged: {", ".join(bad)}.')
+    out.append('Diverged (a logged loss NaN/inf or above 10x f(theta^0); '
+               f'in no comparison above): {", ".join(bad)}.')
   return out
 
 
