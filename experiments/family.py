@@ -18,7 +18,10 @@ loss at the budget; which methods beat LAQ (SLAQ for the minibatch ones)
 where, computed from the numbers; every preset's simulated time to target on
 each network profile, a time-to-target-against-bandwidth figure and its
 crossover bandwidths (`experiments.studies.family.family_time`, replayed
-from the sweeps' per-worker bits); the settings of each. The study's code is
+from the sweeps' per-worker bits); the settings of each. A point that
+diverged (`laq_jax.metrics.diverged_at`: a logged loss NaN/inf or above 10x
+f(theta^0)) is named with its iteration and left out of every ranking and
+figure; the report is written whichever points diverged. The study's code is
 experiments/studies/family/ (study.py runs it).
 
 Sweeps already finished in WORKDIR with the same config are kept; run the

@@ -7,8 +7,10 @@ r"""The LASG/CADA report from finished sweeps of configs/lasg.py.
 
 `--sweeps` lists finished sweep folders (each one compiled program); the
 report (experiments/studies/lasg/report.py) tabulates each: uploads, bits,
-gradients computed, final loss against the initial one, test accuracy and
-the simulated seconds on the three network profiles.
+gradients computed, final loss against the initial one, test accuracy, the
+simulated seconds on the three network profiles, and where a point diverged
+(`laq_jax.metrics.diverged_at`: a logged loss NaN/inf or above 10x
+f(theta^0)); a diverged point is compared with nothing.
 """
 
 import pathlib

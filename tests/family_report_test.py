@@ -7,15 +7,18 @@ import pathlib
 import re
 import subprocess
 import sys
+import tempfile
 import unittest.mock
 
 from absl.testing import absltest
+import numpy as np
 import pytest
 
 from configs import sweep_compressors
 from experiments.run import markdown
 from experiments.run import outputs
 from experiments.studies.family import family_report
+from experiments.studies.lasg import report as lasg_report
 import laq_jax as lj
 from tests import common
 
@@ -46,22 +49,36 @@ class BeatsLaqTest(absltest.TestCase):
     got = [a for a, _ in family_report.beats_laq(rows, False, 'slaq')]
     self.assertEqual(got, ['a', 'b'])
 
-  def test_a_run_that_ran_away_is_no_benchmark(self):
+  def test_a_diverged_run_is_no_benchmark(self):
     # SLAQ on the minibatch network at Algorithm 1's reading: the fewest
     # bits and a final loss of 1.08e7 from 2.3 (docs/compressors/REPORT.md
-    # used to say "None beat SLAQ here").
+    # used to say "None beat SLAQ here"). The one rule (metrics.diverged_at)
+    # at a row's two ends where it carries no marks.
     away = dict(row(10, loss=1.08e7), initial_loss=2.3)
-    self.assertTrue(family_report.ran_away(away))
-    self.assertTrue(family_report.ran_away(dict(row(10, loss=None),
+    self.assertTrue(family_report.diverged(away))
+    self.assertTrue(family_report.diverged(dict(row(10, loss=None),
                                                 initial_loss=2.3)))
-    self.assertTrue(family_report.ran_away(dict(row(10, loss=1.0),
+    self.assertTrue(family_report.diverged(dict(row(10, loss=1.0),
                                                 initial_loss=2.3,
                                                 diverged=True)))
-    self.assertFalse(family_report.ran_away(dict(row(10, loss=0.5),
+    self.assertFalse(family_report.diverged(dict(row(10, loss=0.5),
                                                  initial_loss=2.3)))
-    # A preset that ran away beats nobody either.
+    # Above where it started but not 10x: no divergence, still ranked
+    # (ran_away, for claims.py, also counts it).
+    up = dict(row(10, loss=3.0), initial_loss=2.3)
+    self.assertFalse(family_report.diverged(up))
+    self.assertTrue(family_report.ran_away(up))
+    self.assertEqual(family_report.divergence(dict(away, diverged_at=12)),
+                     'diverged at k=12 (loss NaN/inf or above 10x '
+                     'f(theta^0))')
+    # A diverged reference is beaten by nobody, and a diverged preset beats
+    # nobody.
     rows = {'slaq': dict(row(100, loss=2.0), initial_loss=2.3),
-            'sign': dict(row(10, loss=3.0), initial_loss=2.3)}
+            'sign': dict(row(10, loss=0.1), initial_loss=2.3, diverged=True,
+                         diverged_at=4)}
+    self.assertEqual(family_report.beats_laq(rows, False, 'slaq'), [])
+    rows['slaq'] = away
+    rows['sign'] = dict(row(10, loss=0.1), initial_loss=2.3)
     self.assertEqual(family_report.beats_laq(rows, False, 'slaq'), [])
     # The section says so in place of "None beat SLAQ here".
     info = dict(num_points=2, num_iters=10, precision='float32',
@@ -72,24 +89,252 @@ class BeatsLaqTest(absltest.TestCase):
                                  total_bits_down=0, final_test_accuracy=0.9)},
             'minibatch': {
                 'slaq': dict(row(5, loss=1.08e7), initial_loss=2.3,
-                             total_bits_down=0, final_test_accuracy=0.1141),
+                             total_bits_down=0, final_test_accuracy=0.1141,
+                             diverged=True, diverged_at=12),
                 'sgd': dict(row(50, loss=0.5), initial_loss=2.3,
                             total_bits_down=0, final_test_accuracy=0.9)}}
     with unittest.mock.patch.object(family_report, '_table',
                                     return_value='(table)'):
       text = '\n'.join(family_report.study_section(
           study, rows, {'full': info, 'minibatch': info}, 'f.png'))
-    self.assertIn('SLAQ ran away here: final loss 1.080e+07 against the '
-                  '2.300e+00 it started from, test accuracy 11.41%', text)
-    self.assertNotIn('None beat SLAQ', text)
-    self.assertIn('Left out, as they ran away (diverged, or ended above their '
-                  'initial loss): slaq.', text)
+    self.assertIn('SLAQ diverged at k=12 (loss NaN/inf or above 10x '
+                  'f(theta^0)); final loss 1.080e+07 against the 2.300e+00 '
+                  'it started from, test accuracy 11.41%. A run that '
+                  'diverged is no benchmark', text)
+    self.assertNotIn('beat SLAQ', text)
+    self.assertIn('Left out, as they diverged: slaq (at k=12).', text)
+    # Every preset diverged: the section is still written, no front.
+    for kind_rows in rows.values():
+      for r in kind_rows.values():
+        r.update(diverged=True, diverged_at=3)
+    with unittest.mock.patch.object(family_report, '_table',
+                                    return_value='(table)'):
+      text = '\n'.join(family_report.study_section(
+          study, rows, {'full': info, 'minibatch': info}, 'f.png'))
+    self.assertIn('LAQ diverged at k=3', text)
+    self.assertIn('No Pareto front: every preset diverged. Left out, as they '
+                  'diverged: laq (at k=3), slaq (at k=3), sgd (at k=3).', text)
+    self.assertNotRegex(text, 'Beat|None beat')
+    fig = family_report.tradeoff(study, rows)  # nothing drawn, named
+    self.assertIn('diverged, not drawn: laq (at k=3)',
+                  fig.axes[0].texts[-1].get_text())
 
   def test_pareto_presets(self):
     rows = {'x': dict(row(100, loss=2.0), total_bits_down=0),
             'y': dict(row(50, loss=3.0), total_bits_down=0),
             'z': dict(row(200, loss=2.5), total_bits_down=0)}
     self.assertEqual(family_report.pareto_presets(rows, False), ['y', 'x'])
+
+
+def write_sweep(folder, points, *, info=None):
+  """A finished sweep's files by hand: results.csv (every point marked
+  `diverged` False, as results written before the one rule did for a finite
+  loss), curves.npz (each point's logged losses) and sweep.json.
+
+  Args:
+    folder: where.
+    points: [(algo, loss_T, final_loss, results.csv fields)].
+    info: sweep.json's fields beyond the report's defaults.
+  """
+  folder.mkdir(parents=True)
+  rows = []
+  for g, (algo, _, final, fields) in enumerate(points):
+    rows.append(dict(dict(
+        point=g, algo=algo, total_uploads=10 * (g + 1), total_bits=100,
+        total_bits_down=0, final_test_accuracy=0.9, final_loss=final,
+        final_residual=None, target_iteration=None, target_bits=None,
+        target_bits_down=None, diverged=False, diverged_at=None), **fields))
+  outputs.atomic_write(folder / 'results.csv', outputs.results_csv(rows))
+  outputs.write_npz(folder / 'curves.npz', {
+      'algo': np.asarray([a for a, _, _, _ in points]),
+      'loss': np.asarray([l for _, l, _, _ in points], np.float64),
+      'final_loss': np.asarray([f for _, _, f, _ in points], np.float64),
+      'loss_every': np.ones(len(points), np.int64)})
+  outputs.write_json(folder / 'sweep.json', {
+      'num_points': len(points), 'num_iters': 5, 'precision': 'float32',
+      'dataset': 'mnist', 'test_set': 'MNIST test set', 'wall_time_s': 1.0,
+      'programs_compiled': 1, **(info or {})})
+
+
+def cells(text, algo):
+  """The cells of `algo`'s row in the first table of `text` with one."""
+  line = next(l for l in text.splitlines() if l.startswith(f'| {algo} |'))
+  return [c.strip() for c in line.strip('|').split('|')]
+
+
+class DivergedReportTest(absltest.TestCase):
+  """Whole reports over hand-made sweeps (no training, no compiling; the
+  time-to-target part has its own tests in family_time_test) where points
+  diverged by the one rule that results.csv did not mark."""
+
+  def setUp(self):
+    super().setUp()
+    tmp = tempfile.TemporaryDirectory(prefix='laq_family_report_')
+    self.addCleanup(tmp.cleanup)
+    self.dir = pathlib.Path(tmp.name)
+
+  def report(self, study):
+    with unittest.mock.patch.object(family_report.family_time, 'section',
+                                    return_value=[]):
+      return family_report.report([study], self.dir, True, 'cmd')
+
+  def test_budget_study(self):
+    study = family_report.Study('mlp', 'MLP', {'full': ('', 'full'),
+                                               'minibatch': ('', 'mini')},
+                                False)
+    down = [2.0, 1.8, 1.5, 1.2, 1.1]
+    write_sweep(self.dir / 'mlp' / 'full', [
+        ('laq', down, 1.0, dict(total_bits=100)),
+        ('gd', down, 0.8, dict(total_bits=1000)),
+        # Above 10x f(theta^0) at k = 2, then back to the lowest loss for
+        # the fewest bits: ranked, it would beat LAQ and lead the front.
+        ('ef21', [2.0, 1.9, 30.0, 1.0, 0.5], 0.4, dict(total_bits=10))])
+    write_sweep(self.dir / 'mlp' / 'mini', [
+        ('slaq', [2.3, 2.0, 1e3, 1e5, 1e6], 1.08e7,
+         dict(total_bits=5, final_test_accuracy=0.1141)),
+        ('sgd', [2.3, 2.0, 1.5, 1.0, 0.7], 0.5, dict(total_bits=50)),
+        ('qsgd', [2.3, 2.0, 1.5, np.nan, np.nan], np.nan,
+         dict(total_bits=20, final_loss=None, final_test_accuracy=None,
+              diverged=True))])
+    text = self.report(study)
+    self.assertEqual((self.dir / family_report.REPORT).read_text(), text)
+    note = '(loss NaN/inf or above 10x f(theta^0))'
+    self.assertIn(f'SLAQ diverged at k=2 {note}; final loss 1.080e+07 '
+                  'against the 2.300e+00 it started from, test accuracy '
+                  '11.41%. A run that diverged is no benchmark', text)
+    self.assertIn('Diverged, so ranked nowhere (not in "beat", the Pareto '
+                  'front, the times to target or the crossovers): **ef21** '
+                  f'(diverged at k=2 {note}).', text)
+    self.assertIn(f'**qsgd** (diverged at k=3 {note})', text)
+    self.assertIn('None beat LAQ here', text)
+    self.assertNotIn('beat SLAQ', text)
+    self.assertIn('over both kinds: **sgd**. Left out, as they diverged: '
+                  'ef21 (at k=2), slaq (at k=2), qsgd (at k=3).', text)
+    self.assertEqual(cells(text, 'slaq')[-1], 'at k=2')
+    self.assertEqual(cells(text, 'sgd')[-1], '')
+    # The figure: the diverged points are named, drawn nowhere, and set no
+    # axis (slaq's 1.08e7 would stretch it).
+    self.assertTrue((self.dir / 'mlp' / 'bits_vs_loss.png').is_file())
+    fig = family_report.tradeoff(study, family_report.load_rows(self.dir,
+                                                                study))
+    ax = fig.axes[0]
+    self.assertLess(ax.get_ylim()[1], 10)
+    self.assertEqual(sorted(t.get_text() for t in ax.texts[:-1]),
+                     ['gd', 'laq', 'sgd'])
+    self.assertEqual(ax.texts[-1].get_text(), 'diverged, not drawn: ef21 '
+                     '(at k=2), slaq (at k=2), qsgd (at k=3)')
+
+  def test_convex_reference_diverged_after_the_target(self):
+    # LAQ reached the target (k = 3, 50 bits) and then ran away: it is no
+    # reference, and no time or bits to its target are shown.
+    study = family_report.Study('logreg', 'LR', {'full': ('', 'full'),
+                                                 'minibatch': ('', 'mini')},
+                                True)
+    target = dict(target_residual=1e-2, fstar=[{'l2': 0.0, 'fstar': 0.5}])
+    write_sweep(self.dir / 'logreg' / 'full', [
+        ('laq', [2.0, 1.0, 0.6, 0.505, 40.0], 50.0,
+         dict(final_residual=49.5, target_iteration=3, target_bits=50,
+              target_bits_down=0)),
+        ('gd', [2.0, 1.0, 0.6, 0.55, 0.505], 0.501,
+         dict(final_residual=1e-3, total_bits=1000, target_iteration=4,
+              target_bits=500, target_bits_down=0))], info=target)
+    # Every minibatch point diverged.
+    write_sweep(self.dir / 'logreg' / 'mini', [
+        ('slaq', [2.0, np.inf, np.nan, np.nan, np.nan], np.nan,
+         dict(final_loss=None, diverged=True)),
+        ('sgd', [2.0, 1.0, 25.0, 30.0, 40.0], 50.0, dict(final_residual=49.5))
+    ], info=target)
+    text = self.report(study)
+    self.assertIn('LAQ diverged at k=4', text)
+    self.assertIn('SLAQ diverged at k=1', text)
+    self.assertNotRegex(text, 'Beat|None beat')
+    self.assertEqual(cells(text, 'laq')[-5:], ['4.950e+01', '—', '—', '—',
+                                              'at k=4'])
+    self.assertEqual(cells(text, 'gd')[-4:-1], ['4', '5.000e+02', '0.000e+00'])
+    self.assertIn('**sgd** (diverged at k=2', text)
+    self.assertIn('against the final residual, over both kinds: **gd**. Left '
+                  'out, as they diverged: laq (at k=4), slaq (at k=1), sgd '
+                  '(at k=2).', text)
+
+
+class LasgReportTest(absltest.TestCase):
+  """experiments/studies/lasg/report.py (its end-to-end test is in
+  tests/reproduce_test.py): a diverged point is marked with its iteration
+  and compared with nothing; the verdict's words fit its numbers."""
+
+  def test_hand_made_sweep(self):
+    tmp = tempfile.TemporaryDirectory(prefix='laq_lasg_report_')
+    self.addCleanup(tmp.cleanup)
+    folder = pathlib.Path(tmp.name, 'network')
+    steps, workers = 5, 2
+    down = [33.6, 20.0, 10.0, 6.0, 5.5]
+    points = [('sgd', 0.9378, down, 5.1), ('lasg_wk2', 0.9489, down, 5.0),
+              ('lasg_ps', 0.9342, down, 5.2),
+              ('lasg_wk1', 0.9258, down, 5.3),  # -1.20 points
+              ('slaq', 0.1141, [33.6, 20.0, 400.0, 1e5, 1e6], 1.079e7),
+              ('lasg_wk1_laq', None, [33.6, 20.0, 10.0, np.nan, np.nan],
+               np.nan)]
+    write_sweep(folder, [
+        (a, loss, final, dict(
+            iterations=steps, seed=0, final_test_accuracy=acc,
+            final_loss=None if np.isnan(final) else final,
+            total_uploads=[1000, 500, 400, 450, 30, 40][g]))
+        for g, (a, acc, loss, final) in enumerate(points)])
+    outputs.write_json(folder / 'config.json', {})
+    outputs.write_npz(folder / 'curves.npz', dict(
+        np.load(folder / 'curves.npz'),
+        bits=np.ones((len(points), steps, workers))))
+    with unittest.mock.patch.object(
+        lasg_report, 'times',
+        lambda sweep: [dict.fromkeys(lasg_report.PROFILES, 1.0)] * len(
+            sweep['rows'])):
+      text = lasg_report.report([folder], 'cmd')
+    row = lambda a: cells(text, a)
+    self.assertEqual(row('slaq')[-1], 'at k=2')
+    self.assertEqual(row('lasg_wk1_laq')[-1], 'at k=3')
+    self.assertEqual(row('sgd')[-1], '')
+    note = '(loss NaN/inf or above 10x f(theta^0))'
+    self.assertIn(
+        f'LASG where SLAQ (Algorithm 1) diverged at k=2 {note}; 11.41%, '
+        'final loss 1.079e+07: at most 1 point below SGD\'s test accuracy '
+        '(93.78%) and not diverged: lasg_wk2 (94.89%, +1.11 points, 500 '
+        'uploads), lasg_ps (93.42%, -0.36 points, 400 uploads); not: '
+        f'lasg_wk1 (92.58%, -1.20 points), lasg_wk1_laq (diverged at k=3 '
+        f'{note}).', text)
+    self.assertNotIn('within', text)
+    # A diverged SGD is no benchmark.
+    rows = {r['algo']: r for r in lasg_report.load(folder)['rows']}
+    rows['sgd'] = dict(rows['sgd'], diverged=True, diverged_at=7)
+    self.assertEqual(
+        lasg_report.verdict(rows),
+        f'LASG where SLAQ (Algorithm 1) diverged at k=2 {note}; 11.41%, '
+        f'final loss 1.079e+07: SGD diverged at k=7 {note}, so it is no '
+        'benchmark and no LASG preset is compared with it; diverged: '
+        f'lasg_wk1_laq (diverged at k=3 {note}).')
+
+
+# `python -m experiments.family` with two more presets, one of each kind,
+# registered from user code as a user's join the family (one more grid point
+# in each compiled program), at a huge step size: they diverge.
+DIVERGING = {'diverge_gd': 'gd', 'diverge_sgd': 'sgd'}
+DRIVER = f'''
+import dataclasses, runpy
+import ml_collections
+import laq_jax as lj
+for name, like in {DIVERGING!r}.items():
+  lj.register_algorithm(dataclasses.replace(
+      lj.ALGORITHMS[like], name=name, reference='a test: step size 1e4'))
+from configs import sweep_compressors
+get_config = sweep_compressors.get_config
+def huge_step(arg=None):
+  config = get_config(arg)
+  for name in {list(DIVERGING)!r}:
+    settings = dict(config.algo_settings.get(name, {{}}), step_size=1e4)
+    config.algo_settings[name] = ml_collections.ConfigDict(settings)
+  return config
+sweep_compressors.get_config = huge_step
+runpy.run_module('experiments.family', run_name='__main__', alter_sys=True)
+'''
 
 
 @pytest.mark.slow
@@ -101,9 +346,9 @@ class TinyReportTest(absltest.TestCase):
     self.addCleanup(env.exit)
     workdir = pathlib.Path(env.name, 'family')
     done = subprocess.run(
-        [sys.executable, '-m', 'experiments.family', f'--workdir={workdir}',
-         '--tiny'], cwd=common.ROOT, capture_output=True, text=True,
-        timeout=1200, check=False)
+        [sys.executable, '-c', DRIVER, f'--workdir={workdir}', '--tiny'],
+        cwd=common.ROOT, capture_output=True, text=True, timeout=1200,
+        check=False)
     self.assertEqual(done.returncode, 0, done.stderr[-3000:])
     report = (workdir / family_report.REPORT).read_text()
     for problem, title in (('logreg', 'Logistic regression'),
@@ -114,7 +359,7 @@ class TinyReportTest(absltest.TestCase):
         table = section.split(label)[1].split('\n### ')[0]
         rows = outputs.read_results(workdir / problem / kind /
                                     'results.csv')
-        self.assertLen(rows, sum(
+        self.assertLen(rows, 1 + sum(  # and its diverging preset
             lj.ALGORITHMS[a].stochastic == (kind == 'minibatch')
             for a in sweep_compressors.FAMILY))
         for r in rows:  # every preset is a row of its table, as in the csv
@@ -136,13 +381,31 @@ class TinyReportTest(absltest.TestCase):
         self.assertIn(f'- {kind}, {lazy} against {eager} on its faster '
                       'topology: ', timed)
       self.assertRegex(timed, r'Fastest to the target: datacenter \*\*')
-    self.assertLen(re.findall(r'^(Beat S?LAQ|None beat S?LAQ|S?LAQ ran away)',
+    self.assertLen(re.findall(r'^(Beat S?LAQ|None beat S?LAQ|S?LAQ diverged)',
                               report, re.MULTILINE), 4)
     # Every preset: a row in each problem's table and its time table, and
     # one in the settings.
-    for algo in sweep_compressors.FAMILY:  # (LASG and CADA: configs/lasg.py)
+    for algo in sweep_compressors.FAMILY + tuple(DIVERGING):  # (LASG and
+      # CADA: configs/lasg.py)
       self.assertLen(re.findall(rf'^\| {algo} \|', report, re.MULTILINE), 5,
                      algo)
+    # The diverging presets: named with the iteration in every table and
+    # list of the diverged, in no ranking.
+    for algo in DIVERGING:
+      rows = re.findall(rf'^\| {algo} \|.*$', report, re.MULTILINE)
+      self.assertLen([r for r in rows if re.search(
+          r'\| (at k=\d+|diverged at k=\d+) \|$', r)], 4, rows)
+      self.assertLen(re.findall(rf'\*\*{algo}\*\* \(diverged at k=\d+ ',
+                                report), 2)  # under each problem's table
+      self.assertLen(re.findall(rf'\*\*{algo}\*\* \(diverged at k=\d+\)',
+                                report), 2)  # under each time table
+      for line in report.splitlines():
+        if line.startswith(('Beat ', 'Fastest to the target', '- ')):
+          self.assertNotIn(algo, line)
+        if line.startswith('On the Pareto front'):
+          self.assertNotIn(algo, line.split('Left out')[0])
+          self.assertRegex(line, rf'Left out, as they diverged: .*{algo} '
+                           r'\(at k=\d+\)')
 
 
 if __name__ == '__main__':

@@ -10,6 +10,7 @@ worked out by hand; the winner-bold table. All on small curves built here;
 
 import pathlib
 import tempfile
+import unittest.mock
 
 from absl.testing import absltest
 import jax.numpy as jnp
@@ -149,6 +150,8 @@ class TargetTest(absltest.TestCase):
                   'presets that ended below their initial loss (that of '
                   'slaq)', target.rule)
     self.assertEqual(ts.untimed(sweep, target, 2), 'diverged')
+    self.assertEqual(ts.untimed(sweep._replace(diverged_at=(None, None, 3)),
+                                target, 2), 'diverged at k=3')
     # A preset that ran away (finite, above where it started) does not set
     # the level; it is timed where it passed the level on the way.
     away = sweep._replace(final_loss=np.array([4.0, 1e7, np.nan]))
@@ -340,9 +343,11 @@ class TableTest(absltest.TestCase):
 
 
 def write_sweep(folder, algos, uploads, cum_bits, *, per_worker=None,
-                config=None, num_train=600):
+                config=None, num_train=600, loss=None, final_loss=None):
   """A finished sweep's four files as `experiments.run.grid` writes them
-  (older sweeps: `bits` is each point's b; newer ones: per-worker)."""
+  (older sweeps: `bits` is each point's b; newer ones: per-worker), every
+  point marked `diverged` False in results.csv as results from before the
+  one rule were where the loss stayed finite."""
   g, steps, workers = uploads.shape
   folder.mkdir(parents=True)
   outputs.write_json(folder / 'config.json', {
@@ -355,8 +360,10 @@ def write_sweep(folder, algos, uploads, cum_bits, *, per_worker=None,
   outputs.atomic_write(folder / 'results.csv', outputs.results_csv(
       [{'point': i, 'algo': a, 'diverged': False, 'target_iteration': None}
        for i, a in enumerate(algos)]))
-  arrays = {'loss': np.tile(np.linspace(5.0, 2.0, steps), (g, 1)),
-            'final_loss': np.linspace(1.0, 1.5, g),
+  arrays = {'loss': (np.tile(np.linspace(5.0, 2.0, steps), (g, 1))
+                     if loss is None else np.asarray(loss, np.float64)),
+            'final_loss': (np.linspace(1.0, 1.5, g) if final_loss is None
+                           else np.asarray(final_loss, np.float64)),
             'loss_every': np.ones(g, np.int64),
             'cum_bits': cum_bits,
             'cum_bits_down': np.cumsum(np.full((g, steps), 32 * 7850 *
@@ -413,20 +420,63 @@ class LoadSweepTest(absltest.TestCase):
     self.assertEqual(old.flops[0], 20 * 4 * 784 * 10)
 
   def test_section_writes_the_figure_and_says_the_target(self):
-    sent = np.ones((2, T, M), bool)
-    sizes = np.array([32 * 7850, 4 * 7850 + 32])
+    sent = np.ones((3, T, M), bool)
+    sizes = np.array([32 * 7850, 4 * 7850 + 32, 32 * 7850])
     per = sent * sizes[:, None, None]
-    write_sweep(self.dir / 'logreg' / 'full', ['gd', 'laq'], sent,
-                np.cumsum(per.sum(2), 1))
+    # laq ran above 10x f(theta^0) at k = 2, then came back (results.csv
+    # says it did not diverge: the one rule, read from the curves, does).
+    loss = np.tile(np.linspace(5.0, 2.0, T), (3, 1))
+    loss[1, 2] = 60.0
+    write_sweep(self.dir / 'logreg' / 'full', ['gd', 'laq', 'lag'], sent,
+                np.cumsum(per.sum(2), 1), loss=loss,
+                final_loss=[1.0, 0.5, 1.5])
     study = Study('logreg', 'LR', {'full': ('tiny', 'full')}, convex=True)
-    text = '\n'.join(ft.section(study, self.dir))
+    drawn = []
+    figure = ft.bandwidth_figure
+    with unittest.mock.patch.object(
+        ft, 'bandwidth_figure',
+        lambda *a: drawn.append(figure(*a)) or drawn[-1]):
+      text = '\n'.join(ft.section(study, self.dir))
     self.assertTrue((self.dir / 'logreg' / ft.FIGURE).is_file())
     self.assertIn('no preset reached the residual target 1e-06', text)
     self.assertIn('f(θ^k) ≤ 1.5', text)
-    self.assertIn('- Full batch, LAQ against GD on its faster topology: ',
-                  text)
+    # laq: named with its iteration, timed nowhere, compared with nothing.
+    self.assertIn('| laq | 6.272e+06 | — | diverged at k=2 | diverged at k=2 '
+                  '| diverged at k=2 |', text)
+    self.assertIn('**Diverged, not timed** (a logged loss NaN/inf or above '
+                  '10x f(θ^0); in no ranking, figure or crossover): **laq** '
+                  '(diverged at k=2).', text)
+    self.assertIn('- Full batch: LAQ against GD cannot be compared (laq '
+                  'diverged at k=2).', text)
+    fastest = next(l for l in text.splitlines() if 'fastest' in l.lower()
+                   and l.startswith(('Fastest', '- ')))
+    self.assertNotIn('laq', fastest)
+    ax = drawn[0].axes[0]
+    self.assertEqual([l.get_label() for l in ax.get_lines()
+                      if not l.get_label().startswith('_')],
+                     ['gd (faster of star, ring)', 'lag'])
+    self.assertIn('not drawn: laq (diverged at k=2)', ax.get_title())
     self.assertIn(f'![logreg: time to target against bandwidth](logreg/'
                   f'{ft.FIGURE})', text)
+
+
+  def test_every_point_diverged(self):
+    # The report is written: not timed, said why, no figure.
+    sent = np.ones((2, T, M), bool)
+    per = sent * 32 * 7850
+    write_sweep(self.dir / 'mlp' / 'minibatch', ['slaq', 'sgd'], sent,
+                np.cumsum(per.sum(2), 1),
+                loss=[[2.0, 1.0, np.nan, np.nan, np.nan, np.nan],
+                      [2.0, 1.0, 25.0, 1.0, 1.0, 1.0]], final_loss=[np.nan,
+                                                                   1.0])
+    study = Study('mlp', 'MLP', {'minibatch': ('tiny', 'minibatch')},
+                  convex=False)
+    text = '\n'.join(ft.section(study, self.dir))
+    self.assertIn('**Minibatch: not timed** (every point of ', text)
+    self.assertIn('**slaq** (diverged at k=2), **sgd** (diverged at k=2).',
+                  text)
+    self.assertIn('- Minibatch: no preset is timed (every point of ', text)
+    self.assertFalse((self.dir / 'mlp' / ft.FIGURE).exists())
 
 
 @pytest.mark.slow

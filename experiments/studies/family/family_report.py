@@ -10,6 +10,15 @@ method wins in simulated seconds (every preset on every network profile, time
 to target against the link bandwidth and the crossovers) is
 `experiments.studies.family.family_time`, replayed from the sweeps'
 curves.npz.
+
+A point that diverged (the one rule, `laq_jax.metrics.diverged_at`: a
+logged loss NaN/inf or above 10x f(theta^0), also after it reached its
+target; recomputed from each sweep's curves.npz by
+`outputs.mark_divergence`) is named with its iteration ("diverged at
+k=..."), left out of every ranking ("beat LAQ", the Pareto front, the times
+to target, the fastest, the crossovers) and drawn nowhere; the report is
+written whichever points diverged, the reference (LAQ, SLAQ) or all of
+them included.
 """
 
 from __future__ import annotations
@@ -51,7 +60,9 @@ class Study(NamedTuple):
 
 def load_rows(workdir: pathlib.Path, study: Study) -> dict[str, dict] | None:
   """{kind: {algo: results.csv row}} of a study, None when a sweep is
-  missing (not run, or interrupted)."""
+  missing (not run, or interrupted). Each row's `diverged` and
+  `diverged_at` are the one rule's, recomputed from curves.npz
+  (`outputs.mark_divergence`), and `initial_loss` is its f(theta^0)."""
   out = {}
   for kind, (_, folder) in study.sweeps.items():
     path = workdir / study.name / folder
@@ -59,7 +70,10 @@ def load_rows(workdir: pathlib.Path, study: Study) -> dict[str, dict] | None:
       return None
     rows = [{k: outputs.parse_cell(v) for k, v in row.items()}
             for row in outputs.read_results(path / 'results.csv')]
-    # Each point's first logged loss (where it started), for `ran_away`.
+    if all(r.get('point') is not None for r in rows):
+      rows.sort(key=lambda r: r['point'])  # curves.npz's order
+    outputs.mark_divergence(rows, path)
+    # Each point's first logged loss (where it started).
     with np.load(path / 'curves.npz') as curves:
       for row, loss_T in zip(rows, curves['loss']):
         finite = loss_T[np.isfinite(loss_T)]
@@ -68,13 +82,51 @@ def load_rows(workdir: pathlib.Path, study: Study) -> dict[str, dict] | None:
   return out
 
 
-def ran_away(row: dict) -> bool:
-  """A run that diverged (a non-finite loss) or ended above the loss it
-  started from: reported as such, never anyone's benchmark to beat."""
+def diverged(row: dict) -> bool:
+  """Whether a point diverged by the one rule (`metrics.diverged_at`: the
+  row's `diverged` as `load_rows` marks it from the curves). A row without
+  the marks (rows by hand) is read by the same rule at its two ends: no
+  finite final loss, or one above DIVERGENCE_FACTOR times `initial_loss`.
+  Such a point is named, never ranked."""
   final, start = row.get('final_loss'), row.get('initial_loss')
-  if row.get('diverged') or final is None or not math.isfinite(final):
+  if bool(row.get('diverged')) or final is None or not math.isfinite(final):
     return True
-  return start is not None and final > start
+  return (start is not None and math.isfinite(start) and start > 0
+          and final > metrics.DIVERGENCE_FACTOR * start)
+
+
+def divergence(row: dict) -> str:
+  """How the report names a diverged point ('diverged at k=12 (loss NaN/inf
+  or above 10x f(theta^0))'), '' for one that did not diverge."""
+  if not diverged(row):
+    return ''
+  at = row.get('diverged_at')
+  return (metrics.divergence_note(at) if at is not None
+          else 'diverged (no finite final loss)')
+
+
+def diverged_cell(row: dict) -> str:
+  """'at k=12' (or 'yes' without the iteration) for a diverged point's
+  table cell, '' otherwise."""
+  if not diverged(row):
+    return ''
+  at = row.get('diverged_at')
+  return f'at k={at}' if at is not None else 'yes'
+
+
+def named(rows: dict[str, dict]) -> str:
+  """'**slaq** (diverged at k=12 (...)); **sign** (...)' of the diverged
+  rows of {algo: row}."""
+  return '; '.join(f'**{a}** ({divergence(r)})' for a, r in rows.items()
+                   if diverged(r))
+
+
+def ran_away(row: dict) -> bool:
+  """Diverged (`diverged`, the one rule) or ended above the loss it started
+  from. Kept only for experiments/studies/paper/claims.py's LASG claims,
+  which import it; the family and LASG reports rank by `diverged` alone."""
+  final, start = row.get('final_loss'), row.get('initial_loss')
+  return diverged(row) or (start is not None and final > start)
 
 
 def _lower(row: dict, convex: bool) -> float:
@@ -90,12 +142,15 @@ def beats_laq(rows: dict[str, dict], convex: bool, lazy: str
   Convex full batch: reached the target residual with fewer uplink bits
   than `lazy` did. Otherwise (a fixed budget): Pareto-better on (total
   uplink bits, final quality): no more bits and a lower final residual or
-  loss, or fewer bits and no higher one.
+  loss, or fewer bits and no higher one. A diverged point (`diverged`)
+  beats nobody, and a diverged `lazy` is beaten by nobody: [].
   """
-  ours = rows[lazy]
+  ours = rows.get(lazy)
+  if ours is None or diverged(ours):
+    return []
   out = []
   for algo, row in rows.items():
-    if algo == lazy or (not convex and ran_away(row)):
+    if algo == lazy or diverged(row):
       continue
     if convex and ours['target_bits'] is not None:
       if row['target_bits'] is not None and (
@@ -127,34 +182,63 @@ BUDGET_COLUMNS = (('final loss', 'final_loss', 'sci'),
 
 
 def _table(rows: dict[str, dict], columns, convex: bool) -> str:
+  """Every preset's row; a diverged point's iteration in the last column
+  and no time to target (it is counted nowhere, also where it reached the
+  target before diverging)."""
   extra = TARGET_COLUMNS if convex else BUDGET_COLUMNS[:1]
   if not convex and all(r['final_residual'] is not None
-                        for r in rows.values()):
+                        for r in rows.values() if not diverged(r)):
     extra = BUDGET_COLUMNS
-  header = ['preset'] + [h for h, _, _ in columns + extra]
-  body = [[a] + [fmt(r[k], kind) for _, k, kind in columns + extra]
+  targets = {k for _, k, _ in TARGET_COLUMNS[1:]}
+  header = ['preset'] + [h for h, _, _ in columns + extra] + ['diverged']
+  body = [[a] + [fmt(None if diverged(r) and k in targets else r.get(k),
+                     kind) for _, k, kind in columns + extra]
+          + [diverged_cell(r)]
           for a, r in rows.items()]
-  return table(header, body)
+  return table(header, body, 'l' + 'r' * (len(header) - 2) + 'l')
 
 
-def figure(study: Study, rows: dict[str, dict], workdir: pathlib.Path
-           ) -> str:
-  """Final quality against total bits (up + down) of every preset, the
-  Pareto front marked; returns the path relative to `workdir`."""
+def tradeoff(study: Study, rows: dict[str, dict]):
+  """The Figure of `figure`: the points that did not diverge (they alone
+  set the axes), the diverged ones named in a corner."""
   everything = {a: r for kind_rows in rows.values()
                 for a, r in kind_rows.items()}
-  labels = list(everything)
+  labels = [a for a, r in everything.items() if not diverged(r)]
   cost = [everything[a]['total_bits'] + everything[a]['total_bits_down']
           for a in labels]
-  convex = all(r['final_residual'] is not None for r in everything.values())
+  convex = _convex(everything)
   value = [_lower(everything[a], convex) for a in labels]
   what = 'final residual f - f*' if convex else 'final loss f'
   fig = plotting.tradeoff_figure(
       labels, cost, value, x_label='total bits, uplink + downlink',
       y_label=what, title=f'{study.title}: every preset')
+  away = [f'{a} ({diverged_cell(r)})' for a, r in everything.items()
+          if diverged(r)]
+  if away:
+    fig.axes[0].text(
+        0.01, 0.01, 'diverged, not drawn: ' + ', '.join(away),
+        transform=fig.axes[0].transAxes, fontsize=7, color='tab:red',
+        va='bottom', wrap=True)
+  return fig
+
+
+def figure(study: Study, rows: dict[str, dict], workdir: pathlib.Path
+           ) -> str:
+  """Final quality against total bits (up + down) of every preset that did
+  not diverge, the Pareto front marked, the diverged ones named; returns the
+  path relative to `workdir`."""
+  convex = _convex({a: r for kind_rows in rows.values()
+                    for a, r in kind_rows.items()})
   path = f'{study.name}/bits_vs_{"residual" if convex else "loss"}.png'
-  outputs.save_figure(fig, workdir / path, dpi=FIGURE_DPI)
+  outputs.save_figure(tradeoff(study, rows), workdir / path, dpi=FIGURE_DPI)
   return path
+
+
+def _convex(rows: dict[str, dict]) -> bool:
+  """Whether every point that did not diverge has a final residual (f*
+  known): then they are compared by it, else by the final loss."""
+  kept = [r for r in rows.values() if not diverged(r)]
+  return bool(kept) and all(r['final_residual'] is not None for r in kept)
 
 
 def _settings_section() -> list[str]:
@@ -199,8 +283,9 @@ def _settings_section() -> list[str]:
 
 
 def pareto_presets(rows: dict[str, dict], convex: bool) -> list[str]:
-  """The presets on the Pareto front of (total bits, final quality)."""
-  labels = list(rows)
+  """The presets on the Pareto front of (total bits, final quality); a
+  diverged one is never on it."""
+  labels = [a for a, r in rows.items() if not diverged(r)]
   cost = [rows[a]['total_bits'] + rows[a]['total_bits_down'] for a in labels]
   value = [_lower(rows[a], convex) for a in labels]
   return [labels[i] for i in metrics.pareto_front(cost, value,
@@ -224,19 +309,29 @@ def study_section(study: Study, rows: dict[str, dict],
                 f'{info["target_residual"]:g} (f* = '
                 f'{info["fstar"][0]["fstar"]:.12g}).', '']
     lines += [_table(rows[kind], COLUMNS, convex), '']
-    ours = rows[kind][lazy]
-    if not convex and ran_away(ours):
-      lines += [f'{lazy.upper()} ran away here: final loss '
-                f'{fmt(ours["final_loss"], "sci")} against the '
-                f'{fmt(ours["initial_loss"], "sci")} it started from, test '
-                f'accuracy {fmt(ours["final_test_accuracy"], "pct")}. A run '
-                'that diverged or ended above its initial loss is no '
-                'benchmark: nothing is compared with it.', '']
-      lines += [f'Wall time {info["wall_time_s"]:.0f} s, '
-                f'{info["programs_compiled"]} program(s) compiled.', '']
+    wall = [f'Wall time {info["wall_time_s"]:.0f} s, '
+            f'{info["programs_compiled"]} program(s) compiled.', '']
+    others = named({a: r for a, r in rows[kind].items() if a != lazy})
+    if others:
+      lines += ['Diverged, so ranked nowhere (not in "beat", the Pareto '
+                'front, the times to target or the crossovers): '
+                + others + '.', '']
+    ours = rows[kind].get(lazy)
+    if ours is None:
+      lines += [f'No {lazy.upper()} in this sweep: nothing is compared '
+                'with it.', ''] + wall
+      continue
+    if diverged(ours):
+      seen = (f'; final loss {fmt(ours["final_loss"], "sci")} against the '
+              f'{fmt(ours.get("initial_loss"), "sci")} it started from, test '
+              f'accuracy {fmt(ours.get("final_test_accuracy"), "pct")}'
+              if ours.get('final_loss') is not None else '')
+      lines += [f'{lazy.upper()} {divergence(ours)}{seen}. A run that '
+                'diverged is no benchmark: nothing is compared with it.',
+                ''] + wall
       continue
     better = beats_laq(rows[kind], convex, lazy)
-    if convex and rows[kind][lazy]['target_bits'] is not None:
+    if convex and ours['target_bits'] is not None:
       rule = (f'reached the target with fewer uplink bits than '
               f'{lazy.upper()}')
     else:
@@ -248,21 +343,22 @@ def study_section(study: Study, rows: dict[str, dict],
           f'**{a}** ({why})' for a, why in better) + '.', '']
     else:
       lines += [f'None beat {lazy.upper()} here ({rule}).', '']
-    lines += [f'Wall time {info["wall_time_s"]:.0f} s, '
-              f'{info["programs_compiled"]} program(s) compiled.', '']
+    lines += wall
   everything = {a: r for kind_rows in rows.values()
                 for a, r in kind_rows.items()}
-  convex = all(r['final_residual'] is not None for r in everything.values())
-  away = [a for a, r in everything.items() if not convex and ran_away(r)]
-  front = pareto_presets({a: r for a, r in everything.items()
-                          if a not in away}, convex)
-  lines += [f'On the Pareto front of total bits (up + down) against the '
-            f'final {"residual" if convex else "loss"}, over both kinds: '
-            + ', '.join(f'**{a}**' for a in front) + '.'
-            + (' Left out, as they ran away (diverged, or ended above their '
-               'initial loss): ' + ', '.join(away) + '.' if away else ''),
-            '',
-            f'![{study.name}: bits against quality]({figure_path})', '']
+  convex = _convex(everything)
+  away = [f'{a} ({diverged_cell(r)})' for a, r in everything.items()
+          if diverged(r)]
+  front = pareto_presets(everything, convex)
+  left_out = (' Left out, as they diverged: ' + ', '.join(away) + '.'
+              if away else '')
+  if front:
+    lines += [f'On the Pareto front of total bits (up + down) against the '
+              f'final {"residual" if convex else "loss"}, over both kinds: '
+              + ', '.join(f'**{a}**' for a in front) + '.' + left_out, '']
+  else:
+    lines += ['No Pareto front: every preset diverged.' + left_out, '']
+  lines += [f'![{study.name}: bits against quality]({figure_path})', '']
   return lines
 
 

@@ -29,6 +29,12 @@ diverge, a level every one of them reaches). gd and sgd can all-reduce
 the faster counts, named. Crossover bandwidths are found on the grid and
 refined by bisection in log-bandwidth with the same exact replay.
 
+A point that diverged (the one rule, `laq_jax.metrics.diverged_at`: a
+logged loss NaN/inf or above 10x f(theta^0), also after it reached the
+target) is never timed: it is named with its iteration, left out of the
+fastest per profile, the bandwidth figure and the crossovers. A sweep where
+every point diverged is said to have none timed; the report is written.
+
 Older sweeps' curves.npz lack the per-worker bits (`bits` [G,T,M]); they are
 rebuilt from the uploads and each step's bits only where that is exact
 (`per_worker_bits`), and the other presets are left out with a note.
@@ -53,8 +59,9 @@ from experiments.studies.family.network_replay import (BANDWIDTH_RANGE,
                                                         can_ring, fastest,
                                                         label, profile_times)
 from experiments.studies.family.timed_sweep import (Target, TimedSweep,
-                                                    choose_target, load_sweep,
-                                                    untimed)
+                                                    choose_target, divergence,
+                                                    load_sweep, untimed)
+from laq_jax import metrics
 
 if TYPE_CHECKING:
   from matplotlib.figure import Figure
@@ -116,7 +123,9 @@ def bandwidth_figure(title: str, panels) -> Figure:
 
   Args:
     title: the figure's title.
-    panels: [(panel title, grid [B], {algo: {topology: [B]}}, segments)].
+    panels: [(panel title, grid [B], {algo: {topology: [B]}}, segments)]:
+      the timed presets alone, so a diverged one (never timed) is drawn
+      nowhere and sets no axis; `section` names it in the panel's title.
   """
   from matplotlib import figure  # pylint: disable=g-import-not-at-top
   fig = figure.Figure(figsize=(6.5 * len(panels), 4.8), layout='constrained')
@@ -149,12 +158,25 @@ def bandwidth_figure(title: str, panels) -> Figure:
   return fig
 
 
+def diverged_line(sweep: TimedSweep) -> list[str]:
+  """'**Diverged, not timed**: **slaq** (diverged at k=12), ...' (the
+  sweep's diverged points, ranked nowhere), or nothing."""
+  away = [f'**{a}** ({divergence(sweep, g)})'
+          for g, a in enumerate(sweep.algos) if sweep.diverged[g]]
+  if not away:
+    return []
+  return ['**Diverged, not timed** (a logged loss NaN/inf or above '
+          f'{metrics.DIVERGENCE_FACTOR:g}x f(θ^0); in no ranking, figure or '
+          'crossover): ' + ', '.join(away) + '.', '']
+
+
 def kind_lines(label_text: str, sweep: TimedSweep, target: Target,
                times) -> list[str]:
   """The report's profile part of one sweep: the target, the table, the
-  presets left out, the winners."""
+  presets left out (diverged, or without per-worker bits), the winners."""
   lines = [f'**{label_text}.** Target: {target.rule}.', '',
            profile_table(sweep, target, times), '']
+  lines += diverged_line(sweep)
   for algo, why in sweep.notes.items():
     lines += [f'**Not timed: {algo}** ({why}).', '']
   return lines + [winners_sentence(times), '']
@@ -188,13 +210,23 @@ def section(study, workdir: pathlib.Path) -> list[str]:
     except (OSError, ValueError, KeyError) as e:
       lines += [f'**{label_text}: not timed** ({e}).', '']
       continue
-    target = choose_target(sweep, residual=study.convex and kind == 'full')
+    try:
+      target = choose_target(sweep,
+                             residual=study.convex and kind == 'full')
+    except ValueError as e:  # every point diverged, or none made progress
+      lines += [f'**{label_text}: not timed** ({e}).', '']
+      lines += diverged_line(sweep)
+      crossings.append(f'- {label_text}: no preset is timed ({e}).')
+      continue
     times = profile_times(sweep, target)
     lines += kind_lines(label_text, sweep, target, times)
     curves = bandwidth_times(sweep, target, grid)
     exact = Exact(sweep, target)
     every = fastest_segments(grid, curves, exact, contenders(curves))
-    panels.append((label_text, grid, curves, every))
+    away = [f'{a} ({divergence(sweep, g)})'
+            for g, a in enumerate(sweep.algos) if sweep.diverged[g]]
+    panels.append((label_text + ('\nnot drawn: ' + ', '.join(away)
+                                 if away else ''), grid, curves, every))
     crossings.append(f'- {label_text}, the fastest of all presets: '
                      + (describe_segments(every) if every
                         else 'no preset is timed') + '.')
@@ -208,9 +240,12 @@ def section(study, workdir: pathlib.Path) -> list[str]:
           + '.')
     else:
       gone = [a for a in (lazy, eager) if a not in curves]
+      why = {a: divergence(sweep, sweep.algos.index(a))
+             for a in gone if a in sweep.algos}
       crossings.append(f'- {label_text}: {lazy.upper()} against '
                        f'{eager.upper()} cannot be compared ('
-                       + ', '.join(f'{a} is not timed' for a in gone) + ').')
+                       + ', '.join(f'{a} {why.get(a) or "is not timed"}'
+                                   for a in gone) + ').')
   if panels:
     path = f'{study.name}/{FIGURE}'
     outputs.save_figure(bandwidth_figure(
@@ -228,4 +263,6 @@ def section(study, workdir: pathlib.Path) -> list[str]:
         'significant figures):', ''] + crossings + [
             '', f'![{study.name}: time to target against bandwidth]({path})',
             '']
+  elif crossings:  # no sweep timed: say why, no figure
+    lines += crossings + ['']
   return lines

@@ -37,7 +37,9 @@ class TimedSweep(NamedTuple):
     loss: [G, T] f(theta^k) (NaN where not logged).
     final_loss: [G] f(theta^T).
     loss_every: [G] the logging interval (`metrics.logged`).
-    diverged: [G] bool (results.csv `diverged`).
+    diverged: [G] bool: the one rule (`metrics.diverged_at`: a logged loss
+      NaN/inf or above 10x f(theta^0)), from curves.npz
+      (`outputs.sweep_divergence`), not results.csv's older marks.
     bits_up: [G] per-worker uplink bits [T, M] (float64), None where they
       are unknown (see `notes`).
     bits_down: [G, T, M] what each worker received after each step.
@@ -48,6 +50,8 @@ class TimedSweep(NamedTuple):
     target_residual: the sweep's residual target or None.
     target_iteration: [G] results.csv `target_iteration` (None: not
       reached).
+    diverged_at: [G] where each diverged point did (None: it did not, or
+      not known); empty when not known for any.
   """
   path: pathlib.Path
   algos: tuple[str, ...]
@@ -63,6 +67,7 @@ class TimedSweep(NamedTuple):
   num_params: int
   target_residual: float | None
   target_iteration: tuple[int | None, ...]
+  diverged_at: tuple[int | None, ...] = ()
 
   @property
   def num_workers(self) -> int:
@@ -200,12 +205,13 @@ def load_sweep(folder, flops: Callable[[str], float] | None = None
     if why:
       notes[algo] = f'{STALE}: {why}'
   flops = flops or _sweep_flops(config, info)
+  diverged_at = tuple(outputs.sweep_divergence(folder))
   return TimedSweep(
       path=folder, algos=algos,
       loss=np.asarray(curves['loss'], np.float64),
       final_loss=np.asarray(curves['final_loss'], np.float64),
       loss_every=np.asarray(curves['loss_every'], np.int64),
-      diverged=np.asarray([bool(r.get('diverged')) for r in rows]),
+      diverged=np.asarray([at is not None for at in diverged_at], bool),
       bits_up=tuple(bits_up),
       bits_down=np.stack([downlink_per_worker(c, workers)
                           for c in curves['cum_bits_down']]),
@@ -213,7 +219,8 @@ def load_sweep(folder, flops: Callable[[str], float] | None = None
       seeds=np.asarray(curves['seed'], np.int64),
       num_params=int(info['num_params']),
       target_residual=info.get('target_residual'),
-      target_iteration=tuple(r.get('target_iteration') for r in rows))
+      target_iteration=tuple(r.get('target_iteration') for r in rows),
+      diverged_at=diverged_at)
 
 
 # ----------------------------------------------------------------------------
@@ -240,12 +247,18 @@ def choose_target(sweep: TimedSweep, residual: bool) -> Target:
   loss level f <= L, L the highest final loss f(theta^T) among the presets
   that did not diverge and ended below their initial loss f(theta^0), so
   every one of them reaches it (at the latest at theta^T); a preset that
-  ran away (finite, above where it started) does not set the level and is
-  timed only if it passed it on the way. k* is the first logged iterate at
-  or below L. Diverged presets are never timed.
+  ended above where it started (less than 10x: it did not diverge) does not
+  set the level and is timed only if it passed it on the way. k* is the first logged iterate at
+  or below L. Diverged presets (`TimedSweep.diverged`, the one rule) are
+  never timed, also where they reached the target before diverging. "Ended
+  below its initial loss" is not a second divergence rule: it only decides
+  who may set the level (a run that went up, but less than 10x, would put
+  the level above where every preset started).
 
   Raises:
-    ValueError: every point diverged (no level to choose).
+    ValueError: every point diverged, or none ended below its initial loss
+      (no level to choose; `family_time.section` reports the sweep as not
+      timed).
   """
   ok = ~np.asarray(sweep.diverged, bool)
   prefix = ''
@@ -291,10 +304,23 @@ def choose_target(sweep: TimedSweep, residual: bool) -> Target:
       + '; k* is the first logged iterate at or below it'))
 
 
+def diverged_at(sweep: TimedSweep, g: int) -> int | None:
+  """Where point g diverged, None where it did not or is not known."""
+  return sweep.diverged_at[g] if g < len(sweep.diverged_at) else None
+
+
+def divergence(sweep: TimedSweep, g: int) -> str:
+  """'diverged at k=12' (or 'diverged'), '' for a point that did not."""
+  if not sweep.diverged[g]:
+    return ''
+  at = diverged_at(sweep, g)
+  return 'diverged' if at is None else f'diverged at k={at}'
+
+
 def untimed(sweep: TimedSweep, target: Target, g: int) -> str | None:
   """Why point g has no time to target (None: it has one)."""
   if sweep.diverged[g]:
-    return 'diverged'
+    return divergence(sweep, g)
   if sweep.bits_up[g] is None:
     return 'no per-worker bits'
   if target.iteration[g] < 0:
