@@ -31,13 +31,20 @@ def main(argv):
   from experiments.studies.lasg import report  # pylint: disable=g-import-not-at-top
   from experiments.run import outputs  # pylint: disable=g-import-not-at-top
   try:
-    text = report.report(FLAGS.sweeps, 'python -m experiments.lasg ' + ' '.join(
-        sys.argv[1:]))
+    command = 'python -m experiments.lasg ' + ' '.join(sys.argv[1:])
+    text = report.report(FLAGS.sweeps, command)
   except (FileNotFoundError, ValueError) as e:  # (laq_jax.data.DataError)
     sys.exit(f'error: {e}')
   out = pathlib.Path(FLAGS.out)
   out.parent.mkdir(parents=True, exist_ok=True)
-  outputs.atomic_write(out, text)
+  # the sweeps' quoted values as data beside the report (results.json)
+  from experiments.run import results_data  # pylint: disable=g-import-not-at-top
+  values = {}
+  for sweep in FLAGS.sweeps:
+    values.update({f'{pathlib.Path(sweep).name}/{k}': v for k, v in
+                   results_data.sweep_values(sweep).items()})
+  data = results_data.write(out.parent, 'lasg', values, command=command)
+  outputs.atomic_write(out, results_data.stamp(text, data))
   print(out)
 
 

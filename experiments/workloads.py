@@ -65,6 +65,8 @@ def main(argv):
                 if list(FLAGS.workloads) != list(report_lib.WORKLOADS)
                 else ''))
   path = report_lib.write_report(workdir, FLAGS.workloads, budget, command)
+  from experiments.run import results_data  # pylint: disable=g-import-not-at-top
+  results_data.publish(workdir, 'workloads', command)
   print(f'report: {path}')
   if FLAGS.copy_to:
     from experiments.run import outputs  # pylint: disable=g-import-not-at-top

@@ -12,6 +12,7 @@ import sys
 import tempfile
 
 from absl.testing import absltest
+import numpy as np
 
 from experiments.run import results_data
 
@@ -116,6 +117,35 @@ class FaultsTest(absltest.TestCase):
     self.assertIn('every number it quotes is in [results.json]',
                   results_data.header_line(data))
 
+
+class PublishTest(absltest.TestCase):
+
+  def test_a_study_folder_gets_its_data_and_provenance_line(self):
+    tmp = tempfile.TemporaryDirectory()
+    self.addCleanup(tmp.cleanup)
+    work = pathlib.Path(tmp.name)
+    sweep = work / 'logreg'
+    sweep.mkdir()
+    (sweep / 'results.csv').write_text(
+        'point,algo,total_uploads,final_loss,diverged\n'
+        '0,gd,40,0.5,False\n1,laq,12,1e9,False\n')
+    np.savez(sweep / 'curves.npz', loss=np.array([[5.0, 1.0], [5.0, 1e9]]),
+             final_loss=np.array([0.5, 1e9]))
+    (work / 'REPORT.md').write_text('# Title\n\nText.\n')
+    for _ in range(2):  # publishing again replaces the line
+      data = results_data.publish(work, 'paper', 'python -m x')
+    self.assertEqual(data['values'], {
+        'logreg/gd/total_uploads': 40, 'logreg/gd/final_loss': 0.5,
+        'logreg/gd/diverged': False, 'logreg/gd/diverged_at': None,
+        'logreg/laq/total_uploads': 12, 'logreg/laq/final_loss': 1e9,
+        'logreg/laq/diverged': True, 'logreg/laq/diverged_at': 1})
+    text = (work / 'REPORT.md').read_text().split('\n')
+    self.assertEqual(text[0], '# Title')
+    self.assertEqual(text[1], '')
+    self.assertTrue(text[2].startswith('Generated on '), text[2])
+    self.assertEqual(text[3:], ['', 'Text.', ''])
+    self.assertEqual(json.loads((work / 'results.json').read_text())['study'],
+                     'paper')
 
 if __name__ == '__main__':
   absltest.main()

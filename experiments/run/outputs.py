@@ -431,8 +431,8 @@ def run_curve(run: RunResult, label: str | None = None,
 
 def copy_report(workdir: pathlib.Path, dest: pathlib.Path,
                 report: str = 'REPORT.md') -> list[str]:
-  """Copies a study's REPORT.md and the PNGs it links into `dest` (same
-  layout)."""
+  """Copies a study's REPORT.md, the PNGs it links and its results.json
+  into `dest` (same layout)."""
   text = (workdir / report).read_text()
   paths = re.findall(r'!\[[^\]]*\]\(([^)]+\.png)\)', text)
   dest.mkdir(parents=True, exist_ok=True)
@@ -440,4 +440,7 @@ def copy_report(workdir: pathlib.Path, dest: pathlib.Path,
     (dest / path).parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(workdir / path, dest / path)
   shutil.copyfile(workdir / report, dest / report)
-  return [report] + paths
+  extra = [name for name in ('results.json',) if (workdir / name).exists()]
+  for name in extra:  # the report's numbers as data (results_data)
+    shutil.copyfile(workdir / name, dest / name)
+  return [report] + paths + extra

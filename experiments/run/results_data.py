@@ -165,11 +165,12 @@ def sweep_values(workdir: str | os.PathLike) -> dict[str, Any]:
     outputs.mark_divergence(rows, folder)
     algos = [str(r.get('algo', r.get('point'))) for r in rows]
     name = folder.relative_to(workdir).as_posix()
+    prefix = '' if name == '.' else name + '/'
     for g, row in enumerate(rows):
       point = algos[g] if algos.count(algos[g]) == 1 else f'{algos[g]}_{g}'
       for column in POINT_COLUMNS:
         if column in row:
-          values[f'{name}/{point}/{column}'] = _plain(row[column])
+          values[f'{prefix}{point}/{column}'] = _plain(row[column])
   return values
 
 
@@ -213,3 +214,30 @@ def header_line(data: Mapping[str, Any]) -> str:
           f'{at}, source hash {data["source_hash"]} '
           f'({", ".join(data["sources"])}), on {data["machine"]}; every '
           f'number it quotes is in [{FILE}]({FILE}).')
+
+
+STAMP = 'Generated on '
+
+
+def publish(workdir: str | os.PathLike, study: str, command: str,
+            report: str = 'REPORT.md') -> dict[str, Any]:
+  """After a study wrote WORKDIR/REPORT.md: writes WORKDIR/results.json
+  (every sweep point's quoted values, `sweep_values`) and puts its
+  provenance line (`header_line`) under the report's title, replacing an
+  earlier one. Returns the data."""
+  workdir = pathlib.Path(workdir)
+  data = write(workdir, study, sweep_values(workdir), command=command)
+  path = workdir / report
+  if path.exists():
+    from experiments.run import outputs  # pylint: disable=g-import-not-at-top
+    outputs.atomic_write(path, stamp(path.read_text(), data))
+  return data
+
+
+def stamp(text: str, data: Mapping[str, Any]) -> str:
+  """A report's text with `header_line(data)` under its title (an earlier
+  provenance line replaced)."""
+  lines = [l for l in text.split('\n') if not l.startswith(STAMP)]
+  at = 1 if lines and lines[0].startswith('# ') else 0
+  lines[at:at] = ['', header_line(data)]
+  return '\n'.join(lines).replace('\n\n\n', '\n\n')

@@ -123,6 +123,8 @@ def run(workdir: pathlib.Path, *, budget: str = 'full',
         'affords for 17 presets; logistic regression at the paper\'s '
         'budgets. `--network_iters` and `--network_images` set it.')
   family_report.report(selected, workdir, budget != 'full', command, notes)
+  from experiments.run import results_data  # pylint: disable=g-import-not-at-top
+  results_data.publish(workdir, 'compressors', command)
   logging.info('report: %s', workdir / family_report.REPORT)
   if copy_to:
     from experiments.run import outputs  # pylint: disable=g-import-not-at-top

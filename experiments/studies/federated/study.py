@@ -45,6 +45,8 @@ def run(workdir: pathlib.Path, problems: Sequence[str],
              + (f' --mlp_iters={mlp_iters}'
                 if mlp_iters and budget == 'full' else ''))
   report_lib.report(workdir, list(problems), budget, command, mlp_iters)
+  from experiments.run import results_data  # pylint: disable=g-import-not-at-top
+  results_data.publish(workdir, 'federated', command)
   logging.info('report: %s', workdir / report_lib.REPORT)
   if copy_to:
     from experiments.run import outputs  # pylint: disable=g-import-not-at-top
