@@ -36,7 +36,10 @@ report.py writes the report). WORKDIR receives, per experiment NAME:
                             row
 and WORKDIR/REPORT.md: the paper-style tables, the figures, the claims of the
 paper checked against the numbers, the cross-check, hardware, wall times and
-the command that redoes each row.
+the command that redoes each row. A point that diverged (a logged loss NaN/inf
+or above 10x f(theta^0), `laq_jax.metrics.diverged_at`) does not stop the
+report: it is named with the iteration in its tables, the summary and the
+figures' legends, and left out of every comparison and claim.
 
 Resuming: an experiment whose results are in WORKDIR (reproduce.json written
 last, with the same config) is not run again; run the same command after an

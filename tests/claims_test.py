@@ -99,6 +99,7 @@ class ClaimsTest(absltest.TestCase):
     run = SimpleNamespace(summary={'total_uploads': 190, 'total_bits': 2e6,
                                    'final_test_accuracy': 0.925,
                                    'final_loss': 4.5},
+                          metrics={'loss': np.array([5.0, 4.9, 4.7])},
                           sent_TxM=np.zeros((3, 2), bool))
     reading = paper_results.authors_reading(experiment, base, run)
     # Algorithm 1 ran away; the authors' scripts' run: 0.19x, -0.5 pp.
@@ -113,6 +114,14 @@ class ClaimsTest(absltest.TestCase):
     self.assertEqual(float(base['curves']['final_loss'][3]), 1e7)
     self.assertFalse(reading['curves']['uploads'][3].any())
     self.assertTrue(reading['curves']['uploads'][0].all())
+    # Whether the reading's row diverged is the run's own (the one rule on
+    # its metrics.csv): above 10x f(theta^0) at k = 1, accuracy kept.
+    run.metrics['loss'] = np.array([5.0, 51.0, 4.7])
+    reading = paper_results.authors_reading(experiment, base, run)
+    self.assertEqual(reading['rows']['slaq']['diverged_at'], 1)
+    got = claims.claims(experiment, reading)
+    self.assertEqual([c['holds'] for c in got], [False, False, False])
+    self.assertEqual(got[0]['brief'], 'slaq diverged at k=1')
 
   def test_lasg_claims(self):
     def lasg_row(algo, uploads, accuracy, final=5.0):
@@ -154,14 +163,15 @@ class ClaimsTest(absltest.TestCase):
         lasg_row('lasg_wk1_laq', 100, None, nan),
         lasg_row('cada_adam', 15000, None, nan), lasg_row('cada2', 70, 0.9)]}
     got = {c['claim'].split(' ')[0]: c for c in claims.lasg_claims(sweep)}
+    # A diverged preset does not hold its claim; against a diverged
+    # baseline (cada_adam) nothing is tested. Neither is compared.
     self.assertEqual({k: c['holds'] for k, c in got.items()}, {
         'LASG': True, 'LASG_WK2': True, 'LASG_WK1_LAQ': False,
-        'CADA2': False})
-    self.assertIn("lasg_wk1_laq 100 = 0.007x sgd's 15,000, with no test "
-                  'accuracy (diverged) to compare',
-                  got['LASG_WK1_LAQ']['brief'])
-    self.assertIn('ran away', got['LASG_WK1_LAQ']['brief'])
-    self.assertIn('no test accuracy (diverged)', got['CADA2']['brief'])
+        'CADA2': None})
+    self.assertEqual(got['LASG_WK1_LAQ']['brief'],
+                     'lasg_wk1_laq diverged (loss NaN/inf): not compared')
+    self.assertEqual(got['CADA2']['brief'],
+                     'cada_adam diverged (loss NaN/inf): not compared')
     # The LASG report's own sentence names it with the others.
     verdict = lasg_report.verdict({r['algo']: r for r in sweep['rows']})
     self.assertIn('lasg_wk1_laq', verdict)
@@ -183,6 +193,95 @@ class ClaimsTest(absltest.TestCase):
     got = claims.claims(experiment, result(rows))
     self.assertEqual([c['holds'] for c in got], [False, False, False])
     self.assertIn('sgd —', got[2]['evidence'])
+
+
+  def test_a_point_diverged_by_the_rule_is_left_out(self):
+    # Marked by the one rule (`outputs.mark_divergence`): results from
+    # before it kept a finite final loss, an accuracy and targets reached
+    # before the run ran away; none of them is compared.
+    experiment = paper.experiments('quick')[0]
+    residual = 10.0 * 0.5 ** np.arange(40)
+    def convex_row(uploads, bits, **extra):
+      return row(uploads * 4, bits * 4, 0.9, target_uploads=uploads,
+                 target_bits=bits, final_residual=residual[-1], fstar=1.0,
+                 **extra)
+    away = dict(diverged=True, diverged_at=1011)
+    rows = {'gd': convex_row(400, 10**9), 'qgd': convex_row(10, 10, **away),
+            'lag': convex_row(50, 10**7), 'laq': convex_row(40, 10**6)}
+    res = result(rows)
+    res['curves'].update(
+        loss=np.stack([residual[:-1] + 1.0] * 4),
+        final_loss=np.full(4, residual[-1] + 1.0),
+        grad_norm_sq=np.ones((4, 39)), cum_uploads=np.ones((4, 39), int),
+        cum_bits=np.ones((4, 39), int), paper_reference=np.ones(4))
+    got = claims.claims(experiment, res)
+    # qgd's 10 uploads at the target would beat laq's 40: not compared.
+    self.assertEqual([c['holds'] for c in got], [None, None, True, True,
+                                                 False])
+    self.assertEqual(got[0]['brief'], "laq 40 = 0.100x gd's 400; qgd "
+                     'diverged at k=1011, not compared')
+    self.assertIn('qgd diverged at k=1011 (loss NaN/inf or above 10x '
+                  'f(theta^0)): not compared', got[0]['evidence'])
+    self.assertNotIn("qgd's", got[1]['brief'])
+    self.assertEqual(got[4]['brief'],
+                     'largest gap: lag +0.00 pp; qgd diverged at k=1011')
+    # The lazy algorithm diverged: none of its claims holds, a target it
+    # reached before included; the baseline diverged: accuracy not tested.
+    rows['qgd'] = convex_row(400, 10**8)
+    rows['laq'] = convex_row(40, 10**6, **away)
+    got = claims.claims(experiment, res)
+    self.assertEqual([c['holds'] for c in got], [False, False, False, True,
+                                                 False])
+    self.assertEqual(got[0]['brief'], 'laq diverged at k=1011')
+    self.assertEqual(got[2]['brief'], 'laq diverged at k=1011')
+    rows['laq'] = convex_row(40, 10**6)
+    rows['gd'] = convex_row(400, 10**9, **away)
+    got = claims.claims(experiment, res)
+    self.assertEqual([c['holds'] for c in got], [None, None, True, False,
+                                                 None])
+    self.assertEqual(got[4]['brief'], 'gd diverged at k=1011: no baseline')
+    # Fixed budgets: a diverged other is not compared, a diverged lazy row
+    # holds nothing, a diverged baseline leaves accuracy untested.
+    experiment = next(e for e in paper.experiments('quick')
+                      if e.name == 'logreg_stochastic')
+    rows = {'sgd': row(1000, 10**9, 0.90), 'qsgd': row(10, 10, 0.90, **away),
+            'ssgd': row(1000, 5 * 10**8, 0.899),
+            'slaq': row(100, 10**6, 0.895)}
+    got = claims.claims(experiment, result(rows))
+    self.assertEqual([c['holds'] for c in got], [None, None, False])
+    self.assertEqual(got[0]['brief'], "slaq 100 = 0.100x sgd's 1,000, at "
+                     "-0.50 pp of sgd's accuracy; qsgd diverged at k=1011, "
+                     'not compared')
+    rows['qsgd'] = row(1000, 10**8, 0.90)
+    rows['slaq'] = row(100, 10**6, 0.895, **away)
+    got = claims.claims(experiment, result(rows))
+    self.assertEqual([c['holds'] for c in got], [False, False, False])
+    self.assertIn('slaq diverged at k=1011', got[2]['evidence'])
+    rows['slaq'] = row(100, 10**6, 0.895)
+    rows['sgd'] = row(1000, 10**9, 0.90, **away)
+    got = claims.claims(experiment, result(rows))
+    self.assertEqual([c['holds'] for c in got], [None, None, None])
+    self.assertIn('similar accuracy not tested: sgd diverged at k=1011',
+                  got[0]['evidence'])
+    # LASG: a preset, then SGD, diverged (their accuracies kept).
+    def lasg_row(algo, uploads, accuracy, **extra):
+      return dict(algo=algo, total_uploads=uploads, iterations=1500,
+                  final_test_accuracy=accuracy, final_loss=5.0,
+                  initial_loss=33.6, **extra)
+    sweep = {'rows': [lasg_row('sgd', 15000, 0.93),
+                      lasg_row('slaq', 865, 0.93),
+                      lasg_row('lasg_wk2', 10, 0.93, **away),
+                      lasg_row('lasg_ps', 100, 0.93)]}
+    got = {c['claim'].split(' ')[0]: c for c in claims.lasg_claims(sweep)}
+    self.assertEqual({k: c['holds'] for k, c in got.items()},
+                     {'LASG': False, 'LASG_WK2': False, 'LASG_PS': True})
+    self.assertIn('lasg_wk2 diverged at k=1011 (not)', got['LASG']['brief'])
+    self.assertTrue(got['LASG_WK2']['brief'].startswith(
+        'lasg_wk2 diverged at k=1011 (loss NaN/inf'))
+    sweep['rows'][0] = lasg_row('sgd', 15000, 0.93, **away)
+    got = claims.lasg_claims(sweep)
+    self.assertEqual([c['holds'] for c in got], [None, False, None])
+    self.assertNotIn('x sgd', ' '.join(c['brief'] for c in got))
 
 
 if __name__ == '__main__':

@@ -34,6 +34,49 @@ class LasgSweepTest(absltest.TestCase):
         self.assertNotIn('slaq', lasg['algo_settings'])
 
 
+def _write_sweep(folder: pathlib.Path, config: dict, algos, loss, final,
+                 every) -> None:
+  """A finished sweep's files as results written before the divergence
+  rule: results.csv marks no point diverged."""
+  folder.mkdir(parents=True)
+  (folder / 'config.json').write_text(json.dumps(config))
+  for name in ('sweep.json', paper_results.INFO):
+    (folder / name).write_text('{}')
+  (folder / 'results.csv').write_text(
+      'point,algo,final_loss,final_test_accuracy,diverged\n' + ''.join(
+          f'{g},{a},{f!r},0.9,False\n' for g, (a, f) in enumerate(
+              zip(algos, final))))
+  np.savez(folder / 'curves.npz', algo=np.array(algos), loss=loss,
+           final_loss=np.array(final), loss_every=np.array(every))
+
+
+class DivergenceTest(absltest.TestCase):
+
+  def test_results_are_marked_by_the_one_rule(self):
+    # A loss above 10x f(theta^0) (finite, accuracy kept) or NaN diverges,
+    # at the first logged iterate; results.csv's marks are not trusted.
+    experiment = paper.experiments('quick')[0]
+    nan = float('nan')
+    loss = np.array([[5.0, 4.0, 3.0, 2.0], [5.0, 4.0, 3.0, 51.0],
+                     [5.0, 4.0, nan, nan], [5.0, nan, 60.0, nan]])
+    with tempfile.TemporaryDirectory() as tmp:
+      workdir = pathlib.Path(tmp)
+      _write_sweep(workdir / experiment.name, outputs.as_json(
+          paper.sweep_config(experiment).to_dict()), list(experiment.algos),
+                   loss, [1.0, 1.0, nan, 1.0], [1, 1, 1, 2])
+      rows = paper_results.load_results(experiment, workdir)['rows']
+      self.assertEqual({a: (r['diverged'], r['diverged_at'])
+                        for a, r in rows.items()},
+                       {'gd': (False, None), 'qgd': (True, 3),
+                        'lag': (True, 2), 'laq': (True, 2)})
+      # The LASG/CADA sweep's rows too.
+      _write_sweep(workdir / paper_results.LASG, outputs.as_json(
+          paper_results.lasg_config('quick').to_dict()), ['sgd', 'lasg_wk1'],
+                   loss[:2], [1.0, 1.0], [1, 1])
+      rows = paper_results.lasg_sweep(workdir, 'quick')['rows']
+      self.assertEqual([r['diverged_at'] for r in rows], [None, 3])
+
+
 class CrosscheckTest(absltest.TestCase):
 
   def test_crosscheck_finds_the_first_other_upload(self):

@@ -1,8 +1,9 @@
 """experiments.studies.paper.report: the wall-time floor of an experiment, by
-hand."""
+hand; the tables' mark of a diverged row."""
 
 from absl.testing import absltest
 
+from configs import paper
 from experiments.studies.paper import report
 
 RATES = {'matmul_flops_per_s': {'float32': 2e11, 'float64': 1e11},
@@ -76,6 +77,34 @@ class FloorTest(absltest.TestCase):
     self.assertEqual(report.fmt_rate(RATES),
                      'dense matmul 200 GFLOP/s in float32, 100 GFLOP/s in '
                      'float64; read bandwidth 10.0 GB/s')
+
+
+class DivergenceTest(absltest.TestCase):
+
+  def test_tables_name_a_diverged_row(self):
+    experiment = paper.experiments('quick')[0]
+    keys = [k for _, k, _ in report.TABLE_COLUMNS + report.RESIDUAL_COLUMNS]
+    keys += [f'{p}target_{w}' for p in ('', 'paper_')
+             for w in ('iteration', 'uploads', 'bits')]
+    rows = {a: dict(dict.fromkeys(keys, 1), algo=a, fstar=1.0,
+                    diverged=False, diverged_at=None)
+            for a in experiment.algos}
+    result = {'rows': rows}
+    self.assertNotIn('diverged', report.markdown_table(experiment, result))
+    self.assertEqual(report.divergence_lines(rows, experiment.algos), [])
+    rows['qgd'].update(diverged=True, diverged_at=1011)
+    for text in (report.markdown_table(experiment, result),
+                 report.target_table(experiment, result)):
+      lines = text.splitlines()
+      self.assertTrue(lines[0].endswith('| diverged |'))
+      self.assertTrue(lines[3].startswith('| qgd |'))
+      self.assertTrue(lines[3].endswith('| at k=1011 |'))
+      self.assertTrue(lines[2].endswith('|  |'))
+    sentence = report.divergence_lines(rows, experiment.algos)[0]
+    self.assertTrue(sentence.startswith(
+        '**Diverged**: qgd diverged at k=1011 (loss NaN/inf or above 10x '
+        'f(theta^0)). Its row is shown as run, but left out of every '
+        'comparison and claim'), sentence)
 
 
 if __name__ == '__main__':

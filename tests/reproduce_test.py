@@ -14,6 +14,7 @@ import json
 import os
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -24,6 +25,7 @@ import numpy as np
 import pytest
 
 from configs import paper
+from experiments.run import config as config_lib
 from experiments.run import markdown
 from experiments.run import outputs
 from experiments.studies.lasg import report as lasg_report
@@ -159,6 +161,50 @@ def _expected(workdir: pathlib.Path, experiment: paper.Experiment
   return expected
 
 
+def _copy_as_full_budget(tiny: pathlib.Path, dest: pathlib.Path,
+                         iters: int) -> int:
+  """A copy of the --tiny run that the full budget's report reads as its
+  own (every config.json the full budget's, at `iters` MLP iterations),
+  with two points diverged (see the test); returns lasg_network's
+  loss_every."""
+  shutil.copytree(tiny, dest, ignore=shutil.ignore_patterns('*.png', '*.md'))
+  write = lambda path, config: path.write_text(json.dumps(
+      outputs.as_json(config)))
+  for e in paper.experiments('full', iters):
+    write(dest / e.name / 'config.json',
+          config_lib.to_dict(paper.sweep_config(e)))
+    if e.name in paper_results.AUTHORS_EXPERIMENTS:
+      write(dest / paper_results.AUTHORS / e.name / 'config.json',
+            config_lib.to_dict(paper_results.authors_config(e)))
+    if e.name == paper_results.CROSSCHECK_EXPERIMENT:
+      for name in paper_results.CROSSCHECK_RUNS:
+        write(dest / paper_results.CROSSCHECK / name / 'config.json',
+              paper_results.crosscheck_config(e, name))
+  write(dest / paper_results.LASG / 'config.json',
+        config_lib.to_dict(paper_results.lasg_config('full')))
+
+  def alter(folder, algo, loss_from, value, cells):
+    with np.load(folder / 'curves.npz') as npz:
+      curves = {k: npz[k] for k in npz.files}
+    g = list(curves['algo']).index(algo)
+    curves['loss'][g, loss_from:] = value
+    curves['final_loss'][g] = value
+    np.savez(folder / 'curves.npz', **curves)
+    rows = outputs.read_results(folder / 'results.csv')
+    rows[g].update(cells)
+    with open(folder / 'results.csv', 'w', newline='') as f:
+      writer = csv.DictWriter(f, list(rows[0]), lineterminator='\n')
+      writer.writeheader()
+      writer.writerows(rows)
+    return int(curves['loss_every'][g])
+
+  with np.load(dest / 'logreg' / 'curves.npz') as npz:
+    start = float(npz['loss'][list(npz['algo']).index('qgd'), 0])
+  alter(dest / 'logreg', 'qgd', 160, 20 * start, {})
+  return alter(dest / paper_results.LASG, 'lasg_wk1_laq', 11, np.nan,
+               {'final_loss': '', 'final_test_accuracy': ''})
+
+
 class TinyReportTest(absltest.TestCase):
   """The report of one `--tiny` run, run once for the class."""
 
@@ -249,8 +295,9 @@ class TinyReportTest(absltest.TestCase):
         self.assertIn('| holds |' if holds else '| does not hold |', line)
         self.assertIn(f'{lazy} {run["total_uploads"]:,} = ', line)
 
-  def _summary_line(self, name: str, reading: str, claim: str) -> str:
-    section = _section(self.report, 'Summary of the claims')
+  def _summary_line(self, name: str, reading: str, claim: str,
+                    section: str | None = None) -> str:
+    section = section or _section(self.report, 'Summary of the claims')
     return next(l for l in section.splitlines()
                 if l.startswith(f'| {name} | {reading} | {claim}')
                 and 'uploads' in l)
@@ -454,6 +501,72 @@ class TinyReportTest(absltest.TestCase):
     self.assertNotEqual(proc.returncode, 0)
     self.assertIn('is not a finished sweep', proc.stderr)
     self.assertNotIn('Traceback', proc.stderr)
+
+  def test_full_budget_report_names_a_diverged_point(self):
+    # The field's case: `experiments.reproduce --workdir W --mlp_iters 8000`
+    # on a GPU ran everything, then died writing the report (LASG's
+    # lasg_wk1_laq reached NaN; its accuracy None). Here the full budget's
+    # report path (the LASG/CADA sweep `network`, its claims, the authors'
+    # and cross-check runs) reads a copy of the tiny run, its configs
+    # rewritten to the full budget's at the tiny iteration count, with
+    # lasg_wk1_laq NaN from k = 11 (as results from before the divergence
+    # rule: no mark in results.csv) and logreg's qgd above 10x f(theta^0)
+    # from k = 160, after it reached its target.
+    full = pathlib.Path(_tmp.name, 'paper_full_diverged')
+    iters = json.loads((_workdir / 'mlp' / 'sweep.json').read_text())[
+        'num_iters']
+    lasg_every = _copy_as_full_budget(_workdir, full, iters)
+    done = _run(f'--workdir={full}', '--report_only', f'--mlp_iters={iters}')
+    self.assertEqual(done.returncode, 0, done.stderr[-3000:])
+    text = (full / report.REPORT).read_text()
+    self.assertNotIn('Tiny budget', text)
+    self.assertIn(f'**Shorter budget**: {iters} iterations', text)
+    self.assertNotIn('**Missing**', text)  # every result read as full's
+    self.assertNotIn('Not run', text)
+    self.assertIn('`configs/lasg.py:network` (`lasg_network/`)', text)
+    lasg_at = -(-11 // lasg_every) * lasg_every  # the first logged k >= 11
+    rule = '(loss NaN/inf or above 10x f(theta^0))'
+    summary = _section(text, 'Summary of the claims')
+    self.assertIn(f'**Diverged** (a logged loss NaN/inf or above 10x f(θ^0); '
+                  'named, left out of every comparison): logreg: qgd '
+                  f'diverged at k=160; lasg_network: lasg_wk1_laq diverged '
+                  f'at k={lasg_at}.', summary)
+    # No claim compares them: no ratio, gap or target of theirs.
+    self.assertNotRegex(summary, r"qgd's|qgd [0-9]|lasg_wk1_laq [0-9]")
+    line = self._summary_line('mlp_stochastic', report.LASG_READING,
+                              'LASG_WK1_LAQ uses far fewer uploads', summary)
+    self.assertIn(f'| does not hold | lasg_wk1_laq diverged at k={lasg_at} '
+                  f'{rule}: not compared |', line)
+    logreg = paper.experiments('full')[0]
+    rows = paper_results.load_results(logreg, full)['rows']
+    self.assertEqual(rows['qgd']['diverged_at'], 160)
+    self.assertIsNotNone(rows['qgd']['target_uploads'])  # reached, unused
+    line = self._summary_line('logreg', report.ALGORITHM_1,
+                              'LAQ reaches residual', summary)
+    beats_gd = rows['laq']['target_uploads'] <= 0.5 * rows['gd'][
+        'target_uploads']
+    self.assertIn(('| not tested |' if beats_gd else '| does not hold |')
+                  + f" laq {rows['laq']['target_uploads']:,} = ", line)
+    self.assertIn('; qgd diverged at k=160, not compared |', line)
+    self.assertIn('| logreg | Algorithm 1 | similar test accuracy: every '
+                  'algorithm within 1 percentage point of GD | does not hold '
+                  '|', summary)
+    # The point's rows in both tables, the sentence under them.
+    section = _section(text, logreg.title)
+    for which in (0, 1):
+      header, table = _table(section, which)
+      self.assertEqual(header[-1], 'diverged')
+      self.assertEqual([cells[-1] for cells in table.values()],
+                       ['', 'at k=160', '', ''])
+    self.assertIn(f'**Diverged**: qgd diverged at k=160 {rule}. Its row is '
+                  'shown as run, but left out of every comparison', section)
+    lasg = _section(text, next(e for e in paper.experiments('full') if
+                               e.name == paper_results.LASG_EXPERIMENT).title)
+    self.assertIn(f'**Diverged**: lasg_wk1_laq diverged at k={lasg_at} '
+                  f'{rule}.', lasg)
+    for link in re.findall(r'!\[[^\]]*\]\(([^)]+)\)', text):
+      with open(full / link, 'rb') as f:
+        self.assertEqual(f.read(8), PNG_MAGIC, link)
 
   def test_resume_skips_finished_and_copy(self):
     results = _workdir / 'logreg_stochastic' / 'results.csv'

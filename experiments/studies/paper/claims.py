@@ -8,6 +8,13 @@ the other algorithm's count; "similar accuracy" = within ACCURACY_POINTS
 percentage points of the unquantized, non-lazy baseline; "linear
 convergence" = a least-squares line through log10 residual against k with
 R^2 >= LINEAR_R2 and negative slope.
+
+A row that diverged (`divergence`: the one rule, `laq_jax.metrics.
+diverged_at`, marked on the rows by `paper_results`) is named with the
+iteration, never compared: a claim of the diverged algorithm itself does not
+hold; a comparison with it (or with a diverged baseline's accuracy) is not
+tested, with the reason, and no ratio, gap or target iteration of a diverged
+row is used (not even a target reached before it diverged).
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ import numpy as np
 from configs import paper
 from experiments.run.markdown import fmt
 from experiments.studies.paper.paper_results import curve
+from laq_jax import metrics
 
 # "Far fewer": at most this fraction of the other algorithm's count.
 FAR_FEWER = 0.5
@@ -60,6 +68,34 @@ def linear_fit(residual_K, target: float) -> dict[str, float] | None:
 
 def verdict(holds: bool | None) -> str:
   return {True: 'holds', False: 'does not hold', None: 'not tested'}[holds]
+
+
+def divergence(row: dict[str, Any]) -> str:
+  """How the report names a row that diverged: 'diverged at k=… (loss
+  NaN/inf or above 10x f(theta^0))' (`metrics.divergence_note`), or ''.
+
+  The row's `diverged` / `diverged_at` (the one rule, set by
+  `paper_results`), else, for a row that carries no mark, a non-finite final
+  loss."""
+  if row.get('diverged'):
+    at = row.get('diverged_at')
+    return (metrics.divergence_note(at) if at is not None
+            else 'diverged (loss NaN/inf)')
+  final = row.get('final_loss')
+  if isinstance(final, float) and not math.isfinite(final):
+    return 'diverged (loss NaN/inf)'
+  return ''
+
+
+def diverged_short(row: dict[str, Any]) -> str:
+  """'diverged at k=1011' (the summary's few words), or ''."""
+  note = divergence(row)
+  return note.split(' (')[0] if note else ''
+
+
+def not_compared(algo: str, row: dict[str, Any]) -> str:
+  """'qgd diverged at k=180 (…): not compared'."""
+  return f'{algo} {divergence(row)}: not compared'
 
 
 def _fewer(ours: float, ours_name: str, theirs: float | None,
@@ -147,8 +183,11 @@ def _combine(verdicts) -> bool | None:
 def accuracy_gap(rows: dict[str, dict], algo: str, base: str
                  ) -> float | None:
   """`algo`'s final test accuracy minus `base`'s, in percentage points; None
-  when either has none (a run that diverged is evaluated to no accuracy):
-  such a row is named, never compared."""
+  when either has none (a run that diverged is evaluated to no accuracy) or
+  either diverged (`divergence`; results from before the rule kept an
+  accuracy): such a row is named, never compared."""
+  if divergence(rows[algo]) or divergence(rows[base]):
+    return None
   ours = rows[algo].get('final_test_accuracy')
   theirs = rows[base].get('final_test_accuracy')
   if ours is None or theirs is None or not (
@@ -175,6 +214,36 @@ def _similar(gap: float | None) -> bool:
   return gap is not None and abs(gap) <= ACCURACY_POINTS
 
 
+def _compare(ours: float, lazy: str, rows: dict[str, dict], others,
+             column: str, what: str, at_target: bool
+             ) -> tuple[list[bool | None], list[str], str, str]:
+  """`ours` against each of `others` that did not diverge (`_fewer`); a
+  diverged one is not compared (None, named).
+
+  Returns:
+    (verdicts, evidence, the deciding comparison in a few words
+    (`_binding`), '; X diverged at k=…, not compared' per diverged one).
+  """
+  verdicts, evidence = [], []
+  compared = {}
+  for other in others:
+    if divergence(rows[other]):
+      verdicts.append(None)
+      evidence.append(not_compared(other, rows[other]))
+      continue
+    theirs_total = rows[other]['total_' + what]
+    theirs = rows[other][column] if at_target else theirs_total
+    holds, text = _fewer(ours, lazy, theirs, other,
+                         theirs_total if at_target else None)
+    verdicts.append(holds)
+    evidence.append(text)
+    # (an algorithm that never reached the target: its whole run's count)
+    compared[other] = (theirs or theirs_total) if at_target else theirs
+  skipped = ''.join(f'; {o} {diverged_short(rows[o])}, not compared'
+                    for o in others if divergence(rows[o]))
+  return verdicts, evidence, _binding(ours, lazy, compared), skipped
+
+
 def claims(experiment: paper.Experiment, result: dict[str, Any]
            ) -> list[dict[str, Any]]:
   """The paper's claims for one experiment, checked against its results.
@@ -183,7 +252,10 @@ def claims(experiment: paper.Experiment, result: dict[str, Any]
   algorithm spends far fewer uploads than `uploads_vs` and far fewer bits
   than `bits_vs`, and it and the baseline converge linearly. The other
   experiments compare fixed budgets: totals over the same iterations, at
-  similar accuracy. Every experiment: similar test accuracy.
+  similar accuracy. Every experiment: similar test accuracy. A diverged row
+  (`divergence`) is named and left out of every comparison: a claim of the
+  lazy algorithm (or of a linear fit) that diverged does not hold, a
+  comparison with a diverged one is not tested.
 
   Returns:
     [{'claim': words, 'holds': True / False / None, 'evidence': numbers,
@@ -193,24 +265,27 @@ def claims(experiment: paper.Experiment, result: dict[str, Any]
   lazy, base = experiment.lazy, experiment.baseline
   out = []
   target = rows[lazy]['target_residual']
+  lazy_away = divergence(rows[lazy])
   convex_full = experiment.convex and not experiment.stochastic
   if convex_full:
     for what, column, others in (
         ('uploads', 'target_uploads', experiment.uploads_vs),
         ('bits', 'target_bits', experiment.bits_vs)):
-      if rows[lazy][column] is None:
+      if lazy_away:
+        # (a target it reached before it diverged does not count)
+        verdicts = [False]
+        evidence = [not_compared(lazy, rows[lazy])]
+        brief = f'{lazy} {diverged_short(rows[lazy])}'
+      elif rows[lazy][column] is None:
         verdicts = [False]
         evidence = [f'{lazy} never reached the target within '
                     f'{rows[lazy]["iterations"]:,} iterations (final '
                     f'residual {fmt(rows[lazy]["final_residual"], "sci")})']
         brief = evidence[0]
       else:
-        verdicts, evidence = zip(*(
-            _fewer(rows[lazy][column], lazy, rows[other][column], other,
-                   rows[other]['total_' + what]) for other in others))
-        # (an algorithm that never reached it: its whole run's count)
-        brief = _binding(rows[lazy][column], lazy, {
-            o: rows[o][column] or rows[o]['total_' + what] for o in others})
+        verdicts, evidence, brief, skipped = _compare(
+            rows[lazy][column], lazy, rows, others, column, what, True)
+        brief += skipped
       out.append({
           'claim': (f'{lazy.upper()} reaches residual {target:g} with far '
                     f'fewer {what} (at most {FAR_FEWER:g}x) than '
@@ -218,8 +293,13 @@ def claims(experiment: paper.Experiment, result: dict[str, Any]
           'holds': _combine(verdicts), 'evidence': '; '.join(evidence),
           'brief': brief})
     for algo in (lazy, base):
-      fit = linear_fit(curve(result, algo, 'residual').value, target)
-      if fit is None:
+      away = divergence(rows[algo])
+      fit = (None if away else
+             linear_fit(curve(result, algo, 'residual').value, target))
+      if away:  # no fit through a run that diverged
+        holds, text = False, f'{algo} {away}'
+        brief = f'{algo} {diverged_short(rows[algo])}'
+      elif fit is None:
         holds, text = None, 'too few positive residuals to fit'
         brief = text
       else:
@@ -237,18 +317,26 @@ def claims(experiment: paper.Experiment, result: dict[str, Any]
     gap = accuracy_gap(rows, lazy, base)
     for what, others in (('uploads', experiment.uploads_vs),
                          ('bits', experiment.bits_vs)):
-      verdicts, evidence = zip(*(
-          _fewer(rows[lazy]['total_' + what], lazy,
-                 rows[other]['total_' + what], other, None)
-          for other in others))
-      evidence = list(evidence)
-      brief = (_binding(rows[lazy]['total_' + what], lazy, {
-          o: rows[o]['total_' + what] for o in others})
-               + at_gap(gap, f'{base}\'s'))
-      if not _similar(gap):
-        verdicts += (False,)
-        evidence.append(f'but not at similar accuracy: {lazy} is '
-                        f'{pp(gap)} from {base}')
+      if lazy_away:
+        verdicts, evidence = [False], [not_compared(lazy, rows[lazy])]
+        brief = f'{lazy} {diverged_short(rows[lazy])}'
+      else:
+        verdicts, evidence, brief, skipped = _compare(
+            rows[lazy]['total_' + what], lazy, rows, others, None, what,
+            False)
+        if divergence(rows[base]):
+          verdicts.append(None)
+          evidence.append(f'similar accuracy not tested: '
+                          f'{not_compared(base, rows[base])}')
+          if base not in others:
+            skipped += f'; {base} {diverged_short(rows[base])}, not compared'
+        else:
+          brief += at_gap(gap, f'{base}\'s')
+          if not _similar(gap):
+            verdicts.append(False)
+            evidence.append(f'but not at similar accuracy: {lazy} is '
+                            f'{pp(gap)} from {base}')
+        brief += skipped
       out.append({
           'claim': (f'{lazy.upper()} uses far fewer {what} (at most '
                     f'{FAR_FEWER:g}x) than '
@@ -257,29 +345,49 @@ def claims(experiment: paper.Experiment, result: dict[str, Any]
                     'accuracy'),
           'holds': _combine(verdicts), 'evidence': '; '.join(evidence),
           'brief': brief})
-  # Accuracy.
+  out.append(_accuracy_claim(experiment, result))
+  return out
+
+
+def _accuracy_claim(experiment: paper.Experiment, result: dict[str, Any]
+                    ) -> dict[str, Any]:
+  """Every algorithm within ACCURACY_POINTS of the baseline's accuracy: not
+  tested when the baseline diverged; an algorithm that diverged is not
+  within (named, not ranked among the gaps)."""
+  rows = result['rows']
+  base = experiment.baseline
+  claim = (f'similar test accuracy: every algorithm within '
+           f'{ACCURACY_POINTS:g} percentage point of {base.upper()}')
+  if divergence(rows[base]):
+    return {'claim': claim, 'holds': None,
+            'evidence': not_compared(base, rows[base]),
+            'brief': f'{base} {diverged_short(rows[base])}: no baseline'}
   reference = rows[base]['final_test_accuracy']
-  gaps = {a: accuracy_gap(rows, a, base)
-          for a in experiment.algos if a != base}
+  others = [a for a in experiment.algos if a != base]
+  away = [a for a in others if divergence(rows[a])]
+  gaps = {a: accuracy_gap(rows, a, base) for a in others if a not in away}
   far = [a for a, g in gaps.items() if not _similar(g)]
   why = [_why_behind(result, a) for a in far]
-  worst = max(gaps, key=lambda a: math.inf if gaps[a] is None
-              else abs(gaps[a]))
-  brief = f'largest gap: {worst} {pp(gaps[worst])}'
-  c = result['curves']
-  g = list(c['algo']).index(worst)
-  first, last = float(c['loss'][g][0]), float(c['final_loss'][g])
-  if not last <= first:
-    brief += f' (its loss rose from {first:.4g} to {last:.4g})'
-  out.append({
-      'claim': (f'similar test accuracy: every algorithm within '
-                f'{ACCURACY_POINTS:g} percentage point of {base.upper()}'),
-      'holds': not far,
+  briefs = [f'{a} {diverged_short(rows[a])}' for a in away]
+  if gaps:
+    worst = max(gaps, key=lambda a: math.inf if gaps[a] is None
+                else abs(gaps[a]))
+    brief = f'largest gap: {worst} {pp(gaps[worst])}'
+    c = result['curves']
+    g = list(c['algo']).index(worst)
+    first, last = float(c['loss'][g][0]), float(c['final_loss'][g])
+    if not last <= first:
+      brief += f' (its loss rose from {first:.4g} to {last:.4g})'
+    briefs.insert(0, brief)
+  return {
+      'claim': claim,
+      'holds': not far and not away,
       'evidence': f'{base} {fmt(reference, "pct")}; ' + '; '.join(
-          f'{a} {fmt(rows[a]["final_test_accuracy"], "pct")} ({pp(g)})'
-          for a, g in gaps.items()) + ''.join(f'; {w}' for w in why if w),
-      'brief': brief})
-  return out
+          [f'{a} {fmt(rows[a]["final_test_accuracy"], "pct")} ({pp(g)})'
+           for a, g in gaps.items()]
+          + [f'{a} {divergence(rows[a])}' for a in away])
+      + ''.join(f'; {w}' for w in why if w),
+      'brief': '; '.join(briefs)}
 
 
 # LASG's and CADA's claims, beside the minibatch network (their sweep,
@@ -291,13 +399,16 @@ CADA_BASELINE = 'cada_adam'
 def lasg_claims(sweep: dict[str, Any]) -> list[dict[str, Any]]:
   """Whether LASG survives where SLAQ (Algorithm 1) runs away, and each
   LASG / CADA preset's uploads against its baseline (SGD; CADA's Adam) at
-  similar accuracy, from the sweep's rows (same dicts as `claims`)."""
+  similar accuracy, from the sweep's rows (same dicts as `claims`). A
+  preset that diverged (`divergence`) does not hold its claims and is named
+  with the iteration; against a diverged baseline nothing is tested."""
   from experiments.studies.family.family_report import ran_away  # pylint: disable=g-import-not-at-top
   by_algo = {r['algo']: r for r in sweep['rows']}
   sgd, slaq = by_algo.get('sgd'), by_algo.get('slaq')
   if sgd is None:
     return []
-  acc = lambda a: by_algo[a]['final_test_accuracy']
+  acc = lambda a: (diverged_short(by_algo[a]) or
+                   fmt(by_algo[a]['final_test_accuracy'], 'pct'))
   out = []
   plain = [a for a in LASG_PLAIN if a in by_algo]
   if plain:
@@ -306,22 +417,37 @@ def lasg_claims(sweep: dict[str, Any]) -> list[dict[str, Any]]:
     where = ('' if slaq is None else
              ', where SLAQ (Algorithm 1) runs away' if ran_away(slaq)
              else ' (SLAQ, Algorithm 1, did not run away here either)')
+    brief = '; '.join(
+        [f'{a} {acc(a)}' + ('' if held[a] else ' (not)') for a in plain]
+        + [f'sgd {acc("sgd")}']
+        + ([f'slaq {acc("slaq")}, final loss '
+            f'{fmt(slaq["final_loss"], "sci")} from '
+            f'{fmt(slaq["initial_loss"], "sci")}'] if slaq else []))
+    holds = all(held.values())
+    if divergence(sgd):  # no accuracy to stay within a point of
+      holds, brief = None, not_compared('sgd', sgd)
     out.append({
         'claim': (f'LASG ({", ".join(a.upper() for a in plain)} at its '
                   f'code\'s settings) stays within {ACCURACY_POINTS:g} '
                   'point of SGD\'s accuracy and does not run away' + where),
-        'holds': all(held.values()),
-        'brief': '; '.join(
-            [f'{a} {fmt(acc(a), "pct")}' + ('' if held[a] else ' (not)')
-             for a in plain] + [f'sgd {fmt(acc("sgd"), "pct")}']
-            + ([f'slaq {fmt(acc("slaq"), "pct")}, final loss '
-                f'{fmt(slaq["final_loss"], "sci")} from '
-                f'{fmt(slaq["initial_loss"], "sci")}'] if slaq else []))})
+        'holds': holds, 'brief': brief})
   pairs = [(a, 'sgd') for a in by_algo if a.startswith('lasg')]
   if CADA_BASELINE in by_algo:
     pairs += [(a, CADA_BASELINE) for a in by_algo
               if a.startswith('cada') and a != CADA_BASELINE]
   for a, base in pairs:
+    claim = (f'{a.upper()} uses far fewer uploads (at most '
+             f'{FAR_FEWER:g}x) than {base.upper()} over the same '
+             f'{by_algo[a]["iterations"]:,} iterations, at similar '
+             'accuracy')
+    if divergence(by_algo[a]):
+      out.append({'claim': claim, 'holds': False,
+                  'brief': not_compared(a, by_algo[a])})
+      continue
+    if divergence(by_algo[base]):
+      out.append({'claim': claim, 'holds': None,
+                  'brief': not_compared(base, by_algo[base])})
+      continue
     ours, theirs = by_algo[a]['total_uploads'], by_algo[base]['total_uploads']
     ratio = ours / theirs if theirs else math.inf
     g = accuracy_gap(by_algo, a, base)
@@ -330,13 +456,9 @@ def lasg_claims(sweep: dict[str, Any]) -> list[dict[str, Any]]:
              + at_gap(g, 'its')
              + (' (ran away: final loss '
                 f'{fmt(by_algo[a]["final_loss"], "sci")})' if away else ''))
-    out.append({
-        'claim': (f'{a.upper()} uses far fewer uploads (at most '
-                  f'{FAR_FEWER:g}x) than {base.upper()} over the same '
-                  f'{by_algo[a]["iterations"]:,} iterations, at similar '
-                  'accuracy'),
-        'holds': ratio <= FAR_FEWER and _similar(g) and not away,
-        'brief': brief})
+    out.append({'claim': claim,
+                'holds': ratio <= FAR_FEWER and _similar(g) and not away,
+                'brief': brief})
   for c in out:
     c['evidence'] = c['brief']
   return out

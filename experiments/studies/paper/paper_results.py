@@ -10,6 +10,7 @@ WORKDIR/crosscheck holds the cross-check's runs (`experiments.run.train`).
 from __future__ import annotations
 
 import json
+import math
 import pathlib
 from typing import Any
 
@@ -56,13 +57,16 @@ def load_results(experiment: paper.Experiment, workdir: pathlib.Path
   Returns:
     {'rows': {algo: results.csv row (numbers parsed)}, 'curves': curves.npz
     arrays, 'config': config.json, 'sweep': sweep.json, 'info':
-    reproduce.json}.
+    reproduce.json}. Each row's `diverged` / `diverged_at` are recomputed
+    from curves.npz by the one rule (`outputs.mark_divergence`: a logged
+    loss NaN/inf or above 10x f(theta^0)), whatever results.csv says.
   """
   if not is_done(experiment, workdir):
     return None  # missing, incomplete, or another config's (stale) results
   out = workdir / experiment.name
-  rows = [{k: outputs.parse_cell(v) for k, v in row.items()}
-          for row in outputs.read_results(out / 'results.csv')]
+  rows = outputs.mark_divergence(
+      [{k: outputs.parse_cell(v) for k, v in row.items()}
+       for row in outputs.read_results(out / 'results.csv')], out)
   with np.load(out / 'curves.npz') as npz:
     curves = {k: npz[k] for k in npz.files}
   return {'rows': {r['algo']: r for r in rows}, 'curves': curves,
@@ -181,18 +185,32 @@ def authors_run(experiment: paper.Experiment, workdir: pathlib.Path):
   return run if outputs.same_config(run.config, wanted) else None
 
 
+def authors_diverged_at(run) -> int | None:
+  """Where the authors_code run diverged by the one rule
+  (`metrics.diverged_at`, from its metrics.csv: runs written before the rule
+  marked NaN/inf only), None when it did not."""
+  final = run.summary.get('final_loss')
+  return metrics.diverged_at(
+      run.metrics['loss'], math.nan if final is None else float(final),
+      int(run.summary.get('loss_every') or 1))
+
+
 def authors_reading(experiment: paper.Experiment, result: dict[str, Any],
                     run) -> dict[str, Any]:
   """`result` with its lazy row read as the authors' scripts run it: the
   authors_code run's totals, accuracy, final loss and uploads in place of
   Algorithm 1's (the other rows as they are), for the claims under that
-  reading. The run starts from the same theta^0, so from the same loss."""
+  reading. The run starts from the same theta^0, so from the same loss.
+  Whether it diverged, and where, is the run's own (`authors_diverged_at`),
+  not Algorithm 1's."""
   lazy = experiment.lazy
   s = run.summary
   rows = dict(result['rows'])
+  at = authors_diverged_at(run)
   rows[lazy] = {**rows[lazy], **{
       k: s[k] for k in ('total_uploads', 'total_bits', 'final_test_accuracy',
-                        'final_loss') if k in s}}
+                        'final_loss') if k in s},
+                'diverged': at is not None, 'diverged_at': at}
   curves = dict(result['curves'])
   g = list(curves['algo']).index(lazy)
   final = np.array(curves['final_loss'], copy=True)
@@ -224,7 +242,8 @@ def lasg_config(budget: str):
 
 def lasg_sweep(workdir: pathlib.Path, budget: str) -> dict[str, Any] | None:
   """The finished LASG/CADA sweep in WORKDIR/LASG (experiments.studies.lasg.
-  report.load's dict), or None when it is not there or another config's."""
+  report.load's dict, its rows marked by `outputs.mark_divergence`), or None
+  when it is not there or another config's."""
   from experiments.studies.lasg import report as lasg_report  # pylint: disable=g-import-not-at-top
   out = workdir / LASG
   if not (out / 'sweep.json').is_file():
@@ -234,6 +253,9 @@ def lasg_sweep(workdir: pathlib.Path, budget: str) -> dict[str, Any] | None:
     if not outputs.same_config(
         json.loads((out / 'config.json').read_text()), wanted):
       return None
-    return lasg_report.load(out)
+    sweep = lasg_report.load(out)
+    # Its rows' divergence by the one rule, from curves.npz.
+    outputs.mark_divergence(sweep['rows'], out)
+    return sweep
   except (OSError, ValueError):
     return None

@@ -4,7 +4,12 @@
 
 Every number is read from the per-experiment results
 (`experiments.studies.paper.paper_results`); the claims are computed
-(`experiments.studies.paper.claims`), not written by hand.
+(`experiments.studies.paper.claims`), not written by hand. A point that
+diverged (the one rule, `laq_jax.metrics.diverged_at`: a logged loss NaN/inf
+or above 10x f(theta^0)) is named with its iteration in its tables' rows, in
+a sentence under them, in the summary and in the figures' legends (a curve
+that ran away drawn dashed and clipped), and left out of every comparison
+and claim.
 """
 
 from __future__ import annotations
@@ -20,7 +25,8 @@ from experiments.studies.paper import paper_results as results_lib
 # (floor_seconds and fmt_rate are also read from here)
 from experiments.studies.paper.report_sections import (  # noqa: F401
     FIGURE_DPI, authors_section, crosscheck_section, floor_seconds, fmt_rate,
-    loss_every, timing_section)
+    labelled, loss_every, timing_section)
+from laq_jax import metrics
 from laq_jax import plotting
 from laq_jax import schedule as schedule_lib
 
@@ -46,7 +52,8 @@ def write_figures(experiment: paper.Experiment, result: dict[str, Any],
     sets.append(('grad_norm_', 'grad_norm_sq', outputs.GRAD_NORM_FIGURES))
   out = {}
   for prefix, what, names in sets:
-    curves = [results_lib.curve(result, a, what) for a in experiment.algos]
+    curves = [labelled(results_lib.curve(result, a, what), result['rows'][a])
+              for a in experiment.algos]
     for x, fig in plotting.loss_figures(curves,
                                         title=experiment.title).items():
       path = f'{experiment.name}/{names[x]}'
@@ -61,6 +68,37 @@ def write_figures(experiment: paper.Experiment, result: dict[str, Any],
                       workdir / path, dpi=FIGURE_DPI)
     out['raster'] = path
   return out
+
+
+def divergence_column(rows: dict[str, dict], algos: Sequence[str]
+                      ) -> tuple[dict[str, dict], tuple[str, str, str]] | None:
+  """The tables' 'diverged' column (rows with its cell added, the column),
+  only when some row diverged; None when none did."""
+  notes = {a: claims_lib.diverged_short(rows[a]) for a in algos}
+  if not any(notes.values()):
+    return None
+  return ({a: {**rows[a], '_diverged': notes[a].replace('diverged ', '')}
+           for a in algos}, ('diverged', '_diverged', 's'))
+
+
+def diverged(rows: dict[str, dict], algos: Sequence[str]) -> list[str]:
+  """The algorithms whose rows diverged (`claims.divergence`)."""
+  return [a for a in algos if claims_lib.divergence(rows[a])]
+
+
+def divergence_lines(rows: dict[str, dict], algos: Sequence[str]
+                     ) -> list[str]:
+  """The sentence under a table naming the rows that diverged."""
+  away = diverged(rows, algos)
+  if not away:
+    return []
+  return [f'**Diverged**: '
+          + '; '.join(f'{a} {claims_lib.divergence(rows[a])}' for a in away)
+          + ('. Its row is' if len(away) == 1 else '. Their rows are')
+          + ' shown as run, but left out of every comparison and claim: no '
+          'figure of a diverged row is compared, not even a target reached '
+          'before it diverged. The figures\' legends name it, and a curve '
+          'that ran away is drawn dashed and clipped.', '']
 
 
 TABLE_COLUMNS = (
@@ -89,6 +127,11 @@ def table_columns(result: dict[str, Any]) -> tuple[tuple[str, str, str], ...]:
 
 
 def _table(algos, rows, columns) -> str:
+  """One line per algorithm; a 'diverged' column when some row diverged."""
+  marked = divergence_column(rows, algos)
+  if marked is not None:
+    rows, column = marked
+    columns = tuple(columns) + (column,)
   return columns_table([rows[a] for a in algos], columns,
                        ('algorithm', 'algo'))
 
@@ -179,6 +222,7 @@ def experiment_section(experiment: paper.Experiment, result: dict[str, Any],
                  'target, so this experiment compares fixed budgets.'
                  if experiment.stochastic else ''), '']
   lines += [markdown_table(experiment, result), '']
+  lines += divergence_lines(result['rows'], experiment.algos)
   lines += [f'At the target residual {sweep["target_residual"]:g} under both '
             'definitions: the first iterate k at or below it and the uploads '
             'and bits spent before it (— never reached). The paper\'s '
@@ -233,6 +277,8 @@ def lasg_section(sweep: dict[str, Any] | None, budget: str) -> list[str]:
             f'sweep of `configs/lasg.py:{variant}` (`experiments.reproduce` '
             'runs it unless `--nolasg`).', '']
   lines = lasg_report.section('', sweep)[2:]  # its table and verdict
+  lines += divergence_lines({r['algo']: r for r in sweep['rows']},
+                            [r['algo'] for r in sweep['rows']])
   return [title, '',
           f'`configs/lasg.py:{variant}` (`{results_lib.LASG}/`): sgd and '
           'slaq at the settings above, run again in one program beside '
@@ -316,6 +362,7 @@ def report(selected: Sequence[paper.Experiment], workdir: pathlib.Path,
             'in float32.' + mlp_note, '']
   missing = [e.name for e in selected if results[e.name] is None]
   summary = []  # (experiment, claim, verdict)
+  away = []  # 'experiment: algo diverged at k=…'
   sections = []
   for e in selected:
     result = results[e.name]
@@ -326,6 +373,9 @@ def report(selected: Sequence[paper.Experiment], workdir: pathlib.Path,
                    'above: finished experiments are kept.', '']
       continue
     figures = write_figures(e, result, workdir)
+    away += [f'{e.name}: {a} '
+             f'{claims_lib.diverged_short(result["rows"][a])}'
+             for a in diverged(result['rows'], e.algos)]
     for c in claims_lib.claims(e, result):
       summary.append([e.name, ALGORITHM_1, c['claim'],
                       claims_lib.verdict(c['holds']), c['brief']])
@@ -340,6 +390,9 @@ def report(selected: Sequence[paper.Experiment], workdir: pathlib.Path,
                         claims_lib.verdict(None), ''])
       else:
         reading = results_lib.authors_reading(e, result, run)
+        if claims_lib.divergence(reading['rows'][e.lazy]):
+          away.append(f'{e.name}: {e.lazy} with authors_code '
+                      + claims_lib.diverged_short(reading['rows'][e.lazy]))
         for c in claims_lib.claims(e, reading):
           summary.append([e.name, AUTHORS_SCRIPTS, c['claim'],
                           claims_lib.verdict(c['holds']), c['brief']])
@@ -347,6 +400,11 @@ def report(selected: Sequence[paper.Experiment], workdir: pathlib.Path,
     if e.name == results_lib.LASG_EXPERIMENT:
       sweep = results_lib.lasg_sweep(workdir, budget)
       sections += lasg_section(sweep, budget)
+      if sweep:
+        by_algo = {r['algo']: r for r in sweep['rows']}
+        away += [f'{results_lib.LASG}: {a} '
+                 f'{claims_lib.diverged_short(by_algo[a])}'
+                 for a in diverged(by_algo, list(by_algo))]
       for c in claims_lib.lasg_claims(sweep) if sweep else []:
         summary.append([e.name, LASG_READING, c['claim'],
                         claims_lib.verdict(c['holds']), c['brief']])
@@ -382,6 +440,10 @@ def report(selected: Sequence[paper.Experiment], workdir: pathlib.Path,
             '',
             table(['experiment', 'reading', 'claim', 'verdict', 'numbers'],
                   summary, 'lllll')]
+  if away:
+    lines += ['', f'**Diverged** (a logged loss NaN/inf or above '
+              f'{metrics.DIVERGENCE_FACTOR:g}x f(θ^0); named, left out of '
+              f'every comparison): {"; ".join(away)}.']
   if missing:
     lines += ['', f'**Missing experiments**: {", ".join(missing)}.']
   lines += [''] + timing_section(selected, results, workdir) + sections

@@ -189,6 +189,13 @@ def fmt_rate(rates: dict[str, Any]) -> str:
           + (f'; minibatch draw {draw / 1e6:.1f} M rows/s' if draw else ''))
 
 
+def labelled(curve, row: dict[str, Any]):
+  """A figure's curve, its label naming where its row diverged
+  (`claims.diverged_short`)."""
+  short = claims_lib.diverged_short(row)
+  return curve._replace(label=f'{curve.label}, {short}') if short else curve
+
+
 def authors_section(experiment: paper.Experiment, result: dict[str, Any],
                     run, workdir: pathlib.Path) -> list[str]:
   """The lazy row beside the same row run as the authors' scripts run it
@@ -202,12 +209,16 @@ def authors_section(experiment: paper.Experiment, result: dict[str, Any],
                     'runs it unless `--noauthors_code`).', '']
   rows = result['rows']
   s = run.summary
+  at = results_lib.authors_diverged_at(run)
+  authors = {**s, 'diverged': at is not None, 'diverged_at': at}
   entries = [(f'{base} (the table)', rows[base]),
              (f'{lazy} (the table: Algorithm 1)', rows[lazy]),
-             (f'{lazy}, authors_code', s)]
+             (f'{lazy}, authors_code', authors)]
+  away = [claims_lib.diverged_short(r) for _, r in entries]
   body = [[name, fmt(r['total_uploads'], 'int'), fmt(r['total_bits'], 'int'),
            fmt(r['final_loss'], 'sci'), fmt(r['final_test_accuracy'], 'pct')]
-          for name, r in entries]
+          + ([note.replace('diverged ', '')] if any(away) else [])
+          for (name, r), note in zip(entries, away)]
   lines += ['The table\'s row follows Algorithm 1 (every worker uploads at '
             'k = 0; xi_d = xi / D on the D newest steps from k = 1 on; '
             'minibatches drawn from the whole shard; b p + 32 bits). The '
@@ -218,20 +229,27 @@ def authors_section(experiment: paper.Experiment, result: dict[str, Any],
             'shard\'s fixed blocks per step, b p bits. The same settings '
             'with `authors_code=True`:', '',
             table(['run', 'uploads', 'bits', 'final training loss f(θ^T)',
-                   'test accuracy'], body, 'lrrrr'), '']
+                   'test accuracy'] + (['diverged'] if any(away) else []),
+                  body, 'lrrrr' + ('l' if any(away) else '')), '']
   ratio = lambda a, b: a / b if b else float('nan')
   upload_ratio = ratio(s['total_uploads'], rows[base]['total_uploads'])
   bit_ratio = ratio(s['total_bits'], rows[base]['total_bits'])
-  acc = (None if s['final_test_accuracy'] is None
-         or rows[base]['final_test_accuracy'] is None else
-         100 * (s['final_test_accuracy'] - rows[base]['final_test_accuracy']))
-  lines += [f'With authors_code {lazy} uses {upload_ratio:.3f}x {base}\'s '
-            f'uploads and {bit_ratio:.4f}x its bits, at '
-            + (f'{acc:+.2f} percentage points of test accuracy'
-               if acc is not None else 'no accuracy (diverged)')
-            + f' (the claims\' thresholds: at most '
-            f'{claims_lib.FAR_FEWER:g}x, within '
-            f'{claims_lib.ACCURACY_POINTS:g} point).', '']
+  acc = claims_lib.accuracy_gap({lazy: authors, base: rows[base]}, lazy,
+                                base)
+  if claims_lib.divergence(authors) or claims_lib.divergence(rows[base]):
+    lines += [f'With authors_code {lazy} is not compared with {base}: '
+              + '; '.join(f'{name} {claims_lib.divergence(r)}'
+                          for name, r in ((f'{lazy}, authors_code', authors),
+                                          (base, rows[base]))
+                          if claims_lib.divergence(r)) + '.', '']
+  else:
+    lines += [f'With authors_code {lazy} uses {upload_ratio:.3f}x '
+              f'{base}\'s uploads and {bit_ratio:.4f}x its bits, at '
+              + (f'{acc:+.2f} percentage points of test accuracy'
+                 if acc is not None else 'no accuracy to compare')
+              + f' (the claims\' thresholds: at most '
+              f'{claims_lib.FAR_FEWER:g}x, within '
+              f'{claims_lib.ACCURACY_POINTS:g} point).', '']
   uploads = result['curves'].get('uploads')
   if uploads is not None:
     table_sent = uploads[list(result['curves']['algo']).index(lazy)]
@@ -249,9 +267,10 @@ def authors_section(experiment: paper.Experiment, result: dict[str, Any],
                                         (f'{lazy}, authors_code',
                                          run.sent_TxM))],
                     'l' + 'r' * len(spans)), '']
-  curves = [results_lib.curve(result, a, 'loss') for a in (base, lazy)]
-  curves.append(outputs.run_curve(run, f'{lazy}, authors_code',
-                                  residual=False))
+  curves = [labelled(results_lib.curve(result, a, 'loss'), rows[a])
+            for a in (base, lazy)]
+  curves.append(labelled(outputs.run_curve(run, f'{lazy}, authors_code',
+                                           residual=False), authors))
   path = f'{experiment.name}/authors_code_loss_vs_iterations.png'
   outputs.save_figure(plotting.loss_figure(
       curves, 'iterations', title=f'{experiment.name}: Algorithm 1 vs '
