@@ -17,9 +17,11 @@ target, accuracy, loss, divergence). A change that moves a result fails
 here until that file is regenerated with --write in the same change (and
 the full reports say they are stale, or are regenerated:
 scripts/check_docs.py). Exact on the CPU and JAX the summary was written
-with (both recorded): another instruction set may round differently, so
-elsewhere floats agree to a relative 1e-4 (RTOL_OTHER_CPU), the rest
-exactly.
+with (both recorded: the CPU's model and vector instruction sets, JAX's
+version): another instruction set may round differently, so elsewhere
+floats agree to a relative 1e-4 (RTOL_OTHER_CPU), counts (uploads, bits,
+iterations) to 2% (RTOL_COUNTS_OTHER_CPU: a trigger decision that flips on
+a last-bit difference moves them), divergence exactly.
 
 Prints one line per file and exits 1 on any difference (or a file that is
 in one folder only). Columns and arrays renamed since the folder `before`
@@ -44,6 +46,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 SUMMARY = ROOT / 'tests' / 'same_results' / 'paper_tiny.json'
 COMMAND = 'python -m experiments.reproduce --tiny --workdir W'
 RTOL_OTHER_CPU = 1e-4
+# Counts (uploads, bits, iterations) on another instruction set: a trigger
+# decision that flips on a last-bit difference moves them a little.
+RTOL_COUNTS_OTHER_CPU = 0.02
 
 # Measured on the machine, not computed by the run.
 WALL = ('wall', 'seconds', 'elapsed', 'it_per_s', 'duration', 'compile')
@@ -113,8 +118,18 @@ def _results_data():
 
 
 def cpu() -> str:
-  """This machine's CPU model (/proc/cpuinfo), else the platform's word."""
-  return _results_data().machine().split(',')[0]
+  """This machine's CPU model and vector instruction sets (/proc/cpuinfo:
+  XLA compiles for the host's, and they decide the rounding), else the
+  platform's word."""
+  model = _results_data().machine().split(',')[0]
+  try:
+    with open('/proc/cpuinfo') as f:
+      flags = next((l.split(':', 1)[1].split() for l in f
+                    if l.startswith('flags')), [])
+  except OSError:
+    flags = []
+  vector = [x for x in flags if x.startswith(('sse', 'avx', 'fma', 'amx'))]
+  return f'{model} ({" ".join(vector)})' if vector else model
 
 
 def summary(workdir) -> dict:
@@ -128,10 +143,10 @@ def _same(a, b, rtol: float) -> bool:
   if isinstance(a, bool) or isinstance(b, bool) or not (
       isinstance(a, (int, float)) and isinstance(b, (int, float))):
     return a == b
-  if isinstance(a, int) and isinstance(b, int):
-    return a == b
   if rtol == 0:
-    return float(a) == float(b)
+    return a == b
+  if isinstance(a, int) and isinstance(b, int):  # counts: uploads, bits, k
+    return abs(a - b) <= RTOL_COUNTS_OTHER_CPU * max(abs(a), abs(b))
   return math.isclose(float(a), float(b), rel_tol=rtol, abs_tol=0.0)
 
 
@@ -145,9 +160,10 @@ def compare(now: dict, committed: dict) -> list[str]:
   out += [f'{k}: {a[k]!r} here, {b[k]!r} committed'
           for k in sorted(set(a) & set(b)) if not _same(a[k], b[k], rtol)]
   if out and not exact:
-    out.append(f'(compared within a relative {rtol:g}: the summary was '
-               f'written on {committed["cpu"]} with JAX {committed["jax"]}, '
-               f'this is {now["cpu"]} with JAX {now["jax"]})')
+    out.append(f'(compared within a relative {rtol:g}, counts '
+               f'{RTOL_COUNTS_OTHER_CPU:g}: the summary was written on '
+               f'{committed["cpu"]} with JAX {committed["jax"]}, this is '
+               f'{now["cpu"]} with JAX {now["jax"]})')
   return out
 
 

@@ -147,5 +147,29 @@ class PublishTest(absltest.TestCase):
     self.assertEqual(json.loads((work / 'results.json').read_text())['study'],
                      'paper')
 
+class SameResultsTest(absltest.TestCase):
+  """scripts/same_results.py's comparison of a run with its summary."""
+
+  def test_exact_on_the_same_cpu_a_stated_tolerance_elsewhere(self):
+    import same_results  # pylint: disable=g-import-not-at-top
+    committed = {'cpu': 'A (avx2)', 'jax': '1', 'values': {
+        'x/laq/total_uploads': 100, 'x/laq/final_loss': 0.5,
+        'x/laq/diverged': False}}
+    now = json.loads(json.dumps(committed))
+    self.assertEqual(same_results.compare(now, committed), [])
+    now['values']['x/laq/final_loss'] = 0.5 * (1 + 1e-12)
+    now['values']['x/laq/total_uploads'] = 101
+    self.assertLen(same_results.compare(now, committed), 2)
+    now['cpu'] = 'B (avx512f)'  # another instruction set: within 1e-4, 2%
+    self.assertEqual(same_results.compare(now, committed), [])
+    now['values']['x/laq/total_uploads'] = 103
+    now['values']['x/laq/diverged'] = True
+    now['values']['x/new/total_uploads'] = 1
+    problems = same_results.compare(now, committed)
+    self.assertIn('x/laq/total_uploads: 103 here, 100 committed', problems)
+    self.assertIn('x/laq/diverged: True here, False committed', problems)
+    self.assertIn('x/new/total_uploads: new in this run (1)', problems)
+    self.assertIn('counts 0.02', problems[-1])
+
 if __name__ == '__main__':
   absltest.main()

@@ -568,6 +568,29 @@ class TinyReportTest(absltest.TestCase):
       with open(full / link, 'rb') as f:
         self.assertEqual(f.read(8), PNG_MAGIC, link)
 
+  def test_same_results_as_committed_and_published(self):
+    # The run CI makes, against the committed summary of the same run
+    # (tests/same_results/paper_tiny.json): a change that moves a result
+    # fails here until the summary is regenerated in the same change.
+    done = subprocess.run(
+        [sys.executable, 'scripts/same_results.py', str(_workdir)], cwd=ROOT,
+        capture_output=True, text=True, timeout=300, check=False)
+    self.assertEqual(done.returncode, 0,
+                     (done.stdout + done.stderr)[-4000:] +
+                     '\nIf the change means to move results: python '
+                     'scripts/same_results.py W --write, and say in the full '
+                     'reports what moved.')
+    # The report's numbers as data beside it, and its provenance line.
+    data = json.loads((_workdir / 'results.json').read_text())
+    self.assertEqual(data['study'], 'paper')
+    self.assertIn('--tiny', data['command'])
+    rows = {r['algo']: r for r in outputs.read_results(
+        _workdir / 'logreg' / 'results.csv')}
+    self.assertEqual(data['values']['logreg/laq/total_uploads'],
+                     int(rows['laq']['total_uploads']))
+    self.assertGreater(data['values']['logreg/wall_time_s'], 0)
+    self.assertTrue(self.report.split('\n')[2].startswith('Generated on '))
+
   def test_resume_skips_finished_and_copy(self):
     results = _workdir / 'logreg_stochastic' / 'results.csv'
     before = results.stat().st_mtime_ns

@@ -219,14 +219,35 @@ def header_line(data: Mapping[str, Any]) -> str:
 STAMP = 'Generated on '
 
 
-def publish(workdir: str | os.PathLike, study: str, command: str,
-            report: str = 'REPORT.md') -> dict[str, Any]:
-  """After a study wrote WORKDIR/REPORT.md: writes WORKDIR/results.json
-  (every sweep point's quoted values, `sweep_values`) and puts its
-  provenance line (`header_line`) under the report's title, replacing an
-  earlier one. Returns the data."""
+def wall_times(workdir: str | os.PathLike, info: str = 'reproduce.json'
+               ) -> dict[str, Any]:
+  """'EXPERIMENT/wall_time_s' and 'EXPERIMENT/load_average_at_start' of
+  every experiment folder under `workdir` that recorded them (`info`, as
+  the paper's reproduction writes it): measurements, not results, so never
+  in `sweep_values` (scripts/same_results.py compares those)."""
   workdir = pathlib.Path(workdir)
-  data = write(workdir, study, sweep_values(workdir), command=command)
+  out = {}
+  for path in sorted(workdir.rglob(info)):
+    d = json.loads(path.read_text())
+    name = path.parent.relative_to(workdir).as_posix()
+    if 'wall_time_s' in d:
+      out[f'{name}/wall_time_s'] = d['wall_time_s']
+    load = d.get('hardware', {}).get('load_average_at_start')
+    if load:
+      out[f'{name}/load_average_at_start'] = load[0]
+  return out
+
+
+def publish(workdir: str | os.PathLike, study: str, command: str,
+            report: str = 'REPORT.md', extra: Mapping[str, Any] | None = None
+            ) -> dict[str, Any]:
+  """After a study wrote WORKDIR/REPORT.md: writes WORKDIR/results.json
+  (every sweep point's quoted values, `sweep_values`, plus `extra`) and puts
+  its provenance line (`header_line`) under the report's title, replacing
+  an earlier one. Returns the data."""
+  workdir = pathlib.Path(workdir)
+  data = write(workdir, study, {**sweep_values(workdir), **(extra or {})},
+               command=command)
   path = workdir / report
   if path.exists():
     from experiments.run import outputs  # pylint: disable=g-import-not-at-top

@@ -28,6 +28,7 @@ from configs import paper
 from experiments.run import grid
 from experiments.run import outputs
 from experiments.run import progress as progress_lib
+from experiments.run import results_data
 from experiments.run import roofline
 from experiments.run import train
 from experiments.studies.paper import paper_results as results_lib
@@ -233,6 +234,17 @@ def mlp_iterations(workdir: pathlib.Path, report_only: bool,
 
 
 
+def command_flags(workdir: pathlib.Path, budget: str,
+                  only: Sequence[str] | None, mlp_iters: int | None
+                  ) -> list[str]:
+  """The launcher's flags that redo this report's runs."""
+  return ([f'--workdir {workdir}'] + ([f'--{budget}'] if budget != 'full'
+                                      else [])
+          + ([f'--only={",".join(only)}'] if only else [])
+          + ([f'--mlp_iters={mlp_iters}'] if mlp_iters and budget == 'full'
+             else []))
+
+
 def reproduce(workdir: pathlib.Path, *, budget: str = 'full',
               only: Sequence[str] | None = None, report_only: bool = False,
               copy_to: str | None = None, mlp_iters: int | None = None,
@@ -265,6 +277,10 @@ def reproduce(workdir: pathlib.Path, *, budget: str = 'full',
                     and results_lib.is_done(e, workdir) for e in selected):
       failed += run_lasg(workdir, budget)
   report_lib.report(paper.experiments(budget, mlp_iters), workdir, budget)
+  results_data.publish(workdir, 'paper', 'python -m experiments.reproduce ' +
+                       ' '.join(command_flags(workdir, budget, only,
+                                              mlp_iters)),
+                       extra=results_data.wall_times(workdir))
   logging.info('report: %s', workdir / report_lib.REPORT)
   if copy_to:
     copied = outputs.copy_report(workdir, pathlib.Path(copy_to))
