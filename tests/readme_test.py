@@ -6,10 +6,17 @@ Markdown file, at one of its headings). Reads files only: no JAX program is
 compiled."""
 
 import importlib.util
+import os
 import pathlib
 import re
+import shlex
+import subprocess
+import sys
 
 from absl.testing import absltest
+import pytest
+
+from tests import common
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 README = ROOT / 'README.md'
@@ -134,6 +141,66 @@ class LinksTest(absltest.TestCase):
     self.assertEqual(slug('Deployed on Flower: payloads, and seconds'),
                      'deployed-on-flower-payloads-and-seconds')
 
+
+# The README's commands that take minutes, and the test that runs each at a
+# tiny size (the file must name the command's launcher).
+RUN_ELSEWHERE = {
+    'experiments.reproduce': 'tests/reproduce_test.py',  # --tiny
+    'experiments.federated': 'tests/federated_test.py',  # the tiny study
+    'flower-superlink': 'tests/flower_test.py',  # a deployment, processes
+    'flwr run': 'tests/flower_test.py',
+}
+# What makes the others tiny: every config takes these fields.
+TINY = ['--config.num_iters=4', '--config.eval_every=2']
+
+
+def readme_commands() -> list[str]:
+  """Every command line of the README's code blocks that runs something
+  (continuation lines joined; set-up lines such as `source` left out)."""
+  out = []
+  for block in FENCE.findall(README.read_text()):
+    for line in block.replace('\\\n', ' ').splitlines():
+      line = line.split('  #')[0].strip()
+      if line.startswith(('python -m', 'flwr run', 'flower-', 'for i in')):
+        out.append(line)
+  return out
+
+
+@pytest.mark.slow  # launchers in fresh processes, on MNIST
+class CommandsTest(absltest.TestCase):
+  """Each README command is run: here at 4 iterations, or by the test that
+  RUN_ELSEWHERE names."""
+
+  def test_every_command_runs(self):
+    commands = readme_commands()
+    self.assertNotEmpty(commands)
+    env = common.IsolatedEnv('laq_readme_test_')
+    env.enter()
+    self.addCleanup(env.exit)
+    ran = 0
+    for line in commands:
+      elsewhere = [k for k in RUN_ELSEWHERE if k in line]
+      if elsewhere or line.startswith('for i in'):
+        for key in elsewhere:
+          test = (ROOT / RUN_ELSEWHERE[key]).read_text()
+          launcher = key.split()[0].replace('experiments.', '')
+          self.assertIn(launcher, test, f'{RUN_ELSEWHERE[key]} runs {line}')
+        continue
+      argv = shlex.split(line)
+      workdir = [a for a in argv if a.startswith('--workdir')]
+      self.assertLen(workdir, 1, line)
+      argv[argv.index(workdir[0])] = f'--workdir={env.name}/run{ran}'
+      with self.subTest(line):
+        done = subprocess.run(
+            [sys.executable] + argv[1:] + TINY, cwd=ROOT, text=True,
+            capture_output=True, timeout=600, check=False,
+            env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        self.assertEqual(done.returncode, 0, done.stderr[-3000:])
+        out = pathlib.Path(env.name, f'run{ran}')
+        self.assertTrue((out / 'summary.json').exists()
+                        or (out / 'results.csv').exists(), line)
+      ran += 1
+    self.assertGreaterEqual(ran, 3)
 
 if __name__ == '__main__':
   absltest.main()
