@@ -204,6 +204,85 @@ def check_stale(root: pathlib.Path, data: Data) -> list[str]:
   return problems
 
 
+# The README's at-a-glance table: (setting, study, folder, [(label, point)],
+# [(column header, results.json quantity, fmt kind)]). Rows of a study with no
+# results.json yet (its report predates it) are left out and named.
+AT_TARGET = [('iterations to target', 'target_iteration', 'int'),
+             ('uploads to target', 'target_uploads', 'int'),
+             ('bits to target', 'target_bits', 'sci')]
+AT_BUDGET = [('uploads', 'total_uploads', 'int'),
+             ('bits', 'total_bits', 'sci'),
+             ('test accuracy', 'final_test_accuracy', 'pct')]
+AT_A_GLANCE = [
+    ('logistic regression, full batch (the paper)', 'paper', 'logreg',
+     [('LAQ', 'laq'), ('GD', 'gd')], AT_TARGET),
+    ('the MLP, full batch (the paper)', 'paper', 'mlp',
+     [('LAQ', 'laq'), ('GD', 'gd')], AT_BUDGET),
+    ('logistic regression, minibatch (the paper)', 'paper',
+     'logreg_stochastic', [('SLAQ', 'slaq'), ('SGD', 'sgd')], AT_BUDGET),
+    ('the MLP, minibatch (the paper)', 'paper', 'mlp_stochastic',
+     [('SLAQ', 'slaq'), ('SGD', 'sgd')], AT_BUDGET),
+    ('LASG and CADA on the minibatch MLP', 'paper', 'lasg_network',
+     [('LASG-WK2', 'lasg_wk2'), ('CADA2', 'cada2'), ('SGD', 'sgd'),
+      ('Adam (CADA\'s baseline)', 'cada_adam')], AT_BUDGET),
+]
+GLANCE_START = '<!-- at-a-glance'
+GLANCE_END = '<!-- /at-a-glance -->'
+
+
+def at_a_glance(data: Data) -> str:
+  """The README's at-a-glance block, from docs/*/results.json."""
+  lines = []
+  pending = []
+  for setting, study, folder, points, columns in AT_A_GLANCE:
+    if data.study(study) is None:
+      pending.append(study)
+      continue
+    lines += ['', f'**{setting}** (docs/{study}/REPORT.md)', '',
+              '| | ' + ' | '.join(h for h, _, _ in columns) + ' |',
+              '|---|' + '---:|' * len(columns)]
+    for label, point in points:
+      key = f'{study}/{folder}/{point}'
+      found, at = data.value(key + '/diverged_at')
+      if data.diverged(key + '/x'):
+        cells = ([f'diverged at k={at}' if found and at is not None
+                  else 'diverged'] + [''] * (len(columns) - 1))
+      else:
+        cells = []
+        for _, quantity, kind in columns:
+          found, value = data.value(f'{key}/{quantity}')
+          cells.append(f'<!-- r:{key}/{quantity}:{kind} -->'
+                       f'{render(value, kind)}<!-- /r -->' if found
+                       else fmt(None))
+      lines.append(f'| {label} | ' + ' | '.join(cells) + ' |')
+  if pending:
+    names = ', '.join(dict.fromkeys(pending))
+    lines += ['', f'Not in this table yet: {names} (the report predates '
+              'its results.json; it says what it is stale since).']
+  return '\n'.join(lines).strip('\n')
+
+
+def check_glance(path: pathlib.Path, text: str, data: Data, write: bool
+                 ) -> tuple[list[str], str]:
+  """The at-a-glance block of README.md, as the data makes it."""
+  start = text.find(GLANCE_START)
+  if start < 0:
+    return [], text
+  head_end = text.index('-->', start) + 3
+  end = text.find(GLANCE_END, head_end)
+  want = '\n' + at_a_glance(data) + '\n'
+  if end < 0:  # first time: the block ends where the table ends
+    new = text[:head_end] + want + GLANCE_END + text[head_end:]
+  else:
+    if text[head_end:end] == want:
+      return [], text
+    new = text[:head_end] + want + text[end:]
+  if write:
+    return [], new
+  return [f'{path.relative_to(data.root)}: the at-a-glance table is not the '
+          'data\'s (python scripts/check_docs.py --write)'], text
+
+
 def check(root: pathlib.Path = ROOT, write: bool = False) -> list[str]:
   """Every problem found, one line each (empty: the docs hold)."""
   data = Data(root)
@@ -211,6 +290,8 @@ def check(root: pathlib.Path = ROOT, write: bool = False) -> list[str]:
   for path in markdown_files(root):
     text = path.read_text()
     found, new = check_markers(path, text, data, write)
+    problems += found
+    found, new = check_glance(path, new, data, write)
     problems += found
     if write and new != text:
       path.write_text(new)

@@ -10,6 +10,7 @@ import pathlib
 import subprocess
 import sys
 import tempfile
+from unittest import mock
 
 from absl.testing import absltest
 import numpy as np
@@ -106,6 +107,29 @@ class FaultsTest(absltest.TestCase):
     (self.report.parent / 'results.json').unlink()
     [p] = self.problems('# Report\n')
     self.assertIn('no results.json beside it', p)
+
+  def test_the_at_a_glance_table_is_generated_from_the_data(self):
+    readme = self.root / 'README.md'
+    readme.write_text('# x\n\n<!-- at-a-glance: generated -->\n\nAfter.\n')
+    self.report.write_text('# Report\n')
+    spec = [('MNIST', 'study', 'mnist', [('LAQ', 'laq'), ('SLAQ', 'slaq')],
+             [('uploads', 'uploads', 'int')]),
+            ('elsewhere', 'other', 'x', [('A', 'a')], [('u', 'u', 'int')])]
+    with mock.patch.object(check_docs, 'AT_A_GLANCE', spec):
+      [p] = check_docs.check(self.root)
+      self.assertIn('the at-a-glance table is not the data', p)
+      self.assertEqual(check_docs.check(self.root, write=True), [])
+      self.assertEqual(check_docs.check(self.root), [])
+      text = readme.read_text()
+      self.assertIn('| LAQ | <!-- r:study/mnist/laq/uploads:int -->632'
+                    '<!-- /r --> |', text)
+      self.assertIn('| SLAQ | diverged |', text)
+      self.assertIn('Not in this table yet: other', text)
+      self.assertTrue(text.endswith('<!-- /at-a-glance -->\n\nAfter.\n'))
+      # a number typed over the data's is found by the marker check
+      readme.write_text(text.replace('-->632<', '-->600<'))
+      self.assertIn("says '600', the data '632'",
+                    ' '.join(check_docs.check(self.root)))
 
   def test_results_json_records_how_it_was_made(self):
     data = json.loads((self.report.parent / 'results.json').read_text())
