@@ -307,6 +307,22 @@ class DivergedPointsTest(absltest.TestCase):
     for algo in ('sgd', 'slaq', 'qsgd', 'topk_ef'):
       self.assertIn(f'| {algo} | diverged at k=2 |', text)
 
+  def test_the_accuracy_axis_holds_every_converged_points_best(self):
+    # A tiny run where nothing reaches target - 25 points drew an empty
+    # figure: the axis goes down to the lowest best (to 5%), never for a
+    # diverged point.
+    def results(*points):
+      return {'main': {'curves': {'test_accuracy': [p[0] for p in points]},
+                       'rows': [{'diverged_at': p[1]} for p in points]}}
+    self.assertEqual(report.accuracy_floor(results(([0.7, 0.95], None)), 0.9),
+                     0.65)
+    self.assertAlmostEqual(report.accuracy_floor(
+        results(([0.1, 0.33], None), ([0.5, 0.9], None)), 0.9), 0.25)
+    self.assertEqual(report.accuracy_floor(
+        results(([0.05, 0.1], 3), ([0.8, 0.9], None)), 0.9), 0.65)
+    self.assertEqual(report.accuracy_floor(
+        results(([0.02, 0.04], None)), 0.9), 0.0)
+
   def test_figure_marks_a_diverged_point_and_keeps_the_axes(self):
     from matplotlib.backends.backend_agg import FigureCanvasAgg  # pylint: disable=g-import-not-at-top
     results = {s: sweeps.load_sweep(self.workdir / 'logreg' / s)
@@ -325,6 +341,14 @@ class DivergedPointsTest(absltest.TestCase):
                   [t.get_text() for t in labels])
     self.assertIn('sgd (deadline) (diverged at k=3: drawn to it)',
                   [t.get_text() for t in labels])
+    # every point that did not diverge has its best on the accuracy axis
+    low = time_ax.get_ylim()[0]
+    for s in ('main', 'deadline'):
+      c, rows = results[s]['curves'], results[s]['rows']
+      for g, row in enumerate(rows):
+        if report.diverged_at(row) is None:
+          self.assertGreaterEqual(np.nanmax(c['test_accuracy'][g]), low,
+                                  row['algo'])
     # the legend inside the figure; no two tick labels overlap
     renderer = fig.canvas.get_renderer()
     box = fig.bbox

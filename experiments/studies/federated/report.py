@@ -499,6 +499,24 @@ def _log_ticks(ax) -> None:
   ax.xaxis.set_minor_formatter(ticker.NullFormatter())
 
 
+def accuracy_floor(results: dict, target: float) -> float:
+  """The accuracy axis' lower end: 25 points below the target, lower (to a
+  multiple of 5%) where a point that did not diverge never got above it,
+  so that every such point's best is on the axes."""
+  low = max(0.0, target - 0.25)
+  for sweep in ('main', 'deadline'):
+    loaded = results.get(sweep)
+    if loaded is None:
+      continue
+    acc = loaded['curves']['test_accuracy']
+    for g, row in enumerate(loaded['rows']):
+      best = np.asarray(acc[g], np.float64)
+      best = best[np.isfinite(best)]
+      if diverged_at(row) is None and best.size:
+        low = min(low, np.floor(20 * float(best.max())) / 20 - 0.05)
+  return max(0.0, float(low))
+
+
 def accuracy_figure(results: dict, problem: str, target: float):
   """Test accuracy against simulated time and against uplink bits (a
   matplotlib Figure), one shared legend beside the axes. A diverged point
@@ -509,7 +527,7 @@ def accuracy_figure(results: dict, problem: str, target: float):
   from laq_jax import plotting  # pylint: disable=g-import-not-at-top
   fig = Figure(figsize=(13, 4.4), layout='constrained')
   axes = fig.subplots(1, 2)
-  low = max(0.0, target - 0.25)
+  low = accuracy_floor(results, target)
   kept, drawn, any_diverged = ([], []), ([], []), False
   for sweep, style in (('main', '-'), ('deadline', ':')):
     loaded = results.get(sweep)
