@@ -46,7 +46,17 @@ if _STATS:
 # examples, Flower's ClientApps and the sharded checks read JAX's own
 # variables).
 from tests import common  # pylint: disable=g-import-not-at-top,wrong-import-position
+from laq_jax import clients  # pylint: disable=g-import-not-at-top,wrong-import-position
+from laq_jax import compressors  # pylint: disable=g-import-not-at-top,wrong-import-position
 from laq_jax import hyper  # pylint: disable=g-import-not-at-top,wrong-import-position
+from laq_jax import problems  # pylint: disable=g-import-not-at-top,wrong-import-position
+from laq_jax import servers  # pylint: disable=g-import-not-at-top,wrong-import-position
+from laq_jax import trigger  # pylint: disable=g-import-not-at-top,wrong-import-position
+from laq_jax.data import kinds  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+# Every registry of names a user (or a test) can add to.
+_REGISTRIES = (compressors.REGISTRY, clients.REGISTRY, trigger.REGISTRY,
+               servers.REGISTRY, problems.REGISTRY, kinds.REGISTRY)
 
 _CACHE = common.compile_cache_dir()
 if _CACHE is not None:
@@ -90,10 +100,13 @@ def _release_compiled_programs(request):
   persistent cache instead of compiling it again."""
   jax.config.update('jax_disable_most_optimizations', not (
       _OPTIMIZE or getattr(request.module, 'XLA_DEFAULTS', False)))
-  # A preset a test module registers stays in that module: the next one in
-  # the same process sees the library's presets (reference_test and
-  # hyper_test compare them with their tables).
+  # A preset or part a test module registers stays in that module: the next
+  # one in the same process sees the library's (reference_test and
+  # hyper_test compare the presets with their tables; a registered part's
+  # parameters join every config, and reproduce_test compares configs with
+  # its launcher's).
   presets = dict(hyper.ALGORITHMS)
+  parts = [(r, dict(r._parts)) for r in _REGISTRIES]  # pylint: disable=protected-access
   if _STATS:
     import time  # pylint: disable=g-import-not-at-top
     module = os.path.basename(request.module.__file__)
@@ -107,6 +120,9 @@ def _release_compiled_programs(request):
     _compile_stats.append(record)
   hyper.ALGORITHMS.clear()
   hyper.ALGORITHMS.update(presets)
+  for registry, registered in parts:
+    registry._parts.clear()  # pylint: disable=protected-access
+    registry._parts.update(registered)  # pylint: disable=protected-access
   jax.clear_caches()
 
 

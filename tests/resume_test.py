@@ -35,6 +35,7 @@ from experiments.run import train
 import laq_jax
 from laq_jax import checkpoint
 from laq_jax import distributed
+from laq_jax import metrics
 from tests import common
 from tests import events_test
 
@@ -374,7 +375,8 @@ class SweepTest(absltest.TestCase):
     rows = grid.sweep_and_evaluate(config, whole)
 
     # Only the diverging points are marked; the others ran all 30 steps.
-    k = int(np.flatnonzero(~np.isfinite(library_losses(30)))[0])
+    # (the one rule: the first logged loss NaN/inf or above 10x f(theta^0))
+    k = metrics.diverged_at(library_losses(30), np.nan)
     by_point = {(r['algo'], r['step_size']): r for r in rows}
     gd = by_point['gd', 1.0]
     self.assertEqual((gd['diverged'], gd['diverged_at']), (True, k))

@@ -93,19 +93,27 @@ class RunRecord:
 
 
 def diverged_message(at: int, value: float, rows: int, workdir, config,
-                     initial: float | None = None) -> str:
-  """The error a diverged run ends with: where, why, what was kept."""
-  if math.isfinite(value):  # ran away, finite: the run went on to its end
+                     initial: float | None = None,
+                     stopped_at: int | None = None) -> str:
+  """The error a diverged run ends with: where, why, what was kept.
+
+  `at` is where the one rule (`laq_jax.metrics.diverged_at`) saw it,
+  `stopped_at` where a NaN/inf loss stopped the run (None: it ran to its
+  end)."""
+  metrics_csv = pathlib.Path(workdir) / 'metrics.csv'
+  if math.isfinite(value):  # ran away, finite
     why = (f'the loss f(theta^k) is {value} at iteration k={at}, more than '
            f'{metrics.DIVERGENCE_FACTOR:g}x f(theta^0) = {initial}')
-    kept = (f'{pathlib.Path(workdir) / "metrics.csv"} keeps every iteration '
-            f'(0..{rows - 1})')
   else:
-    why = (f'the loss f(theta^k) is {value} at iteration k={at}; the run '
-           'stopped there')
-    kept = (f'{pathlib.Path(workdir) / "metrics.csv"} keeps iterations '
-            f'0..{rows - 1}')
-  return (f'diverged: {why}. {kept} and summary.json says "diverged": true, '
+    why = f'the loss f(theta^k) is {value} at iteration k={at}'
+  if stopped_at is None:
+    kept = (f'the run went on to its end; {metrics_csv} keeps every '
+            f'iteration (0..{rows - 1})')
+  else:
+    kept = ((f'it became NaN/inf at k={stopped_at} and ' if stopped_at != at
+             else '') + f'the run stopped there; {metrics_csv} keeps '
+            f'iterations 0..{rows - 1}')
+  return (f'diverged: {why}; {kept}. summary.json says "diverged": true, '
           f'"diverged_at": {at}. Try a smaller step_size '
           f'(now {config.step_size}).')
 
@@ -126,8 +134,8 @@ def summarize(config, built, ran: Ran, fstar_info, workdir) -> dict:
   """summary.json: the figures of `laq_jax.metrics.summarize` and the run's."""
   rec = ran.record.record
   loss_K = rec.loss
-  diverged_at, final_accuracy = ran.diverged_at, ran.final_accuracy
-  final_loss = (math.nan if diverged_at is not None else
+  stopped_at, final_accuracy = ran.diverged_at, ran.final_accuracy
+  final_loss = (math.nan if stopped_at is not None else
                 full_objective(built, ran.state.theta_P))
   every = built.spec.log_every
   diverged_at = metrics.diverged_at(loss_K, final_loss, every)  # or theta^T
@@ -140,8 +148,10 @@ def summarize(config, built, ran: Ran, fstar_info, workdir) -> dict:
     value = loss_K[diverged_at] if diverged_at < len(loss_K) else final_loss
     message = diverged_message(diverged_at, float(value), len(loss_K),
                                workdir, config,
-                               float(loss_K[0]) if len(loss_K) else None)
+                               float(loss_K[0]) if len(loss_K) else None,
+                               stopped_at)
     final_accuracy = None
+    final_loss = math.nan  # as a diverged sweep point's: no final figures
     if distributed.is_writer():
       logging.error('%s', message)
   summary = metrics.summarize(
