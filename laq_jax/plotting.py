@@ -96,7 +96,9 @@ def loss_figure(curves: Sequence[Curve], x: str = 'iterations', *,
       xs = np.where(xs > 0, xs, np.nan)
     label = curve.label
     if ran_away:  # drawn, clipped to the others' range, and named
-      label = f'{label} (diverged: clipped)' if label else 'diverged: clipped'
+      label = (f'{label} (clipped)' if 'diverged' in (label or '') else
+               f'{label} (diverged: clipped)' if label else
+               'diverged: clipped')
     ax.plot(xs, y, label=label, linewidth=1.4,
             linestyle='--' if ran_away else '-')
   ax.set_yscale('log')
