@@ -136,8 +136,24 @@ def check_markers(path: pathlib.Path, text: str, data: Data,
                       f'{want!r} (python scripts/check_docs.py --write)')
     return m[0]
 
-  new = MARKER.sub(fix, text)
+  code = code_spans(text)
+  new = MARKER.sub(lambda m: m[0] if in_code(m.start(), code) else fix(m),
+                   text)
   return problems, new
+
+
+def code_spans(text: str) -> list[tuple[int, int]]:
+  """Where the text's code is (fenced blocks and `inline` spans): a marker
+  written there is an example, not a number."""
+  spans = [m.span() for m in re.finditer(r'```.*?```', text, re.S)]
+  for m in re.finditer(r'`[^`\n]+`', text):
+    if not in_code(m.start(), spans):
+      spans.append(m.span())
+  return spans
+
+
+def in_code(at: int, spans: list[tuple[int, int]]) -> bool:
+  return any(a <= at < b for a, b in spans)
 
 
 def check_claims(path: pathlib.Path, text: str, data: Data) -> list[str]:
@@ -145,7 +161,8 @@ def check_claims(path: pathlib.Path, text: str, data: Data) -> list[str]:
   rel = path.relative_to(data.root)
   for s in sentences(text):
     words = CLAIM.findall(s)
-    marks = list(MARKER.finditer(s))
+    code = code_spans(s)
+    marks = [m for m in MARKER.finditer(s) if not in_code(m.start(), code)]
     if not words or not marks:
       continue
     short = ' '.join(MARKER.sub(lambda m: m['text'], s).split())[:120]

@@ -65,6 +65,11 @@ class FaultsTest(absltest.TestCase):
     self.assertEqual(self.problems(wrong, write=True), [])
     self.assertEqual(self.report.read_text(), good)
 
+  def test_a_marker_in_code_is_an_example(self):
+    self.assertEqual(self.problems(
+        'Write `<!-- r:study/mnist/qgd/uploads -->1<!-- /r -->` or\n\n'
+        '```\n<!-- r:other/a/b -->2<!-- /r -->\n```\n'), [])
+
   def test_a_key_not_in_the_data_or_a_study_without_data(self):
     [p] = self.problems('<!-- r:study/mnist/qgd/uploads -->1<!-- /r -->\n')
     self.assertIn('has no such key', p)
