@@ -11,7 +11,7 @@ Counts are int64: a long MLP run exceeds 2^31 bits.
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple
+from typing import Any, Mapping, NamedTuple
 
 import numpy as np
 
@@ -140,6 +140,46 @@ def divergence_note(at: int | None, factor: float = DIVERGENCE_FACTOR
   if at is None:
     return ''
   return (f'diverged at k={at} (loss NaN/inf or above {factor:g}x '
+          'f(theta^0))')
+
+
+def row_diverged_at(row: Mapping[str, Any]) -> int | None:
+  """The iteration a result row (`summarize`'s, `sweep_metrics`', or a
+  results.json point) records as where it diverged, or None."""
+  at = row.get('diverged_at')
+  if at is None or at == '':
+    return None
+  return int(float(at))
+
+
+def row_diverged(row: Mapping[str, Any]) -> bool:
+  """Whether a result row diverged by the one rule (`diverged_at`): its
+  `diverged` mark, as every summary and sweep row sets it from the curve;
+  a row without the mark (rows by hand, old results) is read by the same
+  rule at its two ends: a `final_loss` that is None or not finite, or one
+  above DIVERGENCE_FACTOR times its `initial_loss` (a row without a
+  `final_loss` quotes no loss: not diverged). Such a point is named, never
+  ranked."""
+  if row.get('diverged') or row_diverged_at(row) is not None:
+    return True
+  if 'final_loss' not in row:  # a row that quotes no loss
+    return False
+  final, start = row['final_loss'], row.get('initial_loss')
+  if final is None or not math.isfinite(float(final)):
+    return True
+  return (start is not None and math.isfinite(float(start)) and start > 0
+          and final > DIVERGENCE_FACTOR * start)
+
+
+def row_divergence(row: Mapping[str, Any]) -> str:
+  """How every report names a diverged row: 'diverged at k=... (loss NaN/inf
+  or above 10x f(theta^0))' (`divergence_note`), without 'at k=...' where
+  the row does not say where; '' for a row that did not diverge."""
+  if not row_diverged(row):
+    return ''
+  at = row_diverged_at(row)
+  return (divergence_note(at) if at is not None else
+          f'diverged (loss NaN/inf or above {DIVERGENCE_FACTOR:g}x '
           'f(theta^0))')
 
 

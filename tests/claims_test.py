@@ -169,9 +169,11 @@ class ClaimsTest(absltest.TestCase):
         'LASG': True, 'LASG_WK2': True, 'LASG_WK1_LAQ': False,
         'CADA2': None})
     self.assertEqual(got['LASG_WK1_LAQ']['brief'],
-                     'lasg_wk1_laq diverged (loss NaN/inf): not compared')
+                     'lasg_wk1_laq diverged (loss NaN/inf or above 10x '
+                     'f(theta^0)): not compared')
     self.assertEqual(got['CADA2']['brief'],
-                     'cada_adam diverged (loss NaN/inf): not compared')
+                     'cada_adam diverged (loss NaN/inf or above 10x '
+                     'f(theta^0)): not compared')
     # The LASG report's own sentence names it with the others.
     verdict = lasg_report.verdict({r['algo']: r for r in sweep['rows']})
     self.assertIn('lasg_wk1_laq', verdict)

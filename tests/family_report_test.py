@@ -3,6 +3,7 @@ numbers by hand; and (slow) the whole launcher at a tiny budget, its tables
 checked against the sweeps' results.csv, its time-to-target part present for
 both problems (experiments.studies.family.family_time has its own tests)."""
 
+import json
 import pathlib
 import re
 import subprocess
@@ -19,6 +20,7 @@ from experiments.run import markdown
 from experiments.run import outputs
 from experiments.studies.family import family_report
 from experiments.studies.lasg import report as lasg_report
+from experiments.studies.paper import claims
 import laq_jax as lj
 from tests import common
 
@@ -64,10 +66,10 @@ class BeatsLaqTest(absltest.TestCase):
     self.assertFalse(family_report.diverged(dict(row(10, loss=0.5),
                                                  initial_loss=2.3)))
     # Above where it started but not 10x: no divergence, still ranked
-    # (ran_away, for claims.py, also counts it).
+    # (claims.ran_away, the LASG claim's "does not run away", counts it).
     up = dict(row(10, loss=3.0), initial_loss=2.3)
     self.assertFalse(family_report.diverged(up))
-    self.assertTrue(family_report.ran_away(up))
+    self.assertTrue(claims.ran_away(up))
     self.assertEqual(family_report.divergence(dict(away, diverged_at=12)),
                      'diverged at k=12 (loss NaN/inf or above 10x '
                      'f(theta^0))')
@@ -381,6 +383,15 @@ class TinyReportTest(absltest.TestCase):
         self.assertIn(f'- {kind}, {lazy} against {eager} on its faster '
                       'topology: ', timed)
       self.assertRegex(timed, r'Fastest to the target: datacenter \*\*')
+      # results.json carries the time table's seconds per profile.
+      values = json.loads((workdir / 'results.json').read_text())['values']
+      for kind, algo in (('full', 'laq'), ('minibatch', 'slaq')):
+        seconds = values[f'{problem}/{kind}/{algo}/seconds/datacenter']
+        line = next(l for l in timed.splitlines()
+                    if l.startswith(f'| {algo} |'))
+        self.assertIn(markdown.fmt(seconds, '.3g'), line)
+      for algo in DIVERGING:  # untimed: no seconds
+        self.assertFalse([k for k in values if f'/{algo}/seconds/' in k])
     self.assertLen(re.findall(r'^(Beat S?LAQ|None beat S?LAQ|S?LAQ diverged)',
                               report, re.MULTILINE), 4)
     # Every preset: a row in each problem's table and its time table, and

@@ -135,6 +135,27 @@ class DivergenceTest(absltest.TestCase):
         Record.from_arrays(loss=[3.0, 2.0, 31.0], sent_M=sent, bits_M=bits),
         final_loss=1.0, fstar=None, target=1e-6)
     self.assertTrue(row['diverged'])
+    # ...and every report reads the row by the same rule, naming where
+    # the row says (sweep rows carry diverged_at).
+    self.assertTrue(metrics.row_diverged(row))
+    self.assertEqual(metrics.row_divergence(dict(row, diverged_at=2)),
+                     metrics.divergence_note(2))
+
+  def test_rows_without_the_mark_by_the_same_rule(self):
+    # Rows by hand or from old results: the rule at the row's two ends.
+    self.assertFalse(metrics.row_diverged({'total_uploads': 3}))
+    self.assertFalse(metrics.row_diverged({'final_loss': 22.9,
+                                           'initial_loss': 2.3}))
+    self.assertTrue(metrics.row_diverged({'final_loss': 23.1,
+                                          'initial_loss': 2.3}))
+    self.assertTrue(metrics.row_diverged({'final_loss': None}))
+    self.assertTrue(metrics.row_diverged({'final_loss': float('inf')}))
+    self.assertTrue(metrics.row_diverged({'diverged_at': '7'}))
+    self.assertEqual(metrics.row_diverged_at({'diverged_at': '7.0'}), 7)
+    self.assertIsNone(metrics.row_diverged_at({'diverged_at': ''}))
+    self.assertEqual(metrics.row_divergence({'final_loss': 1.0}), '')
+    self.assertEqual(metrics.row_divergence({'final_loss': None}),
+                     'diverged (loss NaN/inf or above 10x f(theta^0))')
 
 
 class PaperResidualTest(absltest.TestCase):

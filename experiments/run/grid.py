@@ -269,9 +269,10 @@ def sweep_and_evaluate(config, workdir: str | os.PathLike, *,
                 'test_accuracy_steps': accuracy_steps})
   if diverged:
     logging.warning(
-        '%d of %d grid points diverged (loss NaN/inf), marked in results.csv '
+        '%d of %d grid points diverged (loss NaN/inf or above %gx f(theta^0)), '
+        'marked in results.csv '
         '(diverged, diverged_at); the others finished: %s', len(diverged),
-        len(rows), '; '.join(
+        len(rows), metrics.DIVERGENCE_FACTOR, '; '.join(
             f'point {r["point"]} ('
             + ', '.join(f'{k}={r[k]}' for k in varying)
             + f') at k={r["diverged_at"]}' for r in diverged))

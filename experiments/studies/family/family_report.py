@@ -82,27 +82,10 @@ def load_rows(workdir: pathlib.Path, study: Study) -> dict[str, dict] | None:
   return out
 
 
-def diverged(row: dict) -> bool:
-  """Whether a point diverged by the one rule (`metrics.diverged_at`: the
-  row's `diverged` as `load_rows` marks it from the curves). A row without
-  the marks (rows by hand) is read by the same rule at its two ends: no
-  finite final loss, or one above DIVERGENCE_FACTOR times `initial_loss`.
-  Such a point is named, never ranked."""
-  final, start = row.get('final_loss'), row.get('initial_loss')
-  if bool(row.get('diverged')) or final is None or not math.isfinite(final):
-    return True
-  return (start is not None and math.isfinite(start) and start > 0
-          and final > metrics.DIVERGENCE_FACTOR * start)
-
-
-def divergence(row: dict) -> str:
-  """How the report names a diverged point ('diverged at k=12 (loss NaN/inf
-  or above 10x f(theta^0))'), '' for one that did not diverge."""
-  if not diverged(row):
-    return ''
-  at = row.get('diverged_at')
-  return (metrics.divergence_note(at) if at is not None
-          else 'diverged (no finite final loss)')
+# The one rule every report uses (laq_jax.metrics): whether a row diverged,
+# and how a report names it.
+diverged = metrics.row_diverged
+divergence = metrics.row_divergence
 
 
 def diverged_cell(row: dict) -> str:
@@ -110,7 +93,7 @@ def diverged_cell(row: dict) -> str:
   table cell, '' otherwise."""
   if not diverged(row):
     return ''
-  at = row.get('diverged_at')
+  at = metrics.row_diverged_at(row)
   return f'at k={at}' if at is not None else 'yes'
 
 
@@ -119,14 +102,6 @@ def named(rows: dict[str, dict]) -> str:
   rows of {algo: row}."""
   return '; '.join(f'**{a}** ({divergence(r)})' for a, r in rows.items()
                    if diverged(r))
-
-
-def ran_away(row: dict) -> bool:
-  """Diverged (`diverged`, the one rule) or ended above the loss it started
-  from. Kept only for experiments/studies/paper/claims.py's LASG claims,
-  which import it; the family and LASG reports rank by `diverged` alone."""
-  final, start = row.get('final_loss'), row.get('initial_loss')
-  return diverged(row) or (start is not None and final > start)
 
 
 def _lower(row: dict, convex: bool) -> float:
@@ -363,7 +338,8 @@ def study_section(study: Study, rows: dict[str, dict],
 
 
 def report(studies: Sequence[Study], workdir: pathlib.Path, quick: bool,
-           command: str, notes: Sequence[str] = ()) -> str:
+           command: str, notes: Sequence[str] = (),
+           values: dict | None = None) -> str:
   """Writes the figures and WORKDIR/REPORT.md; returns the text.
 
   Args:
@@ -372,6 +348,8 @@ def report(studies: Sequence[Study], workdir: pathlib.Path, quick: bool,
     quick: a reduced budget (--quick or --tiny), said at the top.
     command: the command that produced it.
     notes: paragraphs said at the top (e.g. a reduced network budget).
+    values: where given, receives the time-to-target numbers per profile
+      for results.json (`family_time.section`).
   """
   lines = ['# The communication-efficient family on the LAQ paper\'s problems'
            + (' — quick budget' if quick else ''), '',
@@ -403,7 +381,7 @@ def report(studies: Sequence[Study], workdir: pathlib.Path, quick: bool,
              for kind, (_, folder) in study.sweeps.items()}
     path = figure(study, rows, workdir)
     lines += study_section(study, rows, infos, path)
-    lines += family_time.section(study, workdir)
+    lines += family_time.section(study, workdir, values)
   lines += _settings_section()
   if missing:
     lines += [f'**Missing**: {", ".join(missing)}.', '']

@@ -101,6 +101,25 @@ def profile_table(sweep: TimedSweep, target: Target,
                + [f'{p} (s)' for p in profiles], body)
 
 
+def time_values(prefix: str, sweep: TimedSweep, target: Target,
+                times: dict[str, dict[str, dict[str, float]]]
+                ) -> dict[str, object]:
+  """What `profile_table` shows, as results.json values under `prefix`
+  (every timed point; an untimed one, diverged or without per-worker bits,
+  has none)."""
+  out = {}
+  for g, algo in enumerate(sweep.algos):
+    if untimed(sweep, target, g) or algo not in times:
+      continue
+    k = int(target.iteration[g])
+    out[f'{prefix}/{algo}/k_star'] = k if k >= 0 else None
+    for profile, by_topology in times[algo].items():
+      seconds, topology = fastest(by_topology)
+      out[f'{prefix}/{algo}/seconds/{profile}'] = seconds
+      out[f'{prefix}/{algo}/topology/{profile}'] = topology
+  return out
+
+
 def winners_sentence(times: dict[str, dict[str, dict[str, float]]]) -> str:
   """'Fastest to the target: datacenter **gd (ring)** (1.2 s), ...' (every
   preset of a tie named)."""
@@ -182,11 +201,15 @@ def kind_lines(label_text: str, sweep: TimedSweep, target: Target,
   return lines + [winners_sentence(times), '']
 
 
-def section(study, workdir: pathlib.Path) -> list[str]:
+def section(study, workdir: pathlib.Path, values: dict | None = None
+            ) -> list[str]:
   """The report's "time to target" part of one study (a
   `family_report.Study`): per sweep the profile table, then the bandwidth
   figure (written to WORKDIR/STUDY/time_vs_bandwidth.png) and the
-  crossovers, every number computed here."""
+  crossovers, every number computed here. `values`, where given, receives
+  the table's numbers for results.json: 'STUDY/FOLDER/ALGO/seconds/PROFILE'
+  (the faster topology's seconds to the target), '.../topology/PROFILE' and
+  '.../k_star'."""
   from laq_jax import network  # pylint: disable=g-import-not-at-top
   base = network.PROFILES[BASE_PROFILE]
   lines = ['### Time to target on modeled networks', '',
@@ -219,6 +242,9 @@ def section(study, workdir: pathlib.Path) -> list[str]:
       crossings.append(f'- {label_text}: no preset is timed ({e}).')
       continue
     times = profile_times(sweep, target)
+    if values is not None:
+      values.update(time_values(f'{study.name}/{study.sweeps[kind][1]}',
+                                sweep, target, times))
     lines += kind_lines(label_text, sweep, target, times)
     curves = bandwidth_times(sweep, target, grid)
     exact = Exact(sweep, target)

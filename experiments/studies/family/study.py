@@ -122,9 +122,11 @@ def run(workdir: pathlib.Path, *, budget: str = 'full',
         + ' (the paper: 8,000 iterations on all 60,000), what a CPU '
         'affords for 17 presets; logistic regression at the paper\'s '
         'budgets. `--network_iters` and `--network_images` set it.')
-  family_report.report(selected, workdir, budget != 'full', command, notes)
+  times = {}
+  family_report.report(selected, workdir, budget != 'full', command, notes,
+                       values=times)
   from experiments.run import results_data  # pylint: disable=g-import-not-at-top
-  results_data.publish(workdir, 'compressors', command)
+  results_data.publish(workdir, 'compressors', command, extra=times)
   logging.info('report: %s', workdir / family_report.REPORT)
   if copy_to:
     from experiments.run import outputs  # pylint: disable=g-import-not-at-top

@@ -28,6 +28,7 @@ from experiments.studies.federated.sweeps import (DEADLINE_PERCENTILE,
                                                   LOCAL_K, SWEEPS, TITLES,
                                                   FederatedError, load_sweep,
                                                   sweep_config)
+from laq_jax import metrics
 
 REPORT = 'REPORT.md'
 
@@ -35,14 +36,9 @@ REPORT = 'REPORT.md'
 # ----------------------------------------------------------------------------
 # The numbers of the report.
 
-def diverged_at(row: dict) -> int | None:
-  """The iteration where a point diverged (its row's `diverged_at`, which
-  `load_sweep` sets by the one rule, `laq_jax.metrics.diverged_at`), or None
-  where it did not."""
-  at = row.get('diverged_at')
-  if at is None or at == '':
-    return None
-  return int(float(at))
+# Where a point diverged (its row's `diverged_at`, which `load_sweep` sets by
+# the one rule, `laq_jax.metrics.diverged_at`), or None where it did not.
+diverged_at = metrics.row_diverged_at
 
 
 def point_summary(loaded: dict, g: int, target: float) -> dict:
@@ -273,7 +269,6 @@ def accuracy_cell(s: dict) -> str:
 def divergence_lines(summaries, label: str = 'algo') -> list[str]:
   """A line naming the table's diverged points, where they diverged and by
   what rule (`laq_jax.metrics.divergence_note`); [] when none did."""
-  from laq_jax import metrics  # pylint: disable=g-import-not-at-top
   bad = [s for s in summaries if s.get('diverged')]
   if not bad:
     return []

@@ -71,20 +71,17 @@ def verdict(holds: bool | None) -> str:
 
 
 def divergence(row: dict[str, Any]) -> str:
-  """How the report names a row that diverged: 'diverged at k=… (loss
-  NaN/inf or above 10x f(theta^0))' (`metrics.divergence_note`), or ''.
+  """How the report names a row that diverged (`metrics.row_divergence`,
+  the one rule every report uses), or ''."""
+  return metrics.row_divergence(row)
 
-  The row's `diverged` / `diverged_at` (the one rule, set by
-  `paper_results`), else, for a row that carries no mark, a non-finite final
-  loss."""
-  if row.get('diverged'):
-    at = row.get('diverged_at')
-    return (metrics.divergence_note(at) if at is not None
-            else 'diverged (loss NaN/inf)')
-  final = row.get('final_loss')
-  if isinstance(final, float) and not math.isfinite(final):
-    return 'diverged (loss NaN/inf)'
-  return ''
+
+def ran_away(row: dict[str, Any]) -> bool:
+  """Diverged (`divergence`, the one rule) or ended above the loss it
+  started from: what the LASG claim "does not run away" asks (a point above
+  its start but under 10x f(theta^0) is not diverged, still ranked)."""
+  final, start = row.get('final_loss'), row.get('initial_loss')
+  return bool(divergence(row)) or (start is not None and final > start)
 
 
 def diverged_short(row: dict[str, Any]) -> str:
@@ -408,7 +405,6 @@ def lasg_claims(sweep: dict[str, Any]) -> list[dict[str, Any]]:
   similar accuracy, from the sweep's rows (same dicts as `claims`). A
   preset that diverged (`divergence`) does not hold its claims and is named
   with the iteration; against a diverged baseline nothing is tested."""
-  from experiments.studies.family.family_report import ran_away  # pylint: disable=g-import-not-at-top
   by_algo = {r['algo']: r for r in sweep['rows']}
   sgd, slaq = by_algo.get('sgd'), by_algo.get('slaq')
   if sgd is None:
