@@ -1,9 +1,8 @@
 """Results as data beside a report: results.json, what its sentences quote.
 
-    values = results_data.flatten({'logreg': rows_by_algo})  # 'logreg/laq/...'
-    results_data.write(workdir, 'paper', values, command=...,
-                       sources=results_data.study_sources('paper'))
-    header = results_data.header_line(results_data.read(workdir))
+    # after a study wrote WORKDIR/REPORT.md from its sweeps:
+    results_data.publish(workdir, 'paper', command)  # results.json, header
+    values = results_data.read(workdir)['values']    # 'logreg/laq/...'
 
 Every report folder (docs/paper, docs/compressors, ...) commits a
 results.json next to its REPORT.md: per point, the numbers its tables and
@@ -123,18 +122,6 @@ def _plain(value: Any) -> Any:
   if isinstance(value, (list, tuple)):
     return [_plain(v) for v in value]
   return value
-
-
-def flatten(tree: Mapping[str, Any], prefix: str = '') -> dict[str, Any]:
-  """{'a': {'b': 1}} -> {'a/b': 1}: nested dicts as slash-joined keys."""
-  out = {}
-  for key, value in tree.items():
-    name = f'{prefix}/{key}' if prefix else str(key)
-    if isinstance(value, Mapping):
-      out.update(flatten(value, name))
-    else:
-      out[name] = _plain(value)
-  return out
 
 
 # What a report quotes of each sweep point (results.csv columns), where the
