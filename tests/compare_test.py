@@ -16,6 +16,7 @@ from unittest import mock
 
 from absl.testing import absltest
 import numpy as np
+import pytest
 
 from laq_jax.record import Record
 
@@ -157,6 +158,7 @@ class CompareTest(absltest.TestCase):
       comparison.compare([str(pathlib.Path(_tmp.name, 'nothing'))],
                       str(pathlib.Path(_tmp.name, 'never')))
 
+  @pytest.mark.slow  # the launcher in its own process, end to end
   def test_command_line(self):
     out = pathlib.Path(_tmp.name, 'cli')
     env = dict(os.environ, PYTHONPATH=common.ROOT, JAX_PLATFORMS='cpu')

@@ -153,6 +153,7 @@ def test_launcher_end_to_end(case):
         p.is_file() for p in workdir.rglob('*')), sorted(workdir.rglob('*'))
 
 
+@pytest.mark.slow  # four launcher processes, end to end
 def test_launcher_lines():
   """A few bad command lines, end to end: exit 1, one line, the hint."""
   cases = [

@@ -10,6 +10,7 @@ import tempfile
 import zipfile
 
 from absl.testing import absltest
+import pytest
 
 from tests import common
 
@@ -55,6 +56,7 @@ class WheelTest(absltest.TestCase):
                 .decode().splitlines() if line.startswith('Requires-Dist')]
     self.assertTrue(any('scikit-learn' in r for r in requires), requires)
 
+  @pytest.mark.slow  # pip installs the wheel, a process imports it
   def test_installed_it_works_away_from_the_clone(self):
     target = self.tmp / 'site'
     done = subprocess.run(

@@ -3,6 +3,7 @@ from unittest import mock
 
 from absl.testing import absltest
 import ml_collections
+import pytest
 
 import configs
 from experiments.run import build as build_lib
@@ -96,6 +97,7 @@ class PredictTest(absltest.TestCase):
     self.assertAlmostEqual(gpu, 30 * step, delta=1e-12)
     self.assertIn('NVIDIA H200', words)
 
+  @pytest.mark.slow  # two launcher processes, end to end
   def test_the_launcher_prints_both_and_names_a_bad_device(self):
     import os  # pylint: disable=g-import-not-at-top
     import subprocess  # pylint: disable=g-import-not-at-top

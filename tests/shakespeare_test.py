@@ -152,6 +152,7 @@ class NaturalSplitTest(absltest.TestCase):
 
 class RealTextsTest(absltest.TestCase):
 
+  @pytest.mark.slow  # the sdist from the network, end to end
   def test_the_sdist_and_the_cache(self):
     with tempfile.TemporaryDirectory() as cache, mock.patch.dict(
         os.environ, {'XDG_CACHE_HOME': cache}):
