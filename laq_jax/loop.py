@@ -719,7 +719,10 @@ run_chunk.__doc__ = """Runs `num_steps` iterations from `state` as one compiled 
 
 `spec.check_hyper` runs first on the concrete `hyper`: a Hyper that picks a
 part the program does not compile in is refused in one line (a switch would
-otherwise run the first compiled part). The compiled program is cached on
+otherwise run the first compiled part), and so is a traced Hyper (a call
+inside jax.jit or vmap), whose parts cannot be checked; a grid Hyper
+(`stack_hypers`) sweeps values in one program instead. The compiled program
+is cached on
 `spec` (its part objects included), the shapes and `num_steps`.
 
 Args:

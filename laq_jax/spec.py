@@ -244,7 +244,12 @@ class RunSpec:
       feedback = bool(np.any(np.asarray(hyper.error_feedback)))
       downlink = bool(np.any(np.asarray(hyper.downlink_bits) > 0))
     except jax.errors.TracerArrayConversionError:
-      return  # traced: the caller checked the concrete values
+      raise ValueError(
+          'hyper is traced (run_chunk or run called inside jax.jit, vmap or '
+          'grad): the parts it picks cannot be checked against the ones the '
+          'program compiles in, and an unchecked one would run another part '
+          'silently; pass a concrete Hyper (a grid of them, '
+          'laq_jax.stack_hypers, sweeps values in one program)') from None
     used_servers = np.unique(np.asarray(hyper.server))
     used_clients = np.unique(np.asarray(hyper.client))
     for kind, registry, indices in (

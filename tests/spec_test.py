@@ -217,6 +217,19 @@ class CheckHyperTest(absltest.TestCase):
     lj.RunSpec(problem(), M).check_hyper(lj.make_hyper('topk_ef'))
     lj.RunSpec(problem(), M).check_hyper(lj.make_hyper('two_laq'))
 
+  def test_a_traced_hyper_is_refused_in_one_line(self):
+    # Inside jit the compressor index cannot be checked: a part not
+    # compiled in would run another part's branch (the program's first)
+    # silently. One line instead, before anything runs.
+    spec = lj.RunSpec(problem(), M, compressors=('uniform',),
+                      triggers=('laq',))
+    data = good_data()
+    h = lj.make_hyper('topk_ef', dtype=jnp.float32)  # top_k: not compiled
+    state = lj.init_state(spec, lj.make_hyper('laq'), jnp.float32)
+    with self.assertRaisesRegex(ValueError, r'^hyper is traced \(run_chunk '
+                                r'or run called inside jax.jit[^\n]*$'):
+      jax.jit(lambda s, h: lj.run_chunk(spec, s, data, h, 2))(state, h)
+
   def test_a_part_without_its_parameters(self):
     h = lj.make_hyper('gd')
     h = h._replace(params={k: v for k, v in h.params.items()
