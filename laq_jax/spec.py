@@ -270,11 +270,22 @@ class RunSpec:
                          'program does not compile it in; list it in '
                          f'RunSpec.{kind}{why}')
     for part in (p for group in self.part_objects for p in group):
-      if part.params and part.name not in getattr(hyper, 'params', {}):
+      if not part.params:
+        continue
+      group = (getattr(hyper, 'params', None) or {}).get(part.name)
+      if group is None:
         raise ValueError(f'hyper.params has no group {show(part.name)} for the '
                          f'{part.kind} {show(part.name)} the program compiles '
                          'in: build the Hyper after registering the part '
                          '(laq_jax.make_hyper)')
+      missing = [n for n in part.param_names if n not in group]
+      if missing:  # the part was registered again with another parameter list
+        raise ValueError(
+            f'hyper.params[{show(part.name)}] has no {", ".join(missing)} '
+            f'(it has {", ".join(group) or "none"}), which the {part.kind} '
+            f'{show(part.name)} the program compiles in declares (params='
+            f'{part.param_names}): build the Hyper after registering the '
+            'part (laq_jax.make_hyper)')
     partial = bool(np.any(np.asarray(hyper.participation) < 1)
                    or np.any(np.asarray(hyper.clients_per_round) > 0)
                    or np.any(np.asarray(hyper.deadline_s) > 0))

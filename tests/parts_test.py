@@ -213,6 +213,26 @@ def rule_steps(grads_TxMxP, parts_, h, theta0, state=None):
 
 class PowerSGDTest(absltest.TestCase):
 
+  def test_a_hyper_made_before_a_new_parameter_is_refused(self):
+    # A part registered again with one more parameter, used with a Hyper
+    # made before: one line naming the parameter (was a KeyError deep in
+    # the trace).
+    scale = lambda g, r, k, h, params: compressors.Compressed(
+        r + params['a'] * (g - r), jnp.int32(1))
+    compressors.REGISTRY.register('test_scaled', parts.compressor(
+        'test_scaled', scale, params=[parts.Param('a', 0.5)]), replace=True)
+    lj.register_algorithm(lj.Algorithm('test_scaled_gd', False,
+                                       'test_scaled', False), replace=True)
+    h = hyper('test_scaled_gd')
+    compressors.REGISTRY.register('test_scaled', parts.compressor(
+        'test_scaled', scale, params=[parts.Param('a', 0.5),
+                                      parts.Param('b', 2.0)]), replace=True)
+    with self.assertRaisesRegex(
+        ValueError, r"^hyper.params\['test_scaled'\] has no b \(it has a\), "
+        r"which the compressor 'test_scaled' .*\(laq_jax.make_hyper\)$"):
+      lj.run(spec_for(['test_scaled_gd']), data(), h, 2)
+    lj.run(spec_for(['test_scaled_gd']), data(), hyper('test_scaled_gd'), 2)
+
   def test_matches_numpy_step_by_step(self):
     import notebooks.user_parts as up  # pylint: disable=g-import-not-at-top
     rng = np.random.default_rng(0)
