@@ -71,6 +71,21 @@ class Problem:
     shapes = jax.eval_shape(self.init, jax.random.key(0))
     return sum(math.prod(s.shape) for s in jax.tree.leaves(shapes))
 
+  def fingerprint(self, num_features: int) -> str:
+    """A digest (16 hex digits) of the loss as XLA sees it: its lowered
+    StableHLO at a batch of two samples of `num_features` features, in the
+    widest float the process has. What caches keyed on the objective use
+    (f*), never the name: a model registered again under its name with
+    other logits gets another fingerprint."""
+    import hashlib  # pylint: disable=g-import-not-at-top
+    dtype = jnp.float64 if jax.config.jax_enable_x64 else jnp.float32
+    params = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, dtype),
+                          jax.eval_shape(self.init, jax.random.key(0)))
+    text = jax.jit(self.loss).lower(
+        params, jax.ShapeDtypeStruct((2, num_features), dtype),
+        jax.ShapeDtypeStruct((2,), jnp.int32)).as_text()
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
 
 class MLP(nn.Module):
   """One hidden layer of ReLU units, then a linear read-out to the logits."""

@@ -6,6 +6,7 @@ read from the cache or taken from the config. The data are the built-in
 heart_scale set (270 samples): nothing large is loaded.
 """
 
+import dataclasses
 import json
 import os
 import pathlib
@@ -20,6 +21,7 @@ from experiments.run import build
 from experiments.run import fstar
 from laq_jax import data as data_lib
 from laq_jax import optimum
+from laq_jax import problems
 from laq_jax import sweep as sweep_lib
 from tests import common
 
@@ -136,11 +138,13 @@ class ResolveTest(absltest.TestCase):
     self.assertEqual(solve.calls, [(0.01, np.float64)])
     self.assertEqual(first['fstar'], 1.01)
     self.assertEqual(first['fstar_method'], 'stand-in solver')
-    path = fstar.fstar_cache_path(build.objective_key(config))
+    key = fstar.cache_key(build.build(config))
+    self.assertEqual({k: v for k, v in key.items() if k != 'loss'},
+                     build.objective_key(config))
+    path = fstar.fstar_cache_path(key)
     self.assertEqual(first['fstar_source'], f'computed (cached at {path})')
     cached = json.loads(path.read_text())
-    self.assertEqual((cached['key'], cached['fstar']),
-                     (build.objective_key(config), 1.01))
+    self.assertEqual((cached['key'], cached['fstar']), (key, 1.01))
     # Again, and for another algorithm on the same objective: the cache.
     for again in (config, heart_config(algo='gd', step_size=0.1)):
       got = self.resolve(again, solve)
@@ -161,9 +165,30 @@ class ResolveTest(absltest.TestCase):
     self.assertEqual(got['fstar'], 5.01)
     self.assertLen(list((fstar.cache_dir() / 'fstar').glob('*.json')), 3)
 
+  def test_a_model_registered_again_is_solved_again(self):
+    # Keyed on the model's code, not its name: the same name with other
+    # logits (a user's model edited in a notebook) misses the cache.
+    solve = fake_solve(1.0)
+    self.resolve(heart_config(), solve)
+    logreg = problems.REGISTRY.get('logreg')
+    def doubled(input_dim=784, num_classes=10):
+      p = logreg(input_dim, num_classes)
+      return dataclasses.replace(
+          p, apply=lambda params, x: 2.0 * p.apply(params, x),
+          workers_value_and_grad=None, workers_value=None)
+    problems.REGISTRY.register('logreg', doubled, replace=True)
+    try:
+      self.resolve(heart_config(), fake_solve(3.0))
+      got = self.resolve(heart_config(), solve)
+    finally:
+      problems.REGISTRY.register('logreg', logreg, replace=True)
+    self.assertEqual(got['fstar'], 3.01)  # the edited model's, cached
+    self.assertLen(solve.calls, 1)
+    self.assertEqual(self.resolve(heart_config(), solve)['fstar'], 1.01)
+
   def test_a_bad_cache_file_is_solved_again(self):
     config = heart_config()
-    path = fstar.fstar_cache_path(build.objective_key(config))
+    path = fstar.fstar_cache_path(fstar.cache_key(build.build(config)))
     path.parent.mkdir(parents=True, exist_ok=True)
     for content in ('{broken', json.dumps({'key': {'other': 1},
                                            'fstar': 9.0})):
@@ -185,7 +210,8 @@ class ResolveTest(absltest.TestCase):
     self.assertEqual(got[0.01]['fstar'], 1.01)
     self.assertEqual(got[0.1]['fstar'], 1.1)
     self.assertEqual(sorted(l2 for l2, _ in solve.calls), [0.01, 0.1])
-    path = fstar.fstar_cache_path(build.objective_key(heart_config(l2=0.1)))
+    path = fstar.fstar_cache_path(fstar.cache_key(
+        build.build(heart_config(l2=0.1))))
     self.assertEqual(got[0.1]['fstar_source'], f'computed (cached at {path})')
 
 

@@ -3,7 +3,9 @@
 f* is the minimum of the full objective f = sum_m f_m (convex models only),
 solved by `laq_jax.optimum.solve` and cached under $LAQ_JAX_CACHE (default
 `~/.cache/laq_jax`) by a key of everything that determines f
-(`experiments.run.build.objective_key`, which carries a format version).
+(`experiments.run.build.objective_key`, which carries a format version, and
+the fingerprint of the model's loss as XLA sees it, `Problem.fingerprint`,
+so that a model registered again under its name is solved again).
 """
 
 from __future__ import annotations
@@ -41,6 +43,15 @@ def fstar_cache_path(key: dict) -> pathlib.Path:
   return cache_dir() / 'fstar' / f'{digest}.json'
 
 
+def cache_key(built: build_lib.Built) -> dict[str, Any]:
+  """f*'s cache key: `built.objective_key` (the data, its split and
+  precision, lam, M, the model's options) and the model's code as XLA sees
+  it (`Problem.fingerprint`), not its name: a model registered again under
+  its name with other logits is solved again, never served the old f*."""
+  return dict(built.objective_key, loss=built.problem.fingerprint(
+      int(built.host_data.x_MxNxD.shape[-1])))
+
+
 def resolve_fstar(config, built: build_lib.Built) -> dict[str, Any]:
   """f* for the run: given, cached, solved, or none.
 
@@ -59,11 +70,12 @@ def resolve_fstar(config, built: build_lib.Built) -> dict[str, Any]:
     return {'fstar': None,
             'fstar_method': f'unknown: model={config.model!r} is nonconvex',
             'fstar_source': 'none'}
-  path = fstar_cache_path(built.objective_key)
+  key = cache_key(built)
+  path = fstar_cache_path(key)
   if path.is_file():
     try:
       cached = json.loads(path.read_text())
-      if cached.get('key') == built.objective_key:
+      if cached.get('key') == key:
         info('f* = %.15g from the cache %s', cached['fstar'], path)
         return {'fstar': float(cached['fstar']),
                 'fstar_method': cached['fstar_method'],
@@ -77,7 +89,7 @@ def resolve_fstar(config, built: build_lib.Built) -> dict[str, Any]:
   seconds = time.perf_counter() - start
   info('f* = %.15g in %.1f s: %s', opt.value, seconds, opt.method)
   if distributed.is_writer():
-    outputs.write_json(path, {'key': built.objective_key, 'fstar': opt.value,
+    outputs.write_json(path, {'key': key, 'fstar': opt.value,
                       'fstar_method': opt.method, 'grad_norm': opt.grad_norm,
                       'gap_bound': opt.gap_bound, 'seconds': seconds})
   return {'fstar': opt.value, 'fstar_method': opt.method,
