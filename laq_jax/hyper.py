@@ -24,6 +24,7 @@ from laq_jax import compressors
 from laq_jax import network as network_lib
 from laq_jax import participation as participation_lib
 from laq_jax import parts as parts_lib
+from laq_jax import registry
 from laq_jax import schedule
 from laq_jax import servers as servers_lib
 from laq_jax import show as show_lib
@@ -151,7 +152,7 @@ def _local_presets() -> tuple[Algorithm, ...]:
   )
 
 
-ALGORITHMS: dict[str, Algorithm] = {
+ALGORITHMS: dict[str, Algorithm] = registry.track({
     a.name: a for a in (
         # The LAQ paper's family (Sun et al. 2019).
         _A('gd', False, 'identity', False, 'eager', reference='GD'),
@@ -215,7 +216,7 @@ ALGORITHMS: dict[str, Algorithm] = {
         # upload is the model change Delta_m after K local steps.
         *_local_presets(),
     )
-}
+})
 
 
 def register_algorithm(algorithm: Algorithm, *, replace: bool = False

@@ -16,11 +16,50 @@ it.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Callable, Generic, Iterable, Iterator, TypeVar
+import weakref
 
 from laq_jax.show import show
 
 T = TypeVar('T')
+
+# Every Registry made, and the other process-global tables registration
+# writes (`hyper.ALGORITHMS`), for `scoped`.
+_REGISTRIES: 'weakref.WeakSet[Registry]' = weakref.WeakSet()
+_TABLES: list[dict] = []
+
+
+def track(table: dict) -> dict:
+  """Puts a name -> value table other than a Registry (the presets,
+  `hyper.ALGORITHMS`) under `scoped`; returns it."""
+  _TABLES.append(table)
+  return table
+
+
+@contextlib.contextmanager
+def scoped():
+  """Every registration made inside (compressors, triggers, servers,
+  clients, models, dataset kinds, presets: `register`, `replace=True`,
+  `register_algorithm`) is undone on exit, whatever raised:
+
+      with laq_jax.registry.scoped():
+        compressors.REGISTRY.register('mine', my_compressor)
+        ...  # runs, sweeps
+      # 'mine' is gone; a replaced part is the library's again
+
+  For tests and notebooks that try a part without leaving it registered
+  for what runs next in the process. Programs compiled inside stay cached
+  on the part objects they ran (a RunSpec holds its parts), never on names.
+  """
+  saved = ([(r._parts, dict(r._parts)) for r in list(_REGISTRIES)]  # pylint: disable=protected-access
+           + [(t, dict(t)) for t in _TABLES])
+  try:
+    yield
+  finally:
+    for table, content in saved:
+      table.clear()
+      table.update(content)
 
 
 def names_attribute(module: str, **registries: 'Registry') -> Callable[
@@ -45,6 +84,7 @@ class Registry(Generic[T]):
   def __init__(self, kind: str, parts: Iterable[tuple[str, T]] = ()):
     self.kind = kind
     self._parts: dict[str, T] = {}
+    _REGISTRIES.add(self)
     for name, part in parts:
       self.register(name, part)
 

@@ -46,17 +46,11 @@ if _STATS:
 # examples, Flower's ClientApps and the sharded checks read JAX's own
 # variables).
 from tests import common  # pylint: disable=g-import-not-at-top,wrong-import-position
-from laq_jax import clients  # pylint: disable=g-import-not-at-top,wrong-import-position
-from laq_jax import compressors  # pylint: disable=g-import-not-at-top,wrong-import-position
-from laq_jax import hyper  # pylint: disable=g-import-not-at-top,wrong-import-position
-from laq_jax import problems  # pylint: disable=g-import-not-at-top,wrong-import-position
-from laq_jax import servers  # pylint: disable=g-import-not-at-top,wrong-import-position
-from laq_jax import trigger  # pylint: disable=g-import-not-at-top,wrong-import-position
-from laq_jax.data import kinds  # pylint: disable=g-import-not-at-top,wrong-import-position
-
-# Every registry of names a user (or a test) can add to.
-_REGISTRIES = (compressors.REGISTRY, clients.REGISTRY, trigger.REGISTRY,
-               servers.REGISTRY, problems.REGISTRY, kinds.REGISTRY)
+# Every registry of names a user (or a test) can add to exists once these
+# are imported; `registry.scoped` restores them all, and the presets.
+import laq_jax  # pylint: disable=g-import-not-at-top,wrong-import-position,unused-import
+from laq_jax import registry  # pylint: disable=g-import-not-at-top,wrong-import-position
+from laq_jax.data import kinds  # pylint: disable=g-import-not-at-top,wrong-import-position,unused-import
 
 _CACHE = common.compile_cache_dir()
 if _CACHE is not None:
@@ -105,8 +99,8 @@ def _release_compiled_programs(request):
   # hyper_test compare the presets with their tables; a registered part's
   # parameters join every config, and reproduce_test compares configs with
   # its launcher's).
-  presets = dict(hyper.ALGORITHMS)
-  parts = [(r, dict(r._parts)) for r in _REGISTRIES]  # pylint: disable=protected-access
+  scope = registry.scoped()
+  scope.__enter__()
   if _STATS:
     import time  # pylint: disable=g-import-not-at-top
     module = os.path.basename(request.module.__file__)
@@ -118,11 +112,7 @@ def _release_compiled_programs(request):
     record = _compile_stats.take()
     record.update(module=module, wall=time.time() - start)
     _compile_stats.append(record)
-  hyper.ALGORITHMS.clear()
-  hyper.ALGORITHMS.update(presets)
-  for registry, registered in parts:
-    registry._parts.clear()  # pylint: disable=protected-access
-    registry._parts.update(registered)  # pylint: disable=protected-access
+  scope.__exit__(None, None, None)
   jax.clear_caches()
 
 

@@ -39,6 +39,28 @@ class RegistryTest(absltest.TestCase):
     r.unregister('b')
     self.assertEqual(r.names, ('a',))
 
+  def test_scoped_undoes_every_registration(self):
+    before = (compressors.REGISTRY.names, problems.REGISTRY.get('logreg'),
+              dict(lj.ALGORITHMS))
+    sign = compressors.REGISTRY.get('sign')
+    with self.assertRaisesRegex(RuntimeError, 'inside'):
+      with registry.scoped():
+        compressors.REGISTRY.register('test_scoped', sign)
+        compressors.REGISTRY.register('sign', sign.fn, replace=True)
+        problems.REGISTRY.register('logreg', problems.mlp, replace=True)
+        lj.register_algorithm(lj.Algorithm('test_scoped_gd', False,
+                                           'test_scoped', False))
+        self.assertIn('test_scoped_gd', lj.ALGORITHMS)
+        self.assertIsNot(compressors.REGISTRY.get('sign'), sign)
+        raise RuntimeError('inside')  # undone whatever raised
+    self.assertEqual((compressors.REGISTRY.names,
+                      problems.REGISTRY.get('logreg'), dict(lj.ALGORITHMS)),
+                     before)
+    self.assertIs(compressors.REGISTRY.get('sign'), sign)
+    with self.assertRaisesRegex(ValueError, "unknown algorithm "
+                                "'test_scoped_gd'"):
+      lj.make_hyper('test_scoped_gd')
+
 
 def _shards():
   x, y = common.mnist_shards(M, N)
