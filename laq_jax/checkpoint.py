@@ -147,22 +147,27 @@ class Checkpointer:
     directory: the folder holding one sub-folder per saved step.
     fingerprint: identifies the config; `restore` refuses other configs'
       checkpoints.
+    code: identifies the model's code (`Problem.fingerprint`), or None;
+      `restore` refuses a checkpoint saved with other code, whose state
+      would resume another objective under the same config.
   """
 
   def __init__(self, directory: str | os.PathLike, fingerprint: str, *,
-               keep: int = KEEP):
+               keep: int = KEEP, code: str | None = None):
     """Opens (creating it) `directory`.
 
     Args:
       directory: checkpoint folder, e.g. workdir/checkpoints.
       fingerprint: `fingerprint(config)` of the run.
       keep: how many of the latest checkpoints to keep (>= 1).
+      code: `Problem.fingerprint` of the run's model (None: not checked).
     """
     if keep < 1:
       raise ValueError(f'keep={keep} is not allowed: it must be an integer '
                        '>= 1')
     self.directory = pathlib.Path(directory).expanduser().resolve()
     self.fingerprint = fingerprint
+    self.code = code
     options = ocp.CheckpointManagerOptions(
         max_to_keep=keep, create=True, enable_async_checkpointing=False,
         cleanup_tmp_directories=True)
@@ -190,6 +195,7 @@ class Checkpointer:
     arrays = {name: np.asarray(a) for name, a in arrays.items()}
     record = {
         'format': FORMAT, 'fingerprint': self.fingerprint, 'step': int(step),
+        'code': self.code,
         'arrays': {name: {'shape': list(a.shape), 'dtype': a.dtype.str}
                    for name, a in arrays.items()},
         'meta': dict(meta or {}),
@@ -246,7 +252,8 @@ class Checkpointer:
 
     Raises:
       CheckpointError: the checkpoint was saved for another config
-        (fingerprint) or in another layout.
+        (fingerprint), by other code of the model (`code`) or in another
+        layout.
     """
     if step is None:
       step = self.latest_step()
@@ -266,6 +273,15 @@ class Checkpointer:
           f'config (fingerprint {str(record.get("fingerprint"))[:12]}..., '
           f'this config: {self.fingerprint[:12]}...). Use another workdir, '
           'or run with --overwrite to discard it.')
+    saved_code = record.get('code')
+    if self.code is not None and saved_code is not None and (
+        saved_code != self.code):
+      raise CheckpointError(
+          f'checkpoint {self.directory / str(step)} was saved by other code '
+          f'of the model (its loss\'s fingerprint {saved_code}, now '
+          f'{self.code}: Problem.fingerprint), so its state would resume '
+          'another objective. Use another workdir, or run with --overwrite '
+          'to discard it.')
     arrays_like = {name: np.zeros(spec['shape'], np.dtype(spec['dtype']))
                    for name, spec in record['arrays'].items()}
     restored = self._manager.restore(step, args=ocp.args.Composite(

@@ -5,6 +5,7 @@ so a field lost on the way would show); what comes back must equal it bit
 for bit, with its dtypes.
 """
 
+import dataclasses
 import pathlib
 import sys
 import tempfile
@@ -94,6 +95,30 @@ class CheckpointerTest(absltest.TestCase):
                                   f'has format {checkpoint.FORMAT - 1}.*'
                                   f'reads format {checkpoint.FORMAT}'):
         ckpt.restore(self.like)
+
+  def test_other_code_of_the_model_is_refused(self):
+    # The same config, the model's code changed in between (a user's model
+    # edited): its state would resume another objective.
+    logreg = laq_jax.get_problem('logreg')
+    edited = dataclasses.replace(
+        logreg, apply=lambda params, x: 2.0 * logreg.apply(params, x))
+    before, after = logreg.fingerprint(784), edited.fingerprint(784)
+    self.assertNotEqual(before, after)
+    self.assertEqual(before, laq_jax.get_problem('logreg').fingerprint(784))
+    arrays = {'loss': self.trace.loss}
+    with checkpoint.Checkpointer(self.folder('code'), 'abc',
+                                 code=before) as ckpt:
+      ckpt.save(6, self.state, arrays)
+    with checkpoint.Checkpointer(self.folder('code'), 'abc',
+                                 code=after) as ckpt:
+      with self.assertRaisesRegex(
+          checkpoint.CheckpointError, f'saved by other code of the model '
+          rf"\(its loss's fingerprint {before}, now {after}: .*--overwrite"):
+        ckpt.restore(self.like)
+    for code in (before, None):  # the same code, or not checked
+      with checkpoint.Checkpointer(self.folder('code'), 'abc',
+                                   code=code) as ckpt:
+        self.assertEqual(ckpt.restore(self.like).step, 6)
 
   def test_keep_must_be_positive(self):
     with self.assertRaisesRegex(ValueError, 'keep=0 is not allowed'):

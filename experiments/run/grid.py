@@ -138,7 +138,9 @@ def sweep_and_evaluate(config, workdir: str | os.PathLike, *,
     from laq_jax import checkpoint as checkpoint_lib  # pylint: disable=g-import-not-at-top
     ckpt = checkpoint_lib.Checkpointer(
         workdir / outputs.CHECKPOINT_DIR,
-        checkpoint_lib.fingerprint(config_dict))
+        checkpoint_lib.fingerprint(config_dict),
+        code=built.problem.fingerprint(
+            int(built.host_data.x_MxNxD.shape[-1])))
     resumed_from = ckpt.latest_step()
     if resumed_from is not None:
       progress_lib.info(

@@ -177,7 +177,9 @@ def _run(config, built, workdir, config_dict, fstar) -> Ran:
     # writes of a state laid over several processes).
     ckpt = checkpoint_lib.Checkpointer(
         workdir / outputs.CHECKPOINT_DIR,
-        checkpoint_lib.fingerprint(config_dict))
+        checkpoint_lib.fingerprint(config_dict),
+        code=built.problem.fingerprint(
+            int(built.host_data.x_MxNxD.shape[-1])))
     restored = ckpt.restore(state)
   if restored is not None:
     state, done = restored.state, restored.step
