@@ -243,15 +243,27 @@ AT_A_GLANCE = [
      [('LASG-WK2', 'lasg_wk2'), ('CADA2', 'cada2'), ('SGD', 'sgd'),
       ('Adam (CADA\'s baseline)', 'cada_adam')], AT_BUDGET),
 ]
-GLANCE_START = '<!-- at-a-glance'
-GLANCE_END = '<!-- /at-a-glance -->'
+# The README's excerpt of what `./run.sh` (the quick reproduction) shows, from
+# a quick run's results.json committed in docs/quick (same shape).
+QUICK_EXCERPT = [
+    ('logistic regression, full batch', 'quick', 'logreg',
+     [('LAQ', 'laq'), ('GD', 'gd'), ('QGD', 'qgd'), ('LAG', 'lag')],
+     AT_TARGET),
+    ('the MLP, minibatch', 'quick', 'mlp_stochastic',
+     [('SLAQ', 'slaq'), ('SGD', 'sgd'), ('QSGD', 'qsgd'), ('SSGD', 'ssgd')],
+     AT_BUDGET),
+]
+# name -> the generated block's rows (`<!-- NAME ... -->` to `<!-- /NAME -->`).
+BLOCKS = {'at-a-glance': 'AT_A_GLANCE', 'quick-excerpt': 'QUICK_EXCERPT'}
 
 
-def at_a_glance(data: Data) -> str:
-  """The README's at-a-glance block, from docs/*/results.json."""
+def at_a_glance(data: Data, spec=None) -> str:
+  """A generated table block (the README's at-a-glance table by default),
+  from docs/*/results.json."""
   lines = []
   pending = []
-  for setting, study, folder, points, columns in AT_A_GLANCE:
+  for setting, study, folder, points, columns in (
+      AT_A_GLANCE if spec is None else spec):
     if data.study(study) is None:
       pending.append(study)
       continue
@@ -281,23 +293,29 @@ def at_a_glance(data: Data) -> str:
 
 def check_glance(path: pathlib.Path, text: str, data: Data, write: bool
                  ) -> tuple[list[str], str]:
-  """The at-a-glance block of README.md, as the data makes it."""
-  start = text.find(GLANCE_START)
-  if start < 0:
-    return [], text
-  head_end = text.index('-->', start) + 3
-  end = text.find(GLANCE_END, head_end)
-  want = '\n' + at_a_glance(data) + '\n'
-  if end < 0:  # first time: the block ends where the table ends
-    new = text[:head_end] + want + GLANCE_END + text[head_end:]
-  else:
-    if text[head_end:end] == want:
-      return [], text
-    new = text[:head_end] + want + text[end:]
-  if write:
-    return [], new
-  return [f'{path.relative_to(data.root)}: the at-a-glance table is not the '
-          'data\'s (python scripts/check_docs.py --write)'], text
+  """The generated blocks of a Markdown file (`BLOCKS`), as the data makes
+  them."""
+  problems = []
+  for name, spec_name in BLOCKS.items():
+    start = text.find(f'<!-- {name}')
+    if start < 0:
+      continue
+    close = f'<!-- /{name} -->'
+    head_end = text.index('-->', start) + 3
+    end = text.find(close, head_end)
+    want = '\n' + at_a_glance(data, globals()[spec_name]) + '\n'
+    if end < 0:  # first time: the block ends where the table ends
+      new = text[:head_end] + want + close + text[head_end:]
+    elif text[head_end:end] == want:
+      continue
+    else:
+      new = text[:head_end] + want + text[end:]
+    if write:
+      text = new
+    else:
+      problems.append(f'{path.relative_to(data.root)}: the {name} table is '
+                      'not the data\'s (python scripts/check_docs.py --write)')
+  return problems, text
 
 
 def check(root: pathlib.Path = ROOT, write: bool = False) -> list[str]:

@@ -422,9 +422,10 @@ def lasg_claims(sweep: dict[str, Any]) -> list[dict[str, Any]]:
     brief = '; '.join(
         [f'{a} {acc(a)}' + ('' if held[a] else ' (not)') for a in plain]
         + [f'sgd {acc("sgd")}']
-        + ([f'slaq {acc("slaq")}, final loss '
-            f'{fmt(slaq["final_loss"], "sci")} from '
-            f'{fmt(slaq["initial_loss"], "sci")}'] if slaq else []))
+        + ([f'slaq {acc("slaq")}' + (
+            '' if divergence(slaq) else
+            f', final loss {fmt(slaq["final_loss"], "sci")} from '
+            f'{fmt(slaq["initial_loss"], "sci")}')] if slaq else []))
     holds = all(held.values())
     if divergence(sgd):  # no accuracy to stay within a point of
       holds, brief = None, not_compared('sgd', sgd)
