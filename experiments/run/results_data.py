@@ -75,15 +75,18 @@ def source_hash(paths: Iterable[str], root: str | os.PathLike = ROOT) -> str:
   return h.hexdigest()[:16]
 
 
-def commit(root: str | os.PathLike = ROOT) -> tuple[str | None, bool]:
-  """(HEAD's commit, whether the tracked files differ from it); (None,
-  False) outside a git checkout."""
+def commit(root: str | os.PathLike = ROOT, paths: Iterable[str] = ()
+           ) -> tuple[str | None, bool]:
+  """(HEAD's commit, whether the tracked files under `paths` differ from it:
+  the study's sources, not the reports being regenerated; all of them when
+  `paths` is empty); (None, False) outside a git checkout."""
   try:
     head = subprocess.run(['git', 'rev-parse', 'HEAD'], cwd=root, check=True,
                           capture_output=True, text=True).stdout.strip()
     dirty = subprocess.run(['git', 'status', '--porcelain',
-                            '--untracked-files=no'], cwd=root, check=True,
-                           capture_output=True, text=True).stdout.strip()
+                            '--untracked-files=no', '--', *paths], cwd=root,
+                           check=True, capture_output=True,
+                           text=True).stdout.strip()
   except (OSError, subprocess.CalledProcessError):
     return None, False
   return head, bool(dirty)
@@ -167,7 +170,7 @@ def write(folder: str | os.PathLike, study: str, values: Mapping[str, Any],
   """Writes FOLDER/results.json (see the module docstring); returns it."""
   from experiments.run import outputs  # pylint: disable=g-import-not-at-top
   sources = tuple(study_sources(study) if sources is None else sources)
-  head, dirty = commit(root)
+  head, dirty = commit(root, sources)
   data = {
       'study': study,
       'command': command,
