@@ -142,10 +142,30 @@ def sweep_values(workdir: str | os.PathLike) -> dict[str, Any]:
   results.csv and curves.npz, at any depth) as 'FOLDER/POINT/COLUMN' values
   (POINT the point's algo, or algo_INDEX where a folder runs one algo at
   several points); divergence by the one rule
-  (`outputs.mark_divergence`)."""
+  (`outputs.mark_divergence`); and every single run's folder (summary.json)
+  as 'FOLDER/ALGO/COLUMN'."""
   from experiments.run import outputs  # pylint: disable=g-import-not-at-top
   workdir = pathlib.Path(workdir)
   values = {}
+  # Single runs (experiments.main's folders: summary.json, no results.csv;
+  # the paper's authors_code rows and cross-check) as 'FOLDER/ALGO/COLUMN';
+  # their `diverged` is the one rule already (run_results).
+  for summary_path in sorted(workdir.rglob('summary.json')):
+    folder = summary_path.parent
+    if (folder / 'results.csv').exists():
+      continue
+    try:
+      summary = json.loads(summary_path.read_text())
+    except (OSError, ValueError):
+      continue
+    if not isinstance(summary, dict) or 'algo' not in summary:
+      continue
+    name = folder.relative_to(workdir).as_posix()
+    prefix = '' if name == '.' else name + '/'
+    for column in POINT_COLUMNS:
+      if column in summary:
+        values[f'{prefix}{summary["algo"]}/{column}'] = _plain(
+            summary[column])
   for csv_path in sorted(workdir.rglob('results.csv')):
     folder = csv_path.parent
     if not (folder / 'curves.npz').exists():
