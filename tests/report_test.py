@@ -79,6 +79,30 @@ class FloorTest(absltest.TestCase):
                      'float64; read bandwidth 10.0 GB/s')
 
 
+class TimingTest(absltest.TestCase):
+
+  def test_a_wall_below_its_floor_is_named(self):
+    # The rates behind a floor measured on a busy machine are too low: a
+    # wall under its floor says so instead of standing as a ratio.
+    from unittest import mock  # pylint: disable=g-import-not-at-top
+    from experiments.studies.paper import report_sections  # pylint: disable=g-import-not-at-top
+    e = next(e for e in paper.experiments('quick') if e.name == 'logreg')
+    hardware = dict(cpu='cpu', cores_available=2, jax='x', jaxlib='x',
+                    backend='cpu', python='3', platform='p',
+                    load_average_at_start=[3.2])
+    result = {'info': {'roofline': {'r': 1}, 'wall_time_s': 100.0,
+                       'hardware': hardware, 'started_utc': 't'},
+              'sweep': {'run_time_s': 90.0}}
+    for floor, named in ((250.0, True), (50.0, False)):
+      with mock.patch.object(report_sections, 'floor_seconds',
+                             return_value=floor), \
+           mock.patch.object(report_sections, 'fmt_rate', return_value='r'):
+        text = '\n'.join(report_sections.timing_section(
+            [e], {'logreg': result}))
+      self.assertEqual('A wall time below its floor (logreg)' in text,
+                       named, text)
+
+
 class DivergenceTest(absltest.TestCase):
 
   def test_tables_name_a_diverged_row(self):

@@ -78,6 +78,7 @@ def timing_section(selected: Sequence[paper.Experiment],
   rows, machines = [], []
   total = {'wall': 0.0, 'program': 0.0, 'floor': 0.0}
   borrowed = []
+  below = []  # a wall under its floor: rates measured on a busy machine
   for e in selected:
     result = results[e.name]
     if result is None:
@@ -97,6 +98,8 @@ def timing_section(selected: Sequence[paper.Experiment],
                  fmt(floor, '.0f'),
                  fmt(info['wall_time_s'] / floor if floor else None, '.2f'),
                  info['started_utc'], fmt(load[0] if load else None, '.1f')])
+    if floor and info['wall_time_s'] < floor:
+      below.append(e.name)
     if _hardware_line(info) not in machines:
       machines.append(_hardware_line(info))
   for e in selected if workdir is not None else ():
@@ -130,6 +133,8 @@ def timing_section(selected: Sequence[paper.Experiment],
       rows.append([label, fmt(wall, '.0f'),
                    fmt(summary.get('run_time_s'), '.0f'), fmt(floor, '.0f'),
                    fmt(wall / floor if floor else None, '.2f'), '', ''])
+      if floor and wall < floor:
+        below.append(label)
   extra = []  # run beside the experiments, no floor measured: not in total
   lasg = workdir / results_lib.LASG / 'sweep.json' if workdir else None
   if lasg is not None and lasg.is_file() and any(
@@ -155,6 +160,13 @@ def timing_section(selected: Sequence[paper.Experiment],
             'the test accuracy; the algorithms of an experiment share one '
             'program, so their times are not separable. The machine may have '
             'been shared (see the load average).', '']
+  if below:
+    lines += [f'A wall time below its floor ({", ".join(below)}) is '
+              'impossible on an idle machine: the rates behind that floor '
+              'were measured at the start of its experiment while the '
+              'machine was busy (its load average), so they are too low, the '
+              'floors computed from them too high and those ratios too low; '
+              'the wall times stand as measured.', '']
   if measured:
     lines += [
         'The floor is what this machine\'s limits allow for the '
