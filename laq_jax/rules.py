@@ -384,14 +384,7 @@ def step(grads_MxP: jax.Array, state: RuleState, theta_P: jax.Array,
   num_workers = num_workers or num_local
   if worker_ids_M is None:
     worker_ids_M = jnp.arange(grads_MxP.shape[0], dtype=jnp.int32)
-  mean = None
-  worker_hyper = hyper
-  if parts.weighting:
-    # A weighted mean steps each upload by about alpha / M: the LAG/LAQ
-    # threshold's alpha is that (docs/algorithm.md, "Local work").
-    mean = hyper.weighting != participation_lib.WEIGHTING.index('sum')
-    worker_hyper = hyper._replace(step_size=jnp.where(
-        mean, hyper.step_size / num_workers, hyper.step_size))
+  mean, worker_hyper = _weighting(hyper, parts, num_workers)
   out = workers_stage(grads_MxP, state, worker_hyper, step_count,
                       worker_ids_M, num_workers, parts, same_sample)
   if local is not None:
@@ -399,77 +392,17 @@ def step(grads_MxP: jax.Array, state: RuleState, theta_P: jax.Array,
   taken = None
   if present_M is not None:
     out, taken = participation_lib.mask_absent(out, state, present_M, admit)
-  written = None
-  if rows_M is not None:
-    # The rows' memory written back now (in place; the others waited), so
-    # what reads every client's (a stale weighted mean) reads this.
-    written = participation_lib.scatter_rows(
-        full._replace(clock_M=participation_lib.waited(full.clock_M)),
-        full._replace(last_upload_MxP=out.last_upload_P,
-                      last_error_M=out.last_error, clock_M=out.clock,
-                      error_MxP=(out.error_P if parts.error_feedback
-                                 else full.error_MxP),
-                      parts_M=out.parts), rows_M,
-        # (error feedback compiled out: its memory does not move)
-        fields=tuple(f for f in RuleState.PER_WORKER
-                     if parts.error_feedback or f != 'error_MxP'))
-  aggregate_P = state.aggregate_P + collectives.sum_workers(out.delta_P,
-                                                            axis_name)
-  step_P = aggregate_P
-  if present_M is not None:
-    step_P = participation_lib.server_step(
-        aggregate_P, out.last_upload_P, taken, hyper, num_workers, axis_name)
-  if mean is not None:
-    if counts_M is None:
-      counts_M = jnp.ones((num_local,), grads_MxP.dtype)
-    if rows_M is None:
-      weighted_P = participation_lib.weighted_step(
-          out.last_upload_P, taken, counts_M, hyper, axis_name)
-    else:
-      # Under drop the mean is over the round's rows; under stale over
-      # every client's last upload, the rows' written back.
-      def rows_only():
-        return participation_lib.weighted_step(
-            out.last_upload_P, taken, counts_M[rows_M], hyper, axis_name)
-      def every_client():
-        return participation_lib.weighted_step(
-            written.last_upload_MxP,
-            jnp.zeros((num_local,), bool).at[rows_M].set(taken), counts_M,
-            hyper, axis_name)
-      weighted_P = jax.lax.cond(
-          hyper.absent == participation_lib.ABSENT.index('drop'), rows_only,
-          every_client)
-    step_P = jnp.where(mean, weighted_P, step_P)
-  new_theta_P, server = servers_lib.update(step_P, theta_P, hyper,
-                                           parts.servers, state.server)
-  if taken is not None:
-    # Under drop, a round nobody took part in is no step at all: the
-    # server's optimizer state (momentum, moments) stays where it was.
-    idle = (hyper.absent == participation_lib.ABSENT.index('drop')) & ~jnp.any(
-        collectives.gather_workers(taken, axis_name))
-    new_theta_P = jnp.where(idle, theta_P, new_theta_P)
-    server = jax.tree.map(lambda new, old: jnp.where(idle, old, new), server,
-                          state.server)
-  for part in parts.controls:  # c += sum_S (c_m+ - c_m) / M
-    change_P = collectives.sum_workers(
-        out.parts[part.name] - state.parts_M[part.name], axis_name)
-    server = {**server, part.name: state.server[part.name]
-              + change_P / jnp.asarray(num_workers, change_P.dtype)}
-  moved = collectives.sum_sq(new_theta_P - theta_P)
-  history = jnp.concatenate([moved[None], state.history_D[:-1]])
-  broadcast_P, bits_down = broadcast(new_theta_P, state.broadcast_P, hyper,
-                                     parts)
-  bits_down_M = jnp.broadcast_to(bits_down, out.stats.bits_M.shape).astype(
-      jnp.int32)
-  if local is not None:  # the server's control variate rides along
-    bits_down_M = bits_down_M + local.extra_down
-  # A worker the server selected before it computed (LASG-PS) downloaded
-  # theta^k, in full precision, at the start of the round; the others none.
-  pulled = jnp.where(out.stats.sent_M, jnp.int32(32 * theta_P.shape[-1]), 0)
-  bits_down_M = jnp.where(out.server_side, pulled, bits_down_M)
-  if taken is not None:  # only the round's participants receive it
-    bits_down_M = jnp.where(taken, bits_down_M, 0)
-  stats = out.stats._replace(bits_down_M=bits_down_M)
+  written = (None if rows_M is None
+             else _write_rows(full, out, rows_M, parts))
+  if mean is not None and counts_M is None:
+    counts_M = jnp.ones((num_local,), grads_MxP.dtype)
+  aggregate_P, step_P = aggregate_stage(
+      state, out, taken, written, hyper, mean, counts_M, rows_M,
+      num_workers, num_local, axis_name)
+  new_theta_P, server = server_stage(step_P, theta_P, state, out, taken,
+                                     hyper, parts, num_workers, axis_name)
+  history, broadcast_P, stats = broadcast_stage(
+      new_theta_P, theta_P, state, out, taken, hyper, parts, local)
   new_state = RuleState(out.last_upload_P, out.last_error, out.clock,
                         out.error_P, aggregate_P, history, broadcast_P,
                         out.parts, server)
@@ -480,6 +413,117 @@ def step(grads_MxP: jax.Array, state: RuleState, theta_P: jax.Array,
         lambda x: jnp.zeros((num_local,) + x.shape[1:], x.dtype).at[
             rows_M].set(x), stats)
   return new_theta_P, new_state, stats
+
+
+# The stages of `step`, in the order it calls them (docs/algorithm.md, "One
+# iteration"). Each is a pure function of the round's values so far.
+
+
+def _weighting(hyper: Hyper, parts: Parts, num_workers: int):
+  """(whether the server steps with the weighted mean, the Hyper the
+  workers' stage sees): a weighted mean steps each upload by about
+  alpha / M, which is the alpha of the LAG/LAQ threshold (docs/algorithm.md,
+  "Local work"). (None, hyper) where weighting is not compiled in."""
+  if not parts.weighting:
+    return None, hyper
+  mean = hyper.weighting != participation_lib.WEIGHTING.index('sum')
+  return mean, hyper._replace(step_size=jnp.where(
+      mean, hyper.step_size / num_workers, hyper.step_size))
+
+
+def _write_rows(full: RuleState, out: Worker, rows_M, parts: Parts
+                ) -> RuleState:
+  """A gathered round's rows' memory written back into every local
+  worker's (in place; the others waited), so that what reads every
+  client's (a stale weighted mean) reads this."""
+  return participation_lib.scatter_rows(
+      full._replace(clock_M=participation_lib.waited(full.clock_M)),
+      full._replace(last_upload_MxP=out.last_upload_P,
+                    last_error_M=out.last_error, clock_M=out.clock,
+                    error_MxP=(out.error_P if parts.error_feedback
+                               else full.error_MxP),
+                    parts_M=out.parts), rows_M,
+      # (error feedback compiled out: its memory does not move)
+      fields=tuple(f for f in RuleState.PER_WORKER
+                   if parts.error_feedback or f != 'error_MxP'))
+
+
+def aggregate_stage(state: RuleState, out: Worker, taken, written, hyper,
+                    mean, counts_M, rows_M, num_workers: int,
+                    num_local: int, axis_name):
+  """(the running aggregate sum_m Qhat_m, what the server steps with): the
+  aggregate itself, or with partial participation its participants'
+  step, or the weighted mean of the last uploads (`_weighting`)."""
+  aggregate_P = state.aggregate_P + collectives.sum_workers(out.delta_P,
+                                                            axis_name)
+  step_P = aggregate_P
+  if taken is not None:
+    step_P = participation_lib.server_step(
+        aggregate_P, out.last_upload_P, taken, hyper, num_workers, axis_name)
+  if mean is None:
+    return aggregate_P, step_P
+  if rows_M is None:
+    weighted_P = participation_lib.weighted_step(
+        out.last_upload_P, taken, counts_M, hyper, axis_name)
+  else:
+    # Under drop the mean is over the round's rows; under stale over every
+    # client's last upload, the rows' written back.
+    def rows_only():
+      return participation_lib.weighted_step(
+          out.last_upload_P, taken, counts_M[rows_M], hyper, axis_name)
+    def every_client():
+      return participation_lib.weighted_step(
+          written.last_upload_MxP,
+          jnp.zeros((num_local,), bool).at[rows_M].set(taken), counts_M,
+          hyper, axis_name)
+    weighted_P = jax.lax.cond(
+        hyper.absent == participation_lib.ABSENT.index('drop'), rows_only,
+        every_client)
+  return aggregate_P, jnp.where(mean, weighted_P, step_P)
+
+
+def server_stage(step_P, theta_P, state: RuleState, out: Worker, taken,
+                 hyper: Hyper, parts: Parts, num_workers: int, axis_name):
+  """(theta^{k+1}, the server's state): its update part's step; under drop
+  a round nobody took part in is no step at all (the optimizer's state
+  stays); the control variates c += sum_S (c_m+ - c_m) / M."""
+  new_theta_P, server = servers_lib.update(step_P, theta_P, hyper,
+                                           parts.servers, state.server)
+  if taken is not None:
+    idle = (hyper.absent == participation_lib.ABSENT.index('drop')) & ~jnp.any(
+        collectives.gather_workers(taken, axis_name))
+    new_theta_P = jnp.where(idle, theta_P, new_theta_P)
+    server = jax.tree.map(lambda new, old: jnp.where(idle, old, new), server,
+                          state.server)
+  for part in parts.controls:
+    change_P = collectives.sum_workers(
+        out.parts[part.name] - state.parts_M[part.name], axis_name)
+    server = {**server, part.name: state.server[part.name]
+              + change_P / jnp.asarray(num_workers, change_P.dtype)}
+  return new_theta_P, server
+
+
+def broadcast_stage(new_theta_P, theta_P, state: RuleState, out: Worker,
+                    taken, hyper: Hyper, parts: Parts,
+                    local: LocalOut | None):
+  """(the history of ||theta^{k+1} - theta^k||^2, what the workers hold
+  next, the round's stats with each worker's downlink bits): the
+  broadcast (quantized or not), the server's control variate riding
+  along, LASG-PS's selected workers pulling theta^k in full precision at
+  the round's start, and only participants receiving."""
+  moved = collectives.sum_sq(new_theta_P - theta_P)
+  history = jnp.concatenate([moved[None], state.history_D[:-1]])
+  broadcast_P, bits_down = broadcast(new_theta_P, state.broadcast_P, hyper,
+                                     parts)
+  bits_down_M = jnp.broadcast_to(bits_down, out.stats.bits_M.shape).astype(
+      jnp.int32)
+  if local is not None:
+    bits_down_M = bits_down_M + local.extra_down
+  pulled = jnp.where(out.stats.sent_M, jnp.int32(32 * theta_P.shape[-1]), 0)
+  bits_down_M = jnp.where(out.server_side, pulled, bits_down_M)
+  if taken is not None:
+    bits_down_M = jnp.where(taken, bits_down_M, 0)
+  return history, broadcast_P, out.stats._replace(bits_down_M=bits_down_M)
 
 
 def _add_local(out: Worker, state: RuleState, local: LocalOut) -> Worker:
