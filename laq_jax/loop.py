@@ -503,6 +503,66 @@ def gradient_part(s: Setting) -> Callable:
 
 
 
+def held_params(spec: RunSpec, state: LoopState, axis_name):
+  """(theta^k, the parameters the workers compute at): theta itself, or
+  its quantized broadcast (compiled in only when a point quantizes it).
+  Under shard_map theta is replicated; differentiating at it directly would
+  psum the gradients over devices (the transpose of the implicit
+  broadcast), so both are marked varying: each worker its own gradient."""
+  theta_P = state.theta_P
+  at_P = (spec.rule.worker_params(state.rule, theta_P) if spec.downlink
+          else theta_P)
+  if axis_name is not None:
+    theta_P = jax.lax.pcast(theta_P, axis_name, to='varying')
+    at_P = jax.lax.pcast(at_P, axis_name, to='varying')
+  return theta_P, at_P
+
+
+def client_stage(s: Setting, gradients: Callable, full_values: Callable,
+                 state: LoopState, theta_P, at_P, rows):
+  """The clients' work of a round on `rows` (None: every local worker):
+  (the Setting of those rows, the logged loss, their gradients or local
+  updates, what the rule's step takes beside them: the local work's
+  additions, the rows, LASG's same sample, the sample counts). The loss is
+  the objective over every client, also when only the rows compute."""
+  spec = s.spec
+  sub, rule_state, gradients_ = s, state.rule, gradients
+  if rows is not None:
+    sub = gather_setting(s, rows)
+    rule_state = participation_lib.gather_rows(state.rule, rows)
+    gradients_ = gradient_part(sub)
+  extra = {}
+  if spec.local:
+    loss, grads_MxP, *same, extra['local'] = gradients_(
+        state.step, theta_P, at_P, rule_state)
+  else:
+    loss, grads_MxP, *same = gradients_(state.step, theta_P, at_P)
+  if rows is not None:
+    if spec.stochastic:
+      loss = _logged_loss(s, state.step, theta_P, full_values)
+    else:  # the full part's own loss (XLA drops its unused gradients)
+      loss = gradients(state.step, theta_P, at_P)[0]
+    extra['rows_M'] = rows
+  if same and spec.rule.same_sample:
+    extra['same_sample'] = same[0]
+  if spec.weighting and s.data.count_M is not None:
+    extra['counts_M'] = jnp.asarray(s.data.count_M, grads_MxP.dtype)
+  return sub, loss, grads_MxP, extra
+
+
+def drawn_grad_norm_sq(spec: RunSpec, grads_MxP, participation: dict,
+                       axis_name):
+  """||sum of the gradients the round's clients computed||^2 (a client not
+  drawn computed none), in a fixed order, as every norm: a reduce's order
+  is XLA's choice per program, so the masked and the gathered round's would
+  differ in the last bit."""
+  drawn_MxP = grads_MxP
+  if spec.participation:
+    drawn_MxP = jnp.where(participation['present_M'][:, None], grads_MxP,
+                          jnp.zeros_like(grads_MxP))
+  return collectives.sum_sq(collectives.sum_workers(drawn_MxP, axis_name))
+
+
 def make_step(spec: RunSpec, data: Data, hyper: Hyper, *,
               worker_ids_M: jax.Array | None = None,
               axis_name: str | None = None,
@@ -537,52 +597,13 @@ def make_step(spec: RunSpec, data: Data, hyper: Hyper, *,
 
   def one_round(state: LoopState, present_all, slowdown_M, rows):
     """The round on `rows` of the local workers (None: every one)."""
-    theta_P = state.theta_P
-    # The workers compute at the parameters they hold: theta itself, or its
-    # quantized broadcast (compiled in only when a point quantizes it).
-    at_P = (spec.rule.worker_params(state.rule, theta_P) if spec.downlink
-            else theta_P)
-    if axis_name is not None:
-      # Under shard_map theta is replicated; differentiating at it directly
-      # would psum the gradients over devices (the transpose of the implicit
-      # broadcast). Each worker needs its own gradient: mark theta varying.
-      theta_P = jax.lax.pcast(theta_P, axis_name, to='varying')
-      at_P = jax.lax.pcast(at_P, axis_name, to='varying')
-    sub, rule_state, gradients_ = s, state.rule, gradients
-    if rows is not None:
-      sub = gather_setting(s, rows)
-      rule_state = participation_lib.gather_rows(state.rule, rows)
-      gradients_ = gradient_part(sub)
-    extra = {}
-    if spec.local:
-      loss, grads_MxP, *same, extra['local'] = gradients_(
-          state.step, theta_P, at_P, rule_state)
-    else:
-      loss, grads_MxP, *same = gradients_(state.step, theta_P, at_P)
-    if rows is not None:  # the objective over every client, not the rows'
-      if spec.stochastic:
-        loss = _logged_loss(s, state.step, theta_P, full_values)
-      else:  # the full part's own loss (XLA drops its unused gradients)
-        loss = gradients(state.step, theta_P, at_P)[0]
-      extra['rows_M'] = rows
-    if same and spec.rule.same_sample:
-      extra['same_sample'] = same[0]
-    if spec.weighting and data.count_M is not None:
-      extra['counts_M'] = jnp.asarray(data.count_M, grads_MxP.dtype)
+    theta_P, at_P = held_params(spec, state, axis_name)
+    sub, loss, grads_MxP, extra = client_stage(
+        s, gradients, full_values, state, theta_P, at_P, rows)
     present_all, more = participation_stage(
         s, state.step, slowdown_M, local_flops_M, present_all, rows)
     extra.update(more)
-    # The gradients the round's clients computed (a client not drawn
-    # computed none).
-    drawn_MxP = grads_MxP
-    if spec.participation:
-      drawn_MxP = jnp.where(more['present_M'][:, None], grads_MxP,
-                            jnp.zeros_like(grads_MxP))
-    # (in a fixed order, as every norm: a reduce's order is XLA's choice per
-    # program, so the masked and the gathered round's would differ in the
-    # last bit)
-    grad_norm_sq = collectives.sum_sq(collectives.sum_workers(drawn_MxP,
-                                                              axis_name))
+    grad_norm_sq = drawn_grad_norm_sq(spec, grads_MxP, more, axis_name)
     new_theta_P, rule_state, stats = spec.rule.step(
         grads_MxP, state.rule, state.theta_P, s.hyper, step_count=state.step,
         worker_ids_M=sub.worker_ids_M, num_workers=spec.num_workers,
