@@ -259,6 +259,45 @@ class DivergedReportTest(absltest.TestCase):
                   '(at k=2).', text)
 
 
+class RunStudyTest(absltest.TestCase):
+
+  def test_a_stopped_sweep_resumes_and_an_older_one_is_replaced(self):
+    # The study's sweeps checkpoint; the same config without results
+    # resumes (overwrite=False), another config's folder is replaced, a
+    # finished one is not run again.
+    from experiments.run import config as config_lib  # pylint: disable=g-import-not-at-top
+    from experiments.run import grid  # pylint: disable=g-import-not-at-top
+    from experiments.studies.family import study as study_lib  # pylint: disable=g-import-not-at-top
+    study = study_lib.studies('tiny', 500, 0)[0]
+    calls = []
+    with tempfile.TemporaryDirectory() as tmp, unittest.mock.patch.object(
+        grid, 'sweep_and_evaluate',
+        lambda config, out, overwrite: calls.append(
+            (out.name, overwrite, config.checkpoint_every))):
+      workdir = pathlib.Path(tmp)
+      configs = {}
+      for arg, folder in study.sweeps.values():
+        config = sweep_compressors.get_config(arg)
+        config.checkpoint_every = min(study_lib.CHECKPOINT_EVERY,
+                                      config.num_iters)
+        configs[folder] = config
+      full, minibatch = (workdir / study.name / f
+                         for f in ('full', 'minibatch'))
+      full.mkdir(parents=True)
+      minibatch.mkdir(parents=True)
+      (full / 'config.json').write_text(json.dumps(outputs.as_json(
+          config_lib.to_dict(configs['full']))))  # stopped mid-sweep
+      (minibatch / 'config.json').write_text('{"other": 1}')
+      self.assertEqual(study_lib.run_study(study, workdir), [])
+      (full / 'sweep.json').write_text('{}')  # finished
+      study_lib.run_study(study, workdir)
+    self.assertEqual(calls, [
+        ('full', False, configs['full'].checkpoint_every),
+        ('minibatch', True, configs['minibatch'].checkpoint_every),
+        ('minibatch', True, configs['minibatch'].checkpoint_every)])
+    self.assertGreater(configs['full'].checkpoint_every, 0)
+
+
 class LasgReportTest(absltest.TestCase):
   """experiments/studies/lasg/report.py (its end-to-end test is in
   tests/reproduce_test.py): a diverged point is marked with its iteration

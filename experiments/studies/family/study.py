@@ -52,6 +52,11 @@ def studies(budget: str, network_iters: int, network_images: int):
   )
 
 
+# Every sweep of a study saves its state this often (iterations), so that a
+# study stopped mid-sweep (hours on a CPU) resumes where it was, bit for bit.
+CHECKPOINT_EVERY = 500
+
+
 def run_study(study, workdir: pathlib.Path) -> list[str]:
   """Runs the study's sweeps not yet done; returns those that failed."""
   from configs import sweep_compressors  # pylint: disable=g-import-not-at-top
@@ -61,22 +66,26 @@ def run_study(study, workdir: pathlib.Path) -> list[str]:
   failed = []
   for arg, folder in study.sweeps.values():
     config = sweep_compressors.get_config(arg)
+    if not config.checkpoint_every:  # a study stopped mid-sweep resumes
+      config.checkpoint_every = min(CHECKPOINT_EVERY, config.num_iters)
     out = workdir / study.name / folder
     wanted = outputs.as_json(config_lib.to_dict(config))
     try:
-      done = (outputs.same_config(
+      same = outputs.same_config(
           json.loads((out / 'config.json').read_text()), wanted)
-              and (out / 'sweep.json').is_file())
     except (OSError, ValueError):
-      done = False
-    if done:
+      same = False
+    if same and (out / 'sweep.json').is_file():
       logging.info('%s/%s: results already there, not run again',
                    study.name, folder)
       continue
-    logging.info('%s/%s: configs/sweep_compressors.py:%s', study.name,
-                 folder, arg)
+    logging.info('%s/%s: configs/sweep_compressors.py:%s%s', study.name,
+                 folder, arg, ' (resuming from its checkpoint)' if same
+                 else '')
     try:
-      grid.sweep_and_evaluate(config, out, overwrite=True)
+      # The same config resumes from its last checkpoint; another one
+      # (an older study's) is replaced.
+      grid.sweep_and_evaluate(config, out, overwrite=not same)
     except Exception:  # pylint: disable=broad-except
       logging.exception('%s/%s failed', study.name, folder)
       failed.append(f'{study.name}/{folder}')
