@@ -509,6 +509,19 @@ class SweepConfigTest(absltest.TestCase):
     self.assertEqual((run.bits, run.xi, run.num_iters), (3, 0.8, 30))
     config_lib.validate_config(run)
 
+  def test_every_point_is_checked_as_a_single_run(self):
+    # A grid value that a single run refuses is refused in one line, also
+    # past each algorithm's first point (was a ValueError from the program's
+    # spec once the sweep ran).
+    workers = tiny_config().num_workers
+    config = self.sweep({'algo': ['sgd'],
+                         'clients_per_round': [2, workers + 1]},
+                        batch_size=10)
+    with self.assertRaisesRegex(
+        config_lib.ConfigError, rf'^config.clients_per_round={workers + 1} '
+        rf'is not allowed: it must be at most num_workers={workers}'):
+      config_lib.points_from_config(config)
+
   def test_a_part_parameter_as_a_nested_group(self):
     # ConfigDict keys hold no dots: {'clag': {'zeta': ...}} is 'clag.zeta',
     # in the grid and in algo_settings; the run config of a point holds it

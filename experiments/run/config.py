@@ -11,6 +11,7 @@ name the field, the value given and what is allowed.
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any, Iterable, Mapping
 
@@ -371,10 +372,15 @@ def points_from_config(config) -> list[dict[str, Any]]:
               if 'algo_settings' in keys(config) else {})
   settings = settings.to_dict() if hasattr(settings, 'to_dict') else settings
   points = apply_algo_settings(points, settings, varied=set(grid))
-  # Checks that depend on the algorithm (a minibatch must fit a shard).
-  for algo in dict.fromkeys(p['algo'] for p in points):
-    first = next(p for p in points if p['algo'] == algo)
-    validate_config(point_config(config, first))
+  # Every point as a single run's config (a minibatch must fit a shard,
+  # clients_per_round at most the workers, ...): a grid value is checked as
+  # the same value given alone would be.
+  seen = set()
+  for point in points:
+    key = json.dumps(point, sort_keys=True, default=str)
+    if key not in seen:
+      seen.add(key)
+      validate_config(point_config(config, point))
   return points
 
 
