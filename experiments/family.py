@@ -29,7 +29,6 @@ same command after an interruption. `--network_iters` and
 `--network_images` set the network's budget.
 """
 
-import pathlib
 import sys
 
 from absl import app
@@ -69,8 +68,13 @@ def main(argv):
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use('Agg')
   budget = 'tiny' if FLAGS.tiny else 'quick' if FLAGS.quick else 'full'
+  from experiments.run import outputs as outputs_lib  # pylint: disable=g-import-not-at-top
+  try:
+    workdir = outputs_lib.usable_workdir(FLAGS.workdir)
+  except outputs_lib.WorkdirError as e:
+    sys.exit(f'error: {e}')
   failed = family_study.run(
-      pathlib.Path(FLAGS.workdir), budget=budget,
+      workdir, budget=budget,
       network_iters=FLAGS.network_iters, network_images=FLAGS.network_images,
       report_only=FLAGS.report_only, copy_to=FLAGS.copy_to)
   if failed:

@@ -35,7 +35,6 @@ the same config are kept. The study's
 code is experiments/studies/federated/ (sweeps.py, report.py, study.py).
 """
 
-import pathlib
 import sys
 
 from absl import app
@@ -83,8 +82,13 @@ def main(argv):
   if unknown:
     raise app.UsageError(f'--sweeps={",".join(FLAGS.sweeps)}: each must be '
                          f'one of {", ".join(SWEEPS)}')
+  from experiments.run import outputs as outputs_lib  # pylint: disable=g-import-not-at-top
+  try:
+    workdir = outputs_lib.usable_workdir(FLAGS.workdir)
+  except outputs_lib.WorkdirError as e:
+    sys.exit(f'error: {e}')
   failed = federated_study.run(
-      pathlib.Path(FLAGS.workdir), FLAGS.problems, FLAGS.sweeps,
+      workdir, FLAGS.problems, FLAGS.sweeps,
       budget=budget, mlp_iters=FLAGS.mlp_iters,
       report_only=FLAGS.report_only, copy_to=FLAGS.copy_to)
   if failed:

@@ -49,7 +49,6 @@ experiments are listed as missing). `--copy_to=docs/paper` copies REPORT.md
 and its figures there.
 """
 
-import pathlib
 import sys
 
 from absl import app
@@ -108,8 +107,13 @@ def main(argv):
   startup.setup_jax()  # float64 on, the persistent compilation cache
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use('Agg')
+  from experiments.run import outputs as outputs_lib  # pylint: disable=g-import-not-at-top
+  try:
+    workdir = outputs_lib.usable_workdir(FLAGS.workdir)
+  except outputs_lib.WorkdirError as e:
+    sys.exit(f'error: {e}')
   failed = reproduce_lib.reproduce(
-      pathlib.Path(FLAGS.workdir), budget=budget, only=FLAGS.only,
+      workdir, budget=budget, only=FLAGS.only,
       report_only=FLAGS.report_only, copy_to=FLAGS.copy_to,
       mlp_iters=FLAGS.mlp_iters, crosscheck=FLAGS.crosscheck,
       authors_code=FLAGS.authors_code, lasg=FLAGS.lasg)

@@ -56,7 +56,11 @@ def main(argv):
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use('Agg')
   budget = 'tiny' if FLAGS.tiny else 'cpu'
-  workdir = pathlib.Path(FLAGS.workdir)
+  from experiments.run import outputs as outputs_lib  # pylint: disable=g-import-not-at-top
+  try:
+    workdir = outputs_lib.usable_workdir(FLAGS.workdir)
+  except outputs_lib.WorkdirError as e:
+    sys.exit(f'error: {e}')
   failed = [] if FLAGS.report_only else report_lib.run(
       workdir, FLAGS.workloads, budget)
   command = (f'python -m experiments.workloads --workdir {workdir}'

@@ -179,6 +179,20 @@ def test_launcher_lines():
     assert done.stderr.count('\n') == 1, done.stderr
     assert want in done.stderr, done.stderr
     assert not workdir.exists()
+  # Workdirs that cannot hold results (issue 52: a file made
+  # experiments.family print 5 tracebacks; an empty one wrote into the
+  # current folder).
+  afile = TMP / 'a_file'
+  afile.write_text('not a folder')
+  for argv, workdir, want in (
+      (['experiments.family', '--tiny'], afile, 'is a file: give a folder'),
+      (['experiments.main', '--config=configs/mnist_logreg.py:tiny'], '',
+       "--workdir='' is empty")):
+    done = _launch(argv + [f'--workdir={workdir}'], afile)
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert done.stderr.count('\n') == 1, done.stderr
+    assert want in done.stderr, done.stderr
+  assert afile.read_text() == 'not a folder'
 
 
 def _other_value(value):

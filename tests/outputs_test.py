@@ -156,6 +156,37 @@ class WorkdirTest(absltest.TestCase):
     (where / 'notes.txt').write_text('not ours')
     return where
 
+  def test_a_workdir_that_cannot_hold_results_is_refused(self):
+    # One line each, before anything is written (were tracebacks, or 16
+    # files in the current folder for --workdir=).
+    base = folder('unusable')
+    base.mkdir(parents=True, exist_ok=True)
+    afile = base / 'afile'
+    afile.write_text('x')
+    for text, pattern in (
+        ('', r"^--workdir='' is empty: give a folder"),
+        ('  ', r"^--workdir='  ' is empty"),
+        (None, r"^--workdir='' is empty"),
+        (afile, r"^workdir '.*afile' is a file: give a folder"),
+        (afile / 'sub' / 'run', r"^workdir '.*run' cannot be created: "
+         r"'.*afile' is a file$")):
+      with self.assertRaisesRegex(outputs.WorkdirError, pattern):
+        outputs.usable_workdir(text)
+      if text:
+        with self.assertRaisesRegex(outputs.WorkdirError, pattern):
+          outputs.prepare_workdir(pathlib.Path(text), a_config())
+    with mock.patch.object(os, 'access', return_value=False):
+      with self.assertRaisesRegex(outputs.WorkdirError,
+                                  r"is not writable: .*permission denied"):
+        outputs.usable_workdir(base / 'new')
+    fresh = base / 'new'
+    self.assertEqual(outputs.usable_workdir(str(fresh)), fresh)
+    self.assertFalse(fresh.exists())  # checked, not created
+    # A write into a folder that cannot exist: one line, nothing written.
+    with self.assertRaisesRegex(outputs.WorkdirError,
+                                r'^could not write .*x.json: .*not written'):
+      outputs.write_json(afile / 'x.json', {})
+
   def test_another_config_is_refused(self):
     where = self._foreign_run('foreign', bits=3, seed=5)
     with self.assertRaisesRegex(outputs.WorkdirError,

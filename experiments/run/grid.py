@@ -102,7 +102,7 @@ def sweep_and_evaluate(config, workdir: str | os.PathLike, *,
   wall_start = time.perf_counter()
   points = config_lib.points_from_config(config)
   progress_lib.quiet_start()
-  workdir = pathlib.Path(workdir)
+  workdir = outputs.usable_workdir(workdir)
   config_dict = config_lib.to_dict(config)
   outputs.prepare_workdir(workdir, config_dict, overwrite=overwrite,
                           files=SWEEP_FILES)

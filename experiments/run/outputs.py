@@ -77,14 +77,44 @@ _FILE_MODE = 0o666 & ~_umask()  # what open() would give; mkstemp gives 0600
 # ----------------------------------------------------------------------------
 # Files, written atomically.
 
+def usable_workdir(text: str | os.PathLike | None) -> pathlib.Path:
+  """`text` as a results folder, or a WorkdirError in one line: empty (it
+  would write into the current folder), a file, under a file, or in a folder
+  this process cannot write. The folder itself need not exist."""
+  if text is None or not str(text).strip():
+    raise WorkdirError(f'--workdir={str(text or "")!r} is empty: give a '
+                       'folder for the results (it is created)')
+  workdir = pathlib.Path(text).expanduser()
+  if workdir.exists() and not workdir.is_dir():
+    raise WorkdirError(f'workdir {str(workdir)!r} is a file: give a folder '
+                       'for the results')
+  existing = workdir
+  while not existing.exists() and existing != existing.parent:
+    existing = existing.parent
+  if not existing.is_dir():
+    raise WorkdirError(f'workdir {str(workdir)!r} cannot be created: '
+                       f'{str(existing)!r} is a file')
+  if not os.access(existing, os.W_OK | os.X_OK):
+    raise WorkdirError(f'workdir {str(workdir)!r} is not writable: '
+                       f'{str(existing)!r} refuses this user ('
+                       'permission denied); choose another --workdir')
+  return workdir
+
+
 def atomic_write(path: str | os.PathLike, content: bytes | str) -> None:
-  """Writes `content` to `path` via a temporary file and `os.replace`."""
+  """Writes `content` to `path` via a temporary file and `os.replace`; a
+  folder it cannot write, or a full disk, is a WorkdirError in one line."""
   path = pathlib.Path(path)
-  path.parent.mkdir(parents=True, exist_ok=True)
   if isinstance(content, str):
     content = content.encode()
-  fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f'.{path.name}.',
-                             suffix='.tmp')
+  try:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f'.{path.name}.',
+                               suffix='.tmp')
+  except OSError as e:  # not writable, or a file where a folder should be
+    raise WorkdirError(f'could not write {path}: {e.strerror or e}; it was '
+                       'not written. Choose a --workdir this user can write '
+                       '(a folder).') from e
   try:
     with os.fdopen(fd, 'wb') as f:
       f.write(content)
@@ -285,8 +315,11 @@ def prepare_workdir(workdir: pathlib.Path, config_dict: dict, *,
       sweep passes its own).
 
   Raises:
-    WorkdirError: another config's results are there and `overwrite` is off.
+    WorkdirError: another config's results are there and `overwrite` is
+      off, or `workdir` is not a folder this process can write
+      (`usable_workdir`).
   """
+  workdir = usable_workdir(workdir)
   present = [n for n in (*files, *RUN_DIRS) if (workdir / n).exists()]
   if present and not overwrite:
     config_path = workdir / 'config.json'

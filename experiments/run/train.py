@@ -129,7 +129,7 @@ def train_and_evaluate(config, workdir: str | os.PathLike, *,
   wall_start = time.perf_counter()
   config_lib.validate_config(config)
   progress_lib.quiet_start()
-  workdir = pathlib.Path(workdir)
+  workdir = outputs.usable_workdir(workdir)
   config_dict = config_lib.to_dict(config)
   outputs.prepare_workdir(workdir, config_dict, overwrite=overwrite)
   built = build_lib.build(config)  # DataError before any file is written
