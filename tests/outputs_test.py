@@ -130,6 +130,17 @@ class AtomicWriteTest(parameterized.TestCase):
     outputs.write_json(where / 'a.json', {'x': 0.1 + 0.2, 'n': None})
     self.assertEqual(json.loads((where / 'a.json').read_text()),
                      {'x': 0.1 + 0.2, 'n': None})
+    # Strict JSON: a value that is not a finite number is null (Python's
+    # Infinity / NaN literals break strict parsers), NumPy scalars plain.
+    outputs.write_json(where / 'b.json', {
+        'inf': float('inf'), 'nested': [np.nan, 1.5, {'m': -np.inf}],
+        'f32': np.float32(2.5), 'i64': np.int64(7), 'arr': np.array([1.0,
+                                                                   np.nan])})
+    text = (where / 'b.json').read_text()
+    self.assertNotRegex(text, 'Infinity|NaN')
+    self.assertEqual(json.loads(text), {
+        'inf': None, 'nested': [None, 1.5, {'m': None}], 'f32': 2.5,
+        'i64': 7, 'arr': [1.0, None]})
     sent = np.array([[True, False], [False, True]])
     outputs.write_npy(where / 'u.npy', sent)
     got = np.load(where / 'u.npy')

@@ -132,8 +132,33 @@ def atomic_write(path: str | os.PathLike, content: bytes | str) -> None:
     raise
 
 
+def strict_json(obj):
+  """`obj` with every non-finite float (NaN, +-inf; Python's or NumPy's) as
+  None: JSON has no literal for them (Python's `Infinity` breaks strict
+  parsers), and a value that is not a number is null."""
+  if isinstance(obj, dict):
+    return {k: strict_json(v) for k, v in obj.items()}
+  if isinstance(obj, (list, tuple)):
+    return [strict_json(v) for v in obj]
+  if isinstance(obj, (float, np.floating)) and not np.isfinite(obj):
+    return None
+  return obj
+
+
 def write_json(path, obj) -> None:
-  atomic_write(path, json.dumps(obj, indent=2, sort_keys=False) + '\n')
+  """`obj` as strict JSON (`strict_json`: no NaN or Infinity literals)."""
+  atomic_write(path, json.dumps(strict_json(obj), indent=2, sort_keys=False,
+                                allow_nan=False, default=_json_default)
+               + '\n')
+
+
+def _json_default(value):
+  """NumPy scalars and arrays as their Python values."""
+  if isinstance(value, np.generic):
+    return strict_json(value.item())
+  if isinstance(value, np.ndarray):
+    return strict_json(value.tolist())
+  raise TypeError(f'{type(value).__name__} is not JSON serializable')
 
 
 def write_npy(path, array) -> None:
