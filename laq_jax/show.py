@@ -7,9 +7,25 @@ LIMIT = 80
 
 
 def show(value, limit: int = LIMIT) -> str:
-  """repr(value) on one line (an array's rows joined), cut at `limit`."""
+  """repr(value) on one line (an array's rows joined), cut at `limit`; a
+  string with characters outside ASCII names them (a Cyrillic 'а' prints
+  exactly like the Latin 'a' it was taken for)."""
   text = ' '.join(repr(value).split())
-  return text if len(text) <= limit else text[:limit - 3] + '...'
+  text = text if len(text) <= limit else text[:limit - 3] + '...'
+  return text + lookalikes(value)
+
+
+def lookalikes(value) -> str:
+  """" (not ASCII: 'а' U+0430 CYRILLIC SMALL LETTER A)" for a string with
+  characters outside ASCII (the first three), else ''."""
+  if not isinstance(value, str) or value.isascii():
+    return ''
+  import unicodedata  # pylint: disable=g-import-not-at-top
+  odd = list(dict.fromkeys(c for c in value if not c.isascii()))
+  named = [f'{c!r} U+{ord(c):04X} {unicodedata.name(c, "unnamed")}'
+           for c in odd[:3]]
+  return (' (not ASCII: ' + ', '.join(named)
+          + (f' and {len(odd) - 3} more' if len(odd) > 3 else '') + ')')
 
 
 def closest(name, choices: Iterable[str], n: int = 3) -> list[str]:

@@ -35,6 +35,23 @@ class ShowTest(absltest.TestCase):
     self.assertEqual(show_lib.show('x' * 6, limit=8), "'xxxxxx'")
 
 
+  def test_look_alike_letters_are_named(self):
+    # A Cyrillic 'а' prints like the Latin 'a': the message names it.
+    cyrillic = 'l\u0430q'
+    self.assertEqual(show_lib.show(cyrillic),
+                     "'l\u0430q' (not ASCII: '\u0430' U+0430 CYRILLIC SMALL "
+                     'LETTER A)')
+    self.assertEqual(show_lib.show('laq'), "'laq'")
+    many = '\u0430\u0435\u043e\u0440\u0430'  # four distinct, one twice
+    self.assertRegex(show_lib.lookalikes(many),
+                     r"^ \(not ASCII: '.' U\+0430 .*, '.' U\+0435 .*, '.' "
+                     r'U\+043E .* and 1 more\)$')
+    with self.assertRaisesRegex(ValueError, r"unknown algorithm 'l.q' \(not "
+                                'ASCII: .* U\\+0430 CYRILLIC SMALL LETTER A'):
+      import laq_jax  # pylint: disable=g-import-not-at-top
+      laq_jax.make_hyper(cyrillic)
+
+
 class ClosestTest(parameterized.TestCase):
 
   @parameterized.named_parameters(

@@ -89,8 +89,9 @@ def to_dict(config) -> dict:
 
 def bad(name: str, value, allowed: str) -> ConfigError:
   """The error for config.NAME=VALUE, naming what is allowed."""
-  return ConfigError(f'config.{name}={value!r} is not allowed: it must be '
-                     f'{allowed}')
+  from laq_jax.show import lookalikes  # pylint: disable=g-import-not-at-top
+  return ConfigError(f'config.{name}={value!r}{lookalikes(value)} is not '
+                     f'allowed: it must be {allowed}')
 
 
 def parse_dataset(dataset: str) -> tuple[str, str]:
