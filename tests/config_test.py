@@ -428,6 +428,11 @@ class ValidationTest(parameterized.TestCase):
     with self.assertRaisesRegex(config_lib.ConfigError,
                                 'lacks field.*fstar.*configs/default.py'):
       config_lib.validate_config(config)
+    # A sweep config given to the single run's launcher: which launcher.
+    with self.assertRaisesRegex(config_lib.ConfigError,
+                                r'^this is a sweep config .* python -m '
+                                r'experiments.sweep'):
+      config_lib.validate_config(sweep_bits_xi.get_config('tiny'))
 
 
 class HelpersTest(absltest.TestCase):

@@ -150,6 +150,10 @@ def validate_config(config, *, allow_extra: Iterable[str] = ()) -> None:
     raise ConfigError(f'config lacks field(s) {", ".join(missing)}; start '
                       'from configs/default.py, which sets every field')
   extra = sorted(names - set(FIELDS) - set(allow_extra))
+  if 'sweep' in extra:  # a sweep config handed to a single run's launcher
+    raise ConfigError('this is a sweep config (it declares config.sweep, a '
+                      'grid of points): run it with python -m '
+                      'experiments.sweep --config=... --workdir=...')
   if extra:
     known = FIELDS + tuple(allow_extra)
     raise ConfigError('config: ' + '; '.join(
