@@ -347,6 +347,13 @@ def import_modules(modules: str | Sequence[str]) -> None:
       raise ValueError(f'modules={module!r} could not be imported ({e}): give '
                        'importable module names (on PYTHONPATH, or the '
                        'current folder), comma-separated') from None
+    except Exception as e:  # pylint: disable=broad-except
+      # e.g. a launcher (experiments.sweep), whose import defines its
+      # command-line flags a second time: absl's DuplicateFlagError.
+      raise ValueError(
+          f'modules={module!r} fails on import ({type(e).__name__}: '
+          f'{" ".join(str(e).split())[:160]}): give modules that register '
+          'parts or presets, not a launcher or a script') from None
 
 
 def fill_params(params: dict, like_dtype) -> dict:

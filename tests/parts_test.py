@@ -7,6 +7,7 @@ parts, a point equal to its run alone, resume and devices equal, and no
 stale or silent programs."""
 
 import os
+import pathlib
 import subprocess
 import sys
 import tempfile
@@ -102,6 +103,27 @@ class ParamsTest(absltest.TestCase):
     with self.assertRaisesRegex(ValueError, "no point of the sweep uses the "
                                 "part 'rand_k'"):
       sweep.expand_grid({'algo': ['laq'], 'rand_k.k': [5]}, base)
+
+
+class ImportModulesTest(absltest.TestCase):
+
+  def test_a_module_that_fails_is_named_in_one_line(self):
+    # config.modules: a missing module, or one whose import fails (a
+    # launcher's: absl's DuplicateFlagError), is a ValueError naming it.
+    with tempfile.TemporaryDirectory() as tmp:
+      pathlib.Path(tmp, 'laq_test_broken.py').write_text(
+          "raise RuntimeError('defined twice')\n")
+      pathlib.Path(tmp, 'laq_test_fine.py').write_text('X = 1\n')
+      sys.path.insert(0, tmp)
+      self.addCleanup(sys.path.remove, tmp)
+      with self.assertRaisesRegex(ValueError, r"^modules='laq_test_broken' "
+                                  r'fails on import \(RuntimeError: defined '
+                                  r'twice\): .*not a launcher'):
+        parts.import_modules('laq_test_fine, laq_test_broken')
+      with self.assertRaisesRegex(ValueError, r"^modules='no_such_mod' could "
+                                  'not be imported'):
+        parts.import_modules(['no_such_mod'])
+      parts.import_modules('laq_test_fine')
 
 
 class StaleProgramsTest(absltest.TestCase):
