@@ -253,11 +253,18 @@ class ValidationTest(parameterized.TestCase):
       _case('num_workers', dict(num_workers=0), 'num_workers', '0',
             'an integer >= 1'),
       _case('num_iters', dict(num_iters=0), 'num_iters', '0',
-            'an integer >= 1'),
+            r'an integer >= 1 and <= 2,147,483,647 \(the step counter is '
+            r'int32\)'),
       _case('num_iters_float', dict(num_iters=2.5), 'num_iters', '2.5',
             'an integer >= 1'),
+      # Past the int32 step counter (a run that printed nothing for 90 s).
+      _case('num_iters_past_int32', dict(num_iters=3 * 10**9), 'num_iters',
+            '3000000000', r'an integer >= 1 and <= 2,147,483,647'),
       _case('memory', dict(memory=0), 'memory', '0',
-            r'an integer >= 1 \(D, the history length\)'),
+            r'an integer >= 1 and <= 100,000 \(D, the history length\)'),
+      # An 80 GB history (was XLA's RESOURCE_EXHAUSTED).
+      _case('memory_huge', dict(memory=10**10), 'memory', '10000000000',
+            r'an integer >= 1 and <= 100,000'),
       _case('batch_size', dict(batch_size=0), 'batch_size', '0',
             'an integer >= 1'),
       _case('hidden', dict(hidden=0), 'hidden', '0', 'an integer >= 1'),
@@ -268,7 +275,8 @@ class ValidationTest(parameterized.TestCase):
       _case('eval_every', dict(eval_every=0), 'eval_every', '0',
             'an integer >= 1'),
       _case('checkpoint_negative', dict(checkpoint_every=-10),
-            'checkpoint_every', '-10', r'an integer >= 0 \(0 turns'),
+            'checkpoint_every', '-10', r'an integer >= 0 and <= 2,147,483,647 '
+            r'\(0 turns'),
       _case('checkpoint_not_a_multiple_of_chunk', dict(checkpoint_every=15),
             'checkpoint_every', '15',
             r'0 \(off\) or a multiple of eval_every=10.*e\.g\. 10 or 20'),

@@ -46,6 +46,10 @@ MNIST_TRAIN_SIZE = data_lib.kinds.MNIST_TRAIN_SIZE
 # (points batched into wider products, equal to the run alone to rounding
 # only), see `laq_jax.RunSpec.grid_axis`.
 SWEEP_FIELDS = ('sweep', 'sweep_batch_size')
+INT32_MAX = 2**31 - 1
+# D, LAQ's history length (the paper's 10): D floats in every program, and a
+# threshold summing them every step; beyond this a typo, not a setting.
+MAX_MEMORY = 100_000
 OPTIONAL_SWEEP_FIELDS = ('algo_settings', 'sweep_grid_axis')
 
 
@@ -183,9 +187,11 @@ def validate_config(config, *, allow_extra: Iterable[str] = ()) -> None:
     if c[name] not in allowed:
       raise bad(name, c[name], f'one of {", ".join(map(repr, allowed))}')
 
-  def integer(name, low, extra=''):
-    if not is_integer(c[name]) or c[name] < low:
-      raise bad(name, c[name], f'an integer >= {low}{extra}')
+  def integer(name, low, extra='', high=None):
+    if not is_integer(c[name]) or c[name] < low or (
+        high is not None and c[name] > high):
+      raise bad(name, c[name], f'an integer >= {low}' + (
+          f' and <= {high:,}' if high is not None else '') + extra)
 
   choice('algo', tuple(ALGORITHMS))
   choice('model', problems_lib.REGISTRY.names)
@@ -193,16 +199,18 @@ def validate_config(config, *, allow_extra: Iterable[str] = ()) -> None:
   choice('precision', PRECISIONS)
   choice('workers_on', sharding.WORKERS_ON)
   integer('num_workers', 1)
-  integer('num_iters', 1)
-  integer('memory', 1, ' (D, the history length)')
+  # The step counter is int32; the history is D floats in every program.
+  integer('num_iters', 1, ' (the step counter is int32)', high=INT32_MAX)
+  integer('memory', 1, ' (D, the history length)', high=MAX_MEMORY)
   integer('batch_size', 1)
   integer('hidden', 1)
   integer('data_seed', 0)
   integer('train_subset', 0, ' (0 uses every training sample)')
-  integer('eval_every', 1)
+  integer('eval_every', 1, high=INT32_MAX)
   integer('loss_every', 0, ' (0: 1 for full-batch runs, '
           f'{MINIBATCH_LOSS_EVERY} for minibatch runs)')
-  integer('checkpoint_every', 0, ' (0 turns checkpoints off)')
+  integer('checkpoint_every', 0, ' (0 turns checkpoints off)',
+          high=INT32_MAX)
   every, chunk = c['checkpoint_every'], c['eval_every']
   if every % chunk:
     near = [n for n in (every // chunk * chunk, (every // chunk + 1) * chunk)
