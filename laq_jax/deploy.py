@@ -299,8 +299,10 @@ class Server:
     """A client's answer for this round; raises wire.WireError (the server
     refuses it: call `refuse`) on a bad one."""
     m = self.spec.num_workers
-    if not isinstance(worker, (int, np.integer)) or not 0 <= worker < m:
-      raise wire.WireError(f'client index {worker!r} out of range 0..{m - 1}')
+    if (isinstance(worker, (bool, np.bool_))
+        or not isinstance(worker, (int, np.integer)) or not 0 <= worker < m):
+      raise wire.WireError(f'client index {worker!r} is not an integer in '
+                           f'0..{m - 1}')
     if self._heard[worker]:
       raise wire.WireError(f'client {worker} answered round {self.step} '
                            'twice')
@@ -310,7 +312,8 @@ class Server:
       value = wire.decode(self.format, payload,
                           np.asarray(self.state.last_upload_MxP[worker])
                           if bool(np.asarray(self.hyper.innovation)) else
-                          np.zeros(self.format.num_params, np.float32))
+                          np.zeros(self.format.num_params, np.float32),
+                          num_workers=m)
       self._values[worker] = value
     elif payload:
       raise wire.WireError('a skip with a payload')

@@ -230,10 +230,38 @@ def encode(fmt: Format, fields: Mapping[str, np.ndarray]) -> bytes:
   return _pack(np.frombuffer(text.encode(), np.uint8) - ord('0'))
 
 
-def decode(fmt: Format, payload: bytes, ref_P: np.ndarray) -> np.ndarray:
+def bound(num_workers: int) -> float:
+  """The largest |value| the server accepts in a decoded upload: float32's
+  largest finite number over 4 M, so that the aggregate of M uploads (and
+  its step) cannot overflow to inf. No honest upload comes near it: one
+  that did would overflow the aggregate anyway."""
+  return float(np.finfo(np.float32).max) / (4 * max(int(num_workers), 1))
+
+
+def decode(fmt: Format, payload: bytes, ref_P: np.ndarray, *,
+           num_workers: int = 1) -> np.ndarray:
   """Q, what the upload reconstructs, from the payload and the server's copy
   of the worker's reference (its last upload for an innovation; zeros for a
-  gradient). Raises WireError on any payload the format cannot hold."""
+  gradient). Raises WireError on any payload the format cannot hold, and on
+  a reconstruction that is not finite or exceeds `bound(num_workers)` (a
+  payload whose every field is finite can still reconstruct to inf: codes
+  at their top with a radius near float32's largest)."""
+  value = _decode(fmt, payload, ref_P)
+  with np.errstate(invalid='ignore', over='ignore'):
+    _finite(value, f'{fmt.compressor} reconstruction')
+    top = float(np.max(np.abs(value))) if value.size else 0.0
+  limit = bound(num_workers)
+  if top > limit:
+    at = int(np.argmax(np.abs(value)))
+    raise WireError(f'{fmt.compressor} reconstruction: |value| {top:.3e} at '
+                    f'{at} exceeds the bound {limit:.3e} (float32\'s largest '
+                    f'over 4 M, M = {num_workers}): the aggregate would '
+                    'overflow')
+  return value
+
+
+def _decode(fmt: Format, payload: bytes, ref_P: np.ndarray) -> np.ndarray:
+  """`decode` without the check of the reconstruction."""
   if not isinstance(payload, (bytes, bytearray)):
     raise WireError(f'payload of type {type(payload).__name__}: bytes '
                     'expected')
@@ -381,5 +409,5 @@ def fields_of(fmt: Format, grad_P, ref_P, value_P,
   return {'norm': norm, 'signed_levels_P': signed}
 
 
-__all__ = ['FORMATS', 'Format', 'WireError', 'decode', 'encode', 'fields_of',
+__all__ = ['FORMATS', 'Format', 'WireError', 'bound', 'decode', 'encode', 'fields_of',
            'payload_bytes', 'qsgd_bits']

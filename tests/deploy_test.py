@@ -89,9 +89,14 @@ class DeployedIsSimulatedTest(parameterized.TestCase):
     spec, data, hyper = built('laq', precision='float64')
     with self.assertRaisesRegex(ValueError, 'precision float64'):
       deploy.Client(spec, data, hyper, 0)
-    with self.assertRaisesRegex(wire.WireError, 'out of range 0..2'):
-      spec, _, hyper = built("laq")
-      deploy.Server(spec, hyper).receive(3, False, None)
+    spec, _, hyper = built("laq")
+    server = deploy.Server(spec, hyper)
+    # A client's index is an integer of the round (a bool is an int in
+    # Python: True made every client of the round absent).
+    for worker in (3, -1, True, 1.0, '1'):
+      with self.assertRaisesRegex(wire.WireError,
+                                  'is not an integer in 0..2'):
+        server.receive(worker, False, None)
 
 
 if __name__ == '__main__':

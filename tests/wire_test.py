@@ -100,6 +100,30 @@ class RefusalTest(parameterized.TestCase):
       with self.assertRaisesRegex(wire.WireError, 'non-finite'):
         wire.decode(fmt, bad, REF)
 
+  def test_finite_fields_that_reconstruct_out_of_bounds(self):
+    # Every field finite, the reconstruction inf or near float32's largest:
+    # it would poison the aggregate for good (issue 52). Refused.
+    fmt = wire.Format('uniform', P, bits=4)
+    codes = np.full(P, 15)
+    for radius in (3e38, 1e38):
+      bad = wire.encode(fmt, {'codes_P': codes,
+                                'radius': np.float32(radius)})
+      with self.assertRaisesRegex(wire.WireError, r'^uniform reconstruction: '
+                                  r'(.*non-finite|\|value\| .* exceeds the '
+                                  r'bound)'):
+        wire.decode(fmt, bad, REF, num_workers=3)
+    qsgd = wire.Format('qsgd', P, levels=10)
+    fields = {'norm': np.float32(3e38),
+              'signed_levels_P': (np.eye(1, P, 0)[0] * 10).astype(int)}
+    with self.assertRaisesRegex(wire.WireError, 'qsgd reconstruction: '):
+      wire.decode(qsgd, wire.encode(qsgd, fields), np.zeros(P, np.float32),
+                  num_workers=3)
+    # The bound is float32's largest over 4 M; honest payloads pass.
+    self.assertEqual(wire.bound(3),
+                     float(np.finfo(np.float32).max) / 12)
+    fmt, payload = self._uniform()
+    wire.decode(fmt, payload, REF, num_workers=3)
+
   def test_spare_bits(self):
     fmt = wire.Format('uniform', 3, bits=3)  # 41 bits: 7 spare
     payload = wire.encode(fmt, {'codes_P': np.array([1, 2, 7]),
