@@ -41,7 +41,7 @@ def track(table: dict) -> dict:
 def scoped():
   """Every registration made inside (compressors, triggers, servers,
   clients, models, dataset kinds, presets: `register`, `replace=True`,
-  `register_algorithm`) is undone on exit, whatever raised:
+  `register_algorithm`) is undone on exit, whatever raised::
 
       with laq_jax.registry.scoped():
         compressors.REGISTRY.register('mine', my_compressor)

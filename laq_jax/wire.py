@@ -231,7 +231,7 @@ def encode(fmt: Format, fields: Mapping[str, np.ndarray]) -> bytes:
 
 
 def bound(num_workers: int) -> float:
-  """The largest |value| the server accepts in a decoded upload: float32's
+  """The largest magnitude the server accepts in a decoded upload: float32's
   largest finite number over 4 M, so that the aggregate of M uploads (and
   its step) cannot overflow to inf. No honest upload comes near it: one
   that did would overflow the aggregate anyway."""
@@ -243,7 +243,7 @@ def decode(fmt: Format, payload: bytes, ref_P: np.ndarray, *,
   """Q, what the upload reconstructs, from the payload and the server's copy
   of the worker's reference (its last upload for an innovation; zeros for a
   gradient). Raises WireError on any payload the format cannot hold, and on
-  a reconstruction that is not finite or exceeds `bound(num_workers)` (a
+  a reconstruction that is not finite or exceeds `bound` (a
   payload whose every field is finite can still reconstruct to inf: codes
   at their top with a radius near float32's largest)."""
   value = _decode(fmt, payload, ref_P)
