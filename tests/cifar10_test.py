@@ -139,6 +139,17 @@ class Cifar10Test(absltest.TestCase):
                                 'test_batch.bin holds 12,285 bytes, not a '
                                 'whole number of 3073-byte'):
       cifar10.load_cifar10(self.tmp / 'bin')
+    # Cut at a record boundary: whole records, fewer than its siblings'.
+    train = self.tmp / 'bin' / cifar10.BIN_DIR / 'data_batch_3.bin'
+    whole = train.read_bytes()
+    train.write_bytes(whole[:-cifar10.RECORD])
+    with self.assertRaisesRegex(data.DataError,
+                                rf'^CIFAR-10 data_batch_3 in .* holds '
+                                rf'{N - 1:,} records, the other training '
+                                rf'batches {N:,} \(official: 10,000 each\): '
+                                'truncated'):
+      cifar10.load_cifar10(self.tmp / 'bin')
+    train.write_bytes(whole)
     path.write_bytes(bytes([12]) + content[1:])  # label 12
     with self.assertRaisesRegex(data.DataError,
                                 'test labels .* to 12; the classes are 0..9'):

@@ -186,6 +186,16 @@ def load_cifar10(data_dir: str | os.PathLike | None = None, *,
   for split, names in (('train', TRAIN), ('test', (TEST,))):
     parts = [_read_py(folder / n, verify) if version == 'py'
              else _read_bin(folder / f'{n}.bin') for n in names]
+    counts = [len(p[1]) for p in parts]
+    if split == 'train' and len(set(counts)) > 1:
+      # (the official batches hold 10,000 records each: one cut at a record
+      # boundary is whole records, but fewer than its siblings')
+      short = min(range(len(names)), key=counts.__getitem__)
+      raise DataError(
+          f'CIFAR-10 {names[short]} in {folder} holds {counts[short]:,} '
+          f'records, the other training batches {max(counts):,} (official: '
+          f'{PER_FILE:,} each): truncated. Unpack it again from the '
+          'archive.')
     pixels = np.concatenate([p[0] for p in parts])
     labels = np.concatenate([p[1] for p in parts])
     if labels.size and (labels.min() < 0 or labels.max() > 9):
