@@ -130,6 +130,17 @@ class LookupTest(absltest.TestCase):
       self.assertEqual(fm.find_dir(), places['env'])
       self._fake(places['given'])
       self.assertEqual(fm.find_dir(places['given']), places['given'])
+    # $LAQ_JAX_FASHION_MNIST naming a folder without them: refused, not
+    # passed over for the cache's or Debian's copy in silence
+    empty = self.tmp / 'empty'
+    empty.mkdir()
+    for named, why in ((empty, 'missing train-images'),
+                       (self.tmp / 'nowhere', 'no such directory')):
+      with mock.patch.dict(os.environ, {fm.ENV_VAR: str(named)}):
+        with self.assertRaisesRegex(data.DataError,
+                                    rf'^\${fm.ENV_VAR}=.* does not hold the '
+                                    rf'Fashion-MNIST files: {why}.*unset it'):
+          fm.find_dir()
     # a data_dir that lacks a file: refused, naming it, nothing else tried
     (places['given'] / 't10k-labels-idx1-ubyte.gz').unlink()
     with self.assertRaisesRegex(data.DataError,

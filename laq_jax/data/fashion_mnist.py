@@ -63,8 +63,9 @@ def missing_files(directory: pathlib.Path) -> list[str]:
 
 def find_dir(data_dir: str | os.PathLike | None = None) -> pathlib.Path:
   """The folder holding the four files (raw or .gz): `data_dir` when given
-  (nothing else searched), else the first of $LAQ_JAX_FASHION_MNIST, the
-  cache and Debian's package folder that holds them all.
+  (nothing else searched), else $LAQ_JAX_FASHION_MNIST when set (a folder
+  lacking them is an error, not a reason to look elsewhere), else the first
+  of the cache and Debian's package folder that holds them all.
 
   Raises:
     DataError: `data_dir` lacks a file, or no place holds them; the message
@@ -84,7 +85,18 @@ def find_dir(data_dir: str | os.PathLike | None = None) -> pathlib.Path:
   places = []
   env_dir = os.environ.get(ENV_VAR)
   if env_dir:
-    places.append((f'${ENV_VAR}={env_dir}', pathlib.Path(env_dir)))
+    # Named by the user: used, or refused; never passed over for another
+    # copy in silence.
+    directory = pathlib.Path(env_dir).expanduser()
+    missing = missing_files(directory)
+    if missing:
+      raise DataError(
+          f'${ENV_VAR}={env_dir} does not hold the Fashion-MNIST files: '
+          + (f'missing {", ".join(missing)}' if directory.is_dir()
+             else 'no such directory')
+          + f'. Point it at a folder holding {expected}, download them '
+          f'there with `{FETCH_COMMAND} --dir {env_dir}`, or unset it.')
+    return directory
   cache = default_cache_dir() / 'fashion_mnist'
   places.append((f'the cache {cache}', cache))
   places.append((f'Debian\'s dataset-fashion-mnist folder {DEBIAN_DIR}',
