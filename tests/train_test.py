@@ -264,6 +264,37 @@ class RunFilesTest(parameterized.TestCase):
                                         f'{laq["total_uploads"]:,} |'))
 
 
+class DegenerateSettingsTest(absltest.TestCase):
+  """Legal settings that leave a run meaningless: one warning line each,
+  kept in summary.json (issue 52: they exited 0 without a word)."""
+
+  def test_each_is_named(self):
+    from experiments.run import run_results  # pylint: disable=g-import-not-at-top
+    config = common.tiny_config(algo='topk_ef', batch_size=10)
+    config.params.top_k.k = 1e9
+    built = build.build(config)
+    got = run_results.degenerate_settings(config, built,
+                                          {'total_uploads': 30})
+    self.assertEqual(got, [f'top_k.k=1e+09 keeps every one of the P='
+                           f'{built.num_params:,} coordinates (k is clipped '
+                           'to P): top_k is the identity here, at the bits of '
+                           'values and indices'])
+    config.params.top_k.k = 0.5  # a fraction of P: nothing to say
+    self.assertEqual(run_results.degenerate_settings(
+        config, build.build(config), {'total_uploads': 30}), [])
+    config = common.tiny_config(deadline_s=1e-9)
+    built = build.build(config)
+    self.assertEqual(run_results.degenerate_settings(
+        config, built, {'total_uploads': 0, 'total_time_s': float('inf')}), [
+            'deadline_s=1e-09: no client met the deadline in any round, so '
+            'nothing was uploaded and the model never moved',
+            'total_time_s is infinite (a round that never ends: check the '
+            'network profile\'s rates and straggler settings); summary.json '
+            'holds null for it'])
+    self.assertEqual(run_results.degenerate_settings(
+        config, built, {'total_uploads': 3, 'total_time_s': 1.0}), [])
+
+
 class RefusedTest(absltest.TestCase):
   """What is refused before anything is loaded, compiled or written."""
 

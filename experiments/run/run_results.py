@@ -130,6 +130,33 @@ class Ran(NamedTuple):
   events: events_lib.Events | None
 
 
+def degenerate_settings(config, built, summary: dict) -> list[str]:
+  """Settings that are legal but leave the run meaningless in a way its
+  numbers alone do not show, one line each (a warning in the log and
+  summary.json's `warnings`): top_k keeping every coordinate, a deadline
+  no client met, round times that are not finite."""
+  out = []
+  algorithm = built.algorithm
+  if algorithm.compressor == 'top_k':
+    k = float(np.asarray(built.hyper.params['top_k']['k']))
+    if k >= 1 and k >= built.num_params:
+      out.append(f'top_k.k={k:g} keeps every one of the P={built.num_params:,} '
+                 'coordinates (k is clipped to P): top_k is the identity '
+                 'here, at the bits of values and indices')
+  deadline = float(config_lib.get(config, 'deadline_s') or 0)
+  if deadline > 0 and summary.get('total_uploads', 0) == 0:
+    out.append(f'deadline_s={deadline:g}: no client met the deadline in any '
+               'round, so nothing was uploaded and the model never moved')
+  for key in ('total_time_s', 'target_time_s'):
+    value = summary.get(key)
+    if isinstance(value, float) and math.isinf(value):
+      out.append(f'{key} is infinite (a round that never ends: check the '
+                 'network profile\'s rates and straggler settings); '
+                 'summary.json holds null for it')
+      break
+  return out
+
+
 def summarize(config, built, ran: Ran, fstar_info, workdir) -> dict:
   """summary.json: the figures of `laq_jax.metrics.summarize` and the run's."""
   rec = ran.record.record
@@ -166,7 +193,12 @@ def summarize(config, built, ran: Ran, fstar_info, workdir) -> dict:
       flops_per_worker_step=np.broadcast_to(laq_jax.flops_per_worker_step(
           built.spec, built.host_data.sample_counts()),
           (config.num_workers,)).tolist())
+  warnings = degenerate_settings(config, built, summary)
+  if distributed.is_writer():
+    for w in warnings:
+      logging.warning('%s', w)
   summary.update(
+      warnings=warnings,
       diverged=diverged_at is not None, diverged_at=diverged_at,
       diverged_message=message,
       fstar_method=fstar_info['fstar_method'],
