@@ -42,10 +42,17 @@ from laq_jax import registry
 _P = parts_lib.Param
 
 
+# K beyond this is a typo, not a setting: a round of K minibatch steps per
+# client at 10**9 ran for minutes without a line (every round computes K).
+MAX_STEPS = 10_000
+
+
 def steps(default: int = 1) -> parts_lib.Param:
-  """K, the local steps of a round."""
-  return _P('steps', default, 'int', check=lambda a: a >= 1,
-            allowed='an integer >= 1', doc='K, local steps per round')
+  """K, the local steps of a round (1..MAX_STEPS)."""
+  return _P('steps', default, 'int',
+            check=lambda a: (a >= 1) & (a <= MAX_STEPS),
+            allowed=f'an integer in 1..{MAX_STEPS:,}',
+            doc='K, local steps per round')
 
 
 def lr(default: float = 0.1) -> parts_lib.Param:

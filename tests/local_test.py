@@ -248,8 +248,12 @@ class WeightedMeanTest(absltest.TestCase):
 class BadInputTest(parameterized.TestCase):
 
   @parameterized.named_parameters(
-      ('k0', {'local.steps': 0}, 'local.steps=0', 'an integer >= 1'),
-      ('k_float', {'local.steps': 2.5}, 'local.steps=2.5', 'an integer >= 1'),
+      ('k0', {'local.steps': 0}, 'local.steps=0', 'an integer in 1..10,000'),
+      ('k_float', {'local.steps': 2.5}, 'local.steps=2.5',
+       'an integer in 1..10,000'),
+      # (10**9 ran for minutes without a line)
+      ('k_huge', {'local.steps': 10**9}, 'local.steps=1000000000',
+       'an integer in 1..10,000'),
       ('lr0', {'local.lr': 0.0}, 'local.lr=0.0', 'a finite number > 0'),
       ('lr_neg', {'scaffold.lr': -1.0}, 'scaffold.lr=-1.0',
        'a finite number > 0'),
