@@ -341,6 +341,14 @@ class ValidationTest(parameterized.TestCase):
             r'e\.g\. 600'),
       _case('subset_larger_than_mnist', dict(train_subset=70000),
             'train_subset', '70000', 'at most 60000'),
+      # More workers than samples: the workers are named, not a subset
+      # that would itself be refused (it suggested train_subset=10**7).
+      _case('more_workers_than_the_subset', dict(num_workers=10**7),
+            'num_workers', '10000000', r'at most the 600 training samples '
+            r'\(train_subset=600\): every worker needs its own'),
+      _case('more_workers_than_mnist',
+            dict(num_workers=10**7, train_subset=0), 'num_workers',
+            '10000000', 'at most the 60,000 training samples'),
       _case('workers_do_not_divide_mnist',
             dict(num_workers=7, train_subset=0), 'num_workers', '7',
             'a divisor of the 60000 training samples'),

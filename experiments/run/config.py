@@ -282,10 +282,17 @@ def validate_config(config, *, allow_extra: Iterable[str] = ()) -> None:
         and (subset or dataset_kind.num_train) < workers):
       raise bad('num_workers', workers, 'at most the training samples '
                 f"(split={c['split']!r} gives every client at least one)")
+  elif (subset or dataset_kind.num_train or workers) < workers:
+    # (so that what the next refusal suggests is itself allowed)
+    total = subset or dataset_kind.num_train
+    raise bad('num_workers', workers, f'at most the {total:,} training '
+              'samples ' + (f'(train_subset={subset})' if subset else
+                            f'(the {kind} training set)')
+              + ': every worker needs its own')
   elif subset and subset % workers:
     raise bad('train_subset', subset, f'0 or a multiple of num_workers='
               f'{workers}, so that every worker gets the same number of '
-              f'samples (e.g. {max(subset // workers, 1) * workers})')
+              f'samples (e.g. {subset // workers * workers})')
   if dataset_kind.num_train is not None:
     if subset > dataset_kind.num_train:
       raise bad('train_subset', subset, f'at most {dataset_kind.num_train} '
