@@ -6,7 +6,7 @@ functions, so a deployed run is the simulated one. ::
     server = deploy.Server(spec, hyper, counts_M)         # on the server
     message = server.broadcast(m)               # theta^k, k, the history
     upload = client.round(message)              # its memory moves on
-    server.receive(m, upload.sent, upload.payload)  # decoded, or WireError
+    server.receive(m, upload.sent, upload.payload, upload.bits)  # or WireError
     server.finish_round()                       # aggregate, step, history
 
 The worker's half is `loop.gradient_part` on its own shard (its gradient, or
@@ -295,9 +295,11 @@ class Server:
       self._refused = getattr(self, '_refused', set()) | {worker}
     self.refusals.append(Refusal(self.step, worker, reason))
 
-  def receive(self, worker: int, sent: bool, payload: bytes | None) -> None:
+  def receive(self, worker: int, sent: bool, payload: bytes | None,
+              bits: int | None = None) -> None:
     """A client's answer for this round; raises wire.WireError (the server
-    refuses it: call `refuse`) on a bad one."""
+    refuses it: call `refuse`) on a bad one. `bits`, the count the client
+    declares for its upload, must be its payload's (`wire.decode`)."""
     m = self.spec.num_workers
     if (isinstance(worker, (bool, np.bool_))
         or not isinstance(worker, (int, np.integer)) or not 0 <= worker < m):
@@ -313,7 +315,7 @@ class Server:
                           np.asarray(self.state.last_upload_MxP[worker])
                           if bool(np.asarray(self.hyper.innovation)) else
                           np.zeros(self.format.num_params, np.float32),
-                          num_workers=m)
+                          num_workers=m, num_bits=bits)
       self._values[worker] = value
     elif payload:
       raise wire.WireError('a skip with a payload')

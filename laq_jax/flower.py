@@ -287,7 +287,8 @@ def serve(grid: Grid, make_run: MakeRun, run_config: dict) -> dict:
                                  f'(again from node {node})')
           _check_format(s.server, up)
           payload = up.get('payload')
-          s.server.receive(w, bool(up.get('sent')), payload)
+          s.server.receive(w, bool(up.get('sent')), payload,
+                           up.get('bits') if up.get('sent') else None)
           node_of.setdefault(w, node)
           per_client[s.name][w] = {
               'sent': bool(up.get('sent')), 'bits': int(up.get('bits', 0)),

@@ -111,6 +111,17 @@ class Format:
     """Bits of one top_k index, ceil(log2 p) (at least 1)."""
     return max(1, math.ceil(math.log2(self.num_params)))
 
+  def max_bits(self) -> int:
+    """The most bits a valid payload of this format takes (qsgd: every
+    coordinate an entry, its gap and level at their longest codes): what a
+    server reads at most before refusing one."""
+    fixed = self.fixed_bits()
+    if fixed is not None:
+      return fixed
+    longest = lambda n: 2 * max(1, math.ceil(math.log2(n + 1))) + 1
+    return 32 + self.num_params * (longest(self.num_params) + 1
+                                   + longest(self.levels))
+
   def fixed_bits(self) -> int | None:
     """The payload's bits where they do not depend on the values (None for
     qsgd)."""
@@ -239,13 +250,24 @@ def bound(num_workers: int) -> float:
 
 
 def decode(fmt: Format, payload: bytes, ref_P: np.ndarray, *,
-           num_workers: int = 1) -> np.ndarray:
+           num_workers: int = 1, num_bits: int | None = None) -> np.ndarray:
   """Q, what the upload reconstructs, from the payload and the server's copy
   of the worker's reference (its last upload for an innovation; zeros for a
   gradient). Raises WireError on any payload the format cannot hold, and on
   a reconstruction that is not finite or exceeds `bound` (a
   payload whose every field is finite can still reconstruct to inf: codes
-  at their top with a radius near float32's largest)."""
+  at their top with a radius near float32's largest). `num_bits`, the
+  count the client declares beside its payload, must be the payload's:
+  its length in bytes, a fixed format's count, where a qsgd payload's
+  entries end (a payload cut at a byte can parse as another update)."""
+  if (isinstance(payload, (bytes, bytearray)) and fmt.fixed_bits() is None
+      and len(payload) > payload_bytes(fmt.max_bits())):
+    # (a fixed format's exact length is compared before anything is read)
+    raise WireError(f'{fmt.compressor} payload of {len(payload):,} bytes: a '
+                    f'valid one takes at most {payload_bytes(fmt.max_bits()):,}'
+                    ' (refused before it is read)')
+  if num_bits is not None:
+    _check_declared(fmt, payload, num_bits)
   value = _decode(fmt, payload, ref_P)
   with np.errstate(invalid='ignore', over='ignore'):
     _finite(value, f'{fmt.compressor} reconstruction')
@@ -258,6 +280,39 @@ def decode(fmt: Format, payload: bytes, ref_P: np.ndarray, *,
                     f'over 4 M, M = {num_workers}): the aggregate would '
                     'overflow')
   return value
+
+
+def _check_declared(fmt: Format, payload, num_bits) -> None:
+  """The declared bit count against the payload (see `decode`)."""
+  if (isinstance(num_bits, (bool, np.bool_))
+      or not isinstance(num_bits, (int, np.integer)) or num_bits < 0):
+    raise WireError(f'declared bits {num_bits!r}: an integer >= 0 expected')
+  if not isinstance(payload, (bytes, bytearray)):
+    return  # refused by the decoder, naming the type
+  if payload_bytes(num_bits) != len(payload):
+    raise WireError(f'{fmt.compressor} payload of {len(payload)} bytes '
+                    f'declared as {num_bits} bits ({payload_bytes(num_bits)} '
+                    'bytes)')
+  fixed = fmt.fixed_bits()
+  if fixed is not None and num_bits != fixed:
+    raise WireError(f'{fmt.compressor} payload declared as {num_bits} bits: '
+                    f'the format takes {fixed}')
+  if fixed is None:
+    used = _qsgd_used_bits(fmt, bytes(payload))
+    if used != num_bits:
+      raise WireError(f'qsgd payload declared as {num_bits} bits: its '
+                      f'entries end at bit {used}')
+
+
+def _qsgd_used_bits(fmt: Format, payload: bytes) -> int | None:
+  """Where a qsgd payload's entries end (32 + the gamma codes), or None
+  when it does not parse (the decoder then names why)."""
+  try:
+    _decode_qsgd(fmt, payload, np.zeros(fmt.num_params, np.float32),
+                 ends=(used := []))
+  except WireError:
+    return None
+  return used[0]
 
 
 def _decode(fmt: Format, payload: bytes, ref_P: np.ndarray) -> np.ndarray:
@@ -309,7 +364,8 @@ def _reconstruct(*args):
   return _JIT['reconstruct'](*args)
 
 
-def _decode_qsgd(fmt: Format, payload: bytes, ref: np.ndarray) -> np.ndarray:
+def _decode_qsgd(fmt: Format, payload: bytes, ref: np.ndarray,
+                 ends: list | None = None) -> np.ndarray:
   p = fmt.num_params
   if len(payload) < 4:
     raise WireError(f'qsgd payload of {len(payload)} bytes: at least 4 (the '
@@ -354,6 +410,8 @@ def _decode_qsgd(fmt: Format, payload: bytes, ref: np.ndarray) -> np.ndarray:
     previous = index
   if norm == 0 and signed.any():
     raise WireError('qsgd payload: nonzero levels with a zero norm')
+  if ends is not None:
+    ends.append(32 + pos)  # the bits its entries take (the rest: padding)
   s = np.float32(fmt.levels)
   signs, level = np.sign(signed), np.abs(signed)
   # compressors.qsgd's expression, in its order

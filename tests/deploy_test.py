@@ -37,7 +37,7 @@ def deployed(spec, data, hyper, refuse=(), rounds=ROUNDS):
       if (k, m) in refuse:
         server.refuse(m, 'test')
       else:
-        server.receive(m, up.sent, up.payload)
+        server.receive(m, up.sent, up.payload, up.bits)
       row.append(up)
     server.finish_round()
     sent.append([u.sent for u in row])

@@ -151,7 +151,7 @@ class InProcessTest(absltest.TestCase):
         refused = ({(k, 2) for k in how} if algo == 'laq' else {(4, 2)})
         check_rounds(self, record[algo], algo, overrides, rounds, refused)
     reasons = [r['reason'] for r in record['laq']['refusals']]
-    for pattern, reason in zip(('bytes: the format takes', 'non-finite',
+    for pattern, reason in zip(('bytes declared as ', 'non-finite',
                                 'answered as client 0', 'error reply'),
                                reasons):
       self.assertIn(pattern, reason)
@@ -278,7 +278,7 @@ class FlowerDeploymentTest(absltest.TestCase):
           self.assertIn(False, flags)
     # one log line each, naming the client and the preset
     reasons = [r['reason'] for r in record['laq']['refusals']]
-    for pattern, reason in zip(('bytes: the format takes', 'bit width 40',
+    for pattern, reason in zip(('bytes declared as ', 'bit width 40',
                                 'non-finite', 'answered as client 0',
                                 'error reply', ''), reasons):
       self.assertIn(pattern, reason)

@@ -124,6 +124,46 @@ class RefusalTest(parameterized.TestCase):
     fmt, payload = self._uniform()
     wire.decode(fmt, payload, REF, num_workers=3)
 
+  def test_the_declared_bits_are_the_payloads(self):
+    # A qsgd payload cut by a byte can parse as another update; with the
+    # count its client declares, the server refuses it (issue 52: 62 of 300
+    # cut payloads decoded). A fixed format's count is its format's.
+    out = jax.jit(compressors.qsgd)(
+        G, jnp.zeros(P, jnp.float32), KEY,
+        _hyper(qsgd={'levels': jnp.int32(16)}))
+    fmt = wire.Format('qsgd', P, levels=16)
+    zeros = np.zeros(P, np.float32)
+    payload = wire.encode(fmt, wire.fields_of(fmt, G, zeros, out.value_P))
+    bits = int(out.bits)
+    np.testing.assert_array_equal(
+        wire.decode(fmt, payload, zeros, num_bits=bits), out.value_P)
+    for cut in (payload[:-1], payload[:-2]):
+      with self.assertRaisesRegex(wire.WireError, 'declared as'):
+        wire.decode(fmt, cut, zeros, num_bits=bits)
+    with self.assertRaisesRegex(wire.WireError, 'its entries end at bit'):
+      wire.decode(fmt, payload, zeros, num_bits=bits - 1)  # same bytes
+    with self.assertRaisesRegex(wire.WireError, 'declared bits True'):
+      wire.decode(fmt, payload, zeros, num_bits=True)
+    ufmt, upayload = self._uniform()
+    with self.assertRaisesRegex(wire.WireError, 'declared as 31433 bits: '
+                                'the format takes 31432'):
+      wire.decode(ufmt, upayload + b'\0', REF, num_bits=4 * P + 33)
+
+  def test_an_oversized_payload_is_refused_before_it_is_read(self):
+    # Decoding allocated ~24x a payload before refusing it (50 MB -> 1.5
+    # GB); no valid payload is longer than the format's max_bits.
+    fmt = wire.Format('qsgd', P, levels=16)
+    limit = wire.payload_bytes(fmt.max_bits())
+    self.assertLess(limit, 64 * P)
+    with self.assertRaisesRegex(wire.WireError, r'^qsgd payload of '
+                                r'[0-9,]+ bytes: a valid one takes at most '):
+      wire.decode(fmt, b'\xff' * (limit + 1), np.zeros(P, np.float32))
+    dense = wire.Format('qsgd', P, levels=2**20)  # every entry at its longest
+    signed = np.full(P, -2**20)
+    full = wire.encode(dense, {'norm': np.float32(1.0),
+                               'signed_levels_P': signed})
+    self.assertLessEqual(len(full), wire.payload_bytes(dense.max_bits()))
+
   def test_spare_bits(self):
     fmt = wire.Format('uniform', 3, bits=3)  # 41 bits: 7 spare
     payload = wire.encode(fmt, {'codes_P': np.array([1, 2, 7]),
