@@ -268,8 +268,8 @@ def decode(fmt: Format, payload: bytes, ref_P: np.ndarray, *,
                     ' (refused before it is read)')
   if num_bits is not None:
     _check_declared(fmt, payload, num_bits)
-  value = _decode(fmt, payload, ref_P)
-  with np.errstate(invalid='ignore', over='ignore'):
+  with np.errstate(invalid='ignore', over='ignore'):  # checked just below
+    value = _decode(fmt, payload, ref_P)
     _finite(value, f'{fmt.compressor} reconstruction')
     top = float(np.max(np.abs(value))) if value.size else 0.0
   limit = bound(num_workers)

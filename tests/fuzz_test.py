@@ -92,6 +92,84 @@ def test_libsvm_files(text):
   _check_libsvm(text)
 
 
+# --- payloads at the deployed server's gate (issue 52) ----------------------
+
+_WIRE_P, _WIRE_M = 200, 3
+
+
+def _wire_payloads():
+  """A valid payload of each wire format (the compressors' own output)."""
+  import jax  # pylint: disable=g-import-not-at-top
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  from laq_jax import compressors, hyper as hyper_lib, quantize, wire  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(1)
+  g = rng.normal(size=_WIRE_P).astype(np.float32)
+  ref = (rng.normal(size=_WIRE_P) * 0.1).astype(np.float32)
+  zeros = np.zeros(_WIRE_P, np.float32)
+  h = hyper_lib.make_hyper('qsgd', dtype=jnp.float32)
+  out = {}
+  for fmt, value, reference in (
+      (wire.Format('identity', _WIRE_P), g, zeros),
+      (wire.Format('uniform', _WIRE_P, bits=4), np.asarray(
+          quantize.quantize_innovation(g, ref, jnp.int32(4)).value_P), ref),
+      (wire.Format('qsgd', _WIRE_P, levels=16), np.asarray(compressors.qsgd(
+          g, jnp.zeros(_WIRE_P), jax.random.PRNGKey(0), h._replace(
+              params={**h.params, 'qsgd': {'levels': jnp.int32(16)}}
+          )).value_P), zeros),
+      (wire.Format('top_k', _WIRE_P, k=20), None, zeros)):
+    if value is None:  # top_k: the 20 largest, kept
+      keep = np.argsort(-np.abs(g))[:20]
+      value = zeros.copy()
+      value[keep] = g[keep]
+    fields = wire.fields_of(fmt, g, reference, value)
+    out[fmt.compressor] = (fmt, wire.encode(fmt, fields), reference)
+  return out
+
+
+@fuzz_settings(FAST)
+@given(st.sampled_from(('identity', 'uniform', 'qsgd', 'top_k')),
+       st.lists(st.integers(0, 10**6), max_size=4),
+       st.integers(-3, 3), st.binary(max_size=64), st.booleans(),
+       st.one_of(st.none(), st.tuples(
+           st.integers(0, 10**6),
+           st.sampled_from((3e38, -3e38, 1e38, 1e30, float('inf'),
+                            float('nan'), 0.0)))))
+def test_payloads_at_the_gate(name, flips, cut, junk, replace, big):
+  """Any payload, a valid one with bits flipped, cut or extended, or random
+  bytes: decoded to finite values within `wire.bound`, or refused with a
+  WireError; never another exception, never a value that would poison the
+  aggregate."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  from laq_jax import wire  # pylint: disable=g-import-not-at-top
+  global _PAYLOADS  # pylint: disable=global-statement
+  if _PAYLOADS is None:
+    _PAYLOADS = _wire_payloads()
+  fmt, payload, reference = _PAYLOADS[name]
+  data = bytearray(junk if replace else payload)
+  if big is not None and len(data) >= 4:
+    # a float field (a radius, a norm, a value) set to an extreme: every
+    # format's floats sit at 4-byte slots of these payloads
+    slot = 4 * (big[0] % (len(data) // 4))
+    data[slot:slot + 4] = np.array(big[1], '>f4').tobytes()
+  for f in flips:
+    if data:
+      data[f % len(data)] ^= 1 << (f % 8)
+  if cut < 0:
+    data = data[:cut]
+  elif cut > 0:
+    data += bytes(cut)
+  try:
+    value = wire.decode(fmt, bytes(data), reference, num_workers=_WIRE_M)
+  except wire.WireError:
+    return
+  assert np.all(np.isfinite(value))
+  assert np.max(np.abs(value)) <= wire.bound(_WIRE_M)
+
+
+_PAYLOADS = None
+
+
 @pytest.mark.slow
 @fuzz_settings(FULL)
 @given(fuzz.cli_case())
