@@ -49,9 +49,10 @@ flags.DEFINE_integer('network_iters', None, 'Iterations of the network\'s '
                      f'{family_study.NETWORK_MINIBATCH_ITERS:,}).',
                      lower_bound=1)
 flags.DEFINE_integer('network_images', None, 'Training images of the '
-                     'network\'s sweeps (default: all 60,000; a subset of '
-                     '6,000 makes a minibatch of 500 nearly a full shard, '
-                     'where SLAQ stops uploading).', lower_bound=1)
+                     'network\'s sweeps (0 or the default: all 60,000, the '
+                     'report\'s own command says 0; a subset of 6,000 makes '
+                     'a minibatch of 500 nearly a full shard, where SLAQ '
+                     'stops uploading).', lower_bound=0)
 flags.DEFINE_bool('report_only', False, 'Run nothing; rewrite REPORT.md.')
 flags.DEFINE_string('copy_to', None, 'Also copy REPORT.md and its figures '
                     'here (e.g. docs/compressors).')
