@@ -244,6 +244,10 @@ AT_A_GLANCE = [
     ('LASG and CADA on the minibatch MLP', 'paper', 'lasg_network',
      [('LASG-WK2', 'lasg_wk2'), ('CADA2', 'cada2'), ('SGD', 'sgd'),
       ('Adam (CADA\'s baseline)', 'cada_adam')], AT_BUDGET),
+    ('Fashion-MNIST\'s CNN, 30 rounds (the workloads, a CPU\'s budget)',
+     'workloads', 'fmnist_cnn',
+     [('FedAvg', 'fedavg'), ('FedAdam', 'fedadam'), ('SGD (FedSGD)', 'sgd'),
+      ('SLAQ', 'slaq')], AT_BUDGET),
 ]
 # The README's excerpt of what `./run.sh` (the quick reproduction) shows, from
 # a quick run's results.json committed in docs/quick (same shape).
