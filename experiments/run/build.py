@@ -98,6 +98,16 @@ def objective_key(config) -> dict:
   return key
 
 
+def model_code(built: 'Built') -> str | None:
+  """The run's model as XLA sees it (`Problem.fingerprint` at its features),
+  what f*'s cache and the checkpoints key on; None for a model whose loss
+  cannot be lowered at a batch of two (then only the config keys them)."""
+  try:
+    return built.problem.fingerprint(int(built.host_data.x_MxNxD.shape[-1]))
+  except Exception:  # pylint: disable=broad-except
+    return None
+
+
 def load_dataset(config, dtype=np.float32) -> data_lib.Loaded:
   """The config's dataset through its kind's loader
   (`laq_jax.data.REGISTRY`), NumPy `dtype`.

@@ -48,8 +48,7 @@ def cache_key(built: build_lib.Built) -> dict[str, Any]:
   precision, lam, M, the model's options) and the model's code as XLA sees
   it (`Problem.fingerprint`), not its name: a model registered again under
   its name with other logits is solved again, never served the old f*."""
-  return dict(built.objective_key, loss=built.problem.fingerprint(
-      int(built.host_data.x_MxNxD.shape[-1])))
+  return dict(built.objective_key, loss=build_lib.model_code(built))
 
 
 def resolve_fstar(config, built: build_lib.Built) -> dict[str, Any]:

@@ -139,8 +139,7 @@ def sweep_and_evaluate(config, workdir: str | os.PathLike, *,
     ckpt = checkpoint_lib.Checkpointer(
         workdir / outputs.CHECKPOINT_DIR,
         checkpoint_lib.fingerprint(config_dict),
-        code=built.problem.fingerprint(
-            int(built.host_data.x_MxNxD.shape[-1])))
+        code=build_lib.model_code(built))
     resumed_from = ckpt.latest_step()
     if resumed_from is not None:
       progress_lib.info(

@@ -178,8 +178,7 @@ def _run(config, built, workdir, config_dict, fstar) -> Ran:
     ckpt = checkpoint_lib.Checkpointer(
         workdir / outputs.CHECKPOINT_DIR,
         checkpoint_lib.fingerprint(config_dict),
-        code=built.problem.fingerprint(
-            int(built.host_data.x_MxNxD.shape[-1])))
+        code=build_lib.model_code(built))
     restored = ckpt.restore(state)
   if restored is not None:
     state, done = restored.state, restored.step
