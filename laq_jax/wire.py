@@ -299,7 +299,7 @@ def _check_declared(fmt: Format, payload, num_bits) -> None:
                     f'the format takes {fixed}')
   if fixed is None:
     used = _qsgd_used_bits(fmt, bytes(payload))
-    if used != num_bits:
+    if used is not None and used != num_bits:  # (None: the decoder says why)
       raise WireError(f'qsgd payload declared as {num_bits} bits: its '
                       f'entries end at bit {used}')
 
@@ -467,5 +467,5 @@ def fields_of(fmt: Format, grad_P, ref_P, value_P,
   return {'norm': norm, 'signed_levels_P': signed}
 
 
-__all__ = ['FORMATS', 'Format', 'WireError', 'bound', 'decode', 'encode', 'fields_of',
-           'payload_bytes', 'qsgd_bits']
+__all__ = ['FORMATS', 'Format', 'WireError', 'bound', 'decode', 'encode',
+           'fields_of', 'payload_bytes', 'qsgd_bits']

@@ -142,6 +142,9 @@ class RefusalTest(parameterized.TestCase):
         wire.decode(fmt, cut, zeros, num_bits=bits)
     with self.assertRaisesRegex(wire.WireError, 'its entries end at bit'):
       wire.decode(fmt, payload, zeros, num_bits=bits - 1)  # same bytes
+    # A payload that does not parse: the decoder's reason, not "ends at None".
+    with self.assertRaisesRegex(wire.WireError, 'trailing zero bits'):
+      wire.decode(fmt, b'\0' * 16, zeros, num_bits=128)
     with self.assertRaisesRegex(wire.WireError, 'declared bits True'):
       wire.decode(fmt, payload, zeros, num_bits=True)
     ufmt, upayload = self._uniform()
