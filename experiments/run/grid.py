@@ -196,6 +196,13 @@ def sweep_and_evaluate(config, workdir: str | os.PathLike, *,
         run_chunk_fn=built.run_chunk_fn, checkpointer=ckpt,
         checkpoint_every=config.checkpoint_every,
         authors_code=bool(config.authors_code), donate=True)
+  except BaseException:
+    if ckpt is not None:  # orbax's threads end before the process does
+      try:
+        ckpt.close()
+      except Exception:  # pylint: disable=broad-except
+        pass
+    raise
   finally:
     progress.close()
   if ckpt is not None:
