@@ -291,8 +291,18 @@ class Checkpointer:
     return Restored(int(record['step']), restored.state, arrays,
                     record['meta'])
 
-  def close(self) -> None:
-    self._manager.close()
+  def close(self, *, quiet: bool = False) -> None:
+    """Closes the manager, ending orbax's threads before the process does.
+
+    Args:
+      quiet: swallow an error from closing (on the way out of another
+        error, which is the one the user should read).
+    """
+    try:
+      self._manager.close()
+    except Exception:  # pylint: disable=broad-except
+      if not quiet:
+        raise
 
   def __enter__(self):
     return self

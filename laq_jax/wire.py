@@ -269,7 +269,10 @@ def decode(fmt: Format, payload: bytes, ref_P: np.ndarray, *,
   if num_bits is not None:
     _check_declared(fmt, payload, num_bits)
   with np.errstate(invalid='ignore', over='ignore'):  # checked just below
-    value = _decode(fmt, payload, ref_P)
+    value = _decode(fmt, payload, ref_P, ends=(ends := []))
+    if num_bits is not None and ends and ends[0] != num_bits:
+      raise WireError(f'qsgd payload declared as {num_bits} bits: its '
+                      f'entries end at bit {ends[0]}')
     _finite(value, f'{fmt.compressor} reconstruction')
     top = float(np.max(np.abs(value))) if value.size else 0.0
   limit = bound(num_workers)
@@ -297,26 +300,13 @@ def _check_declared(fmt: Format, payload, num_bits) -> None:
   if fixed is not None and num_bits != fixed:
     raise WireError(f'{fmt.compressor} payload declared as {num_bits} bits: '
                     f'the format takes {fixed}')
-  if fixed is None:
-    used = _qsgd_used_bits(fmt, bytes(payload))
-    if used is not None and used != num_bits:  # (None: the decoder says why)
-      raise WireError(f'qsgd payload declared as {num_bits} bits: its '
-                      f'entries end at bit {used}')
+  # (a qsgd payload's own end is compared in `decode`, from its one parse)
 
 
-def _qsgd_used_bits(fmt: Format, payload: bytes) -> int | None:
-  """Where a qsgd payload's entries end (32 + the gamma codes), or None
-  when it does not parse (the decoder then names why)."""
-  try:
-    _decode_qsgd(fmt, payload, np.zeros(fmt.num_params, np.float32),
-                 ends=(used := []))
-  except WireError:
-    return None
-  return used[0]
-
-
-def _decode(fmt: Format, payload: bytes, ref_P: np.ndarray) -> np.ndarray:
-  """`decode` without the check of the reconstruction."""
+def _decode(fmt: Format, payload: bytes, ref_P: np.ndarray,
+            ends: list | None = None) -> np.ndarray:
+  """`decode` without the check of the reconstruction; a qsgd payload
+  appends to `ends` the bit its entries end at."""
   if not isinstance(payload, (bytes, bytearray)):
     raise WireError(f'payload of type {type(payload).__name__}: bytes '
                     'expected')
@@ -348,7 +338,7 @@ def _decode(fmt: Format, payload: bytes, ref_P: np.ndarray) -> np.ndarray:
     out = ref.copy()
     out[indices] = ref[indices] + values
     return out
-  return _decode_qsgd(fmt, payload, ref)
+  return _decode_qsgd(fmt, payload, ref, ends)
 
 
 _JIT = {}

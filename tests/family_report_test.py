@@ -22,6 +22,7 @@ from experiments.studies.family import family_report
 from experiments.studies.lasg import report as lasg_report
 from experiments.studies.paper import claims
 import laq_jax as lj
+from laq_jax import metrics
 from tests import common
 
 
@@ -57,20 +58,20 @@ class BeatsLaqTest(absltest.TestCase):
     # used to say "None beat SLAQ here"). The one rule (metrics.diverged_at)
     # at a row's two ends where it carries no marks.
     away = dict(row(10, loss=1.08e7), initial_loss=2.3)
-    self.assertTrue(family_report.diverged(away))
-    self.assertTrue(family_report.diverged(dict(row(10, loss=None),
+    self.assertTrue(metrics.row_diverged(away))
+    self.assertTrue(metrics.row_diverged(dict(row(10, loss=None),
                                                 initial_loss=2.3)))
-    self.assertTrue(family_report.diverged(dict(row(10, loss=1.0),
+    self.assertTrue(metrics.row_diverged(dict(row(10, loss=1.0),
                                                 initial_loss=2.3,
                                                 diverged=True)))
-    self.assertFalse(family_report.diverged(dict(row(10, loss=0.5),
+    self.assertFalse(metrics.row_diverged(dict(row(10, loss=0.5),
                                                  initial_loss=2.3)))
     # Above where it started but not 10x: no divergence, still ranked
     # (claims.ran_away, the LASG claim's "does not run away", counts it).
     up = dict(row(10, loss=3.0), initial_loss=2.3)
-    self.assertFalse(family_report.diverged(up))
+    self.assertFalse(metrics.row_diverged(up))
     self.assertTrue(claims.ran_away(up))
-    self.assertEqual(family_report.divergence(dict(away, diverged_at=12)),
+    self.assertEqual(metrics.row_divergence(dict(away, diverged_at=12)),
                      'diverged at k=12 (loss NaN/inf or above 10x '
                      'f(theta^0))')
     # A diverged reference is beaten by nobody, and a diverged preset beats

@@ -198,10 +198,7 @@ def sweep_and_evaluate(config, workdir: str | os.PathLike, *,
         authors_code=bool(config.authors_code), donate=True)
   except BaseException:
     if ckpt is not None:  # orbax's threads end before the process does
-      try:
-        ckpt.close()
-      except Exception:  # pylint: disable=broad-except
-        pass
+      ckpt.close(quiet=True)
     raise
   finally:
     progress.close()

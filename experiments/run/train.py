@@ -89,15 +89,6 @@ from laq_jax import metrics
 from laq_jax.record import Record
 
 
-def _close_quietly(ckpt) -> None:
-  """Closes a Checkpointer on the way out of an error (the error is what
-  the user reads; a second one from closing is not)."""
-  try:
-    ckpt.close()
-  except Exception:  # pylint: disable=broad-except
-    pass
-
-
 def _initial_state(built: build_lib.Built):
   state = laq_jax.init_state(built.spec, built.hyper, built.dtype)
   if built.mesh is not None:
@@ -262,7 +253,7 @@ def _run(config, built, workdir, config_dict, fstar) -> Ran:
     if events is not None:
       events.close()
     if ckpt is not None:  # orbax's threads end before the process does (a
-      _close_quietly(ckpt)  # failed save left them to print at exit)
+      ckpt.close(quiet=True)  # failed save left them to print at exit)
     raise
   finally:
     progress.close()

@@ -82,16 +82,10 @@ def load_rows(workdir: pathlib.Path, study: Study) -> dict[str, dict] | None:
   return out
 
 
-# The one rule every report uses (laq_jax.metrics): whether a row diverged,
-# and how a report names it.
-diverged = metrics.row_diverged
-divergence = metrics.row_divergence
-
-
 def diverged_cell(row: dict) -> str:
   """'at k=12' (or 'yes' without the iteration) for a diverged point's
   table cell, '' otherwise."""
-  if not diverged(row):
+  if not metrics.row_diverged(row):
     return ''
   at = metrics.row_diverged_at(row)
   return f'at k={at}' if at is not None else 'yes'
@@ -100,8 +94,8 @@ def diverged_cell(row: dict) -> str:
 def named(rows: dict[str, dict]) -> str:
   """'**slaq** (diverged at k=12 (...)); **sign** (...)' of the diverged
   rows of {algo: row}."""
-  return '; '.join(f'**{a}** ({divergence(r)})' for a, r in rows.items()
-                   if diverged(r))
+  return '; '.join(f'**{a}** ({metrics.row_divergence(r)})'
+                   for a, r in rows.items() if metrics.row_diverged(r))
 
 
 def _lower(row: dict, convex: bool) -> float:
@@ -121,11 +115,11 @@ def beats_laq(rows: dict[str, dict], convex: bool, lazy: str
   beats nobody, and a diverged `lazy` is beaten by nobody: [].
   """
   ours = rows.get(lazy)
-  if ours is None or diverged(ours):
+  if ours is None or metrics.row_diverged(ours):
     return []
   out = []
   for algo, row in rows.items():
-    if algo == lazy or diverged(row):
+    if algo == lazy or metrics.row_diverged(row):
       continue
     if convex and ours['target_bits'] is not None:
       if row['target_bits'] is not None and (
@@ -162,12 +156,12 @@ def _table(rows: dict[str, dict], columns, convex: bool) -> str:
   target before diverging)."""
   extra = TARGET_COLUMNS if convex else BUDGET_COLUMNS[:1]
   if not convex and all(r['final_residual'] is not None
-                        for r in rows.values() if not diverged(r)):
+                        for r in rows.values() if not metrics.row_diverged(r)):
     extra = BUDGET_COLUMNS
   targets = {k for _, k, _ in TARGET_COLUMNS[1:]}
   header = ['preset'] + [h for h, _, _ in columns + extra] + ['diverged']
-  body = [[a] + [fmt(None if diverged(r) and k in targets else r.get(k),
-                     kind) for _, k, kind in columns + extra]
+  body = [[a] + [fmt(None if metrics.row_diverged(r) and k in targets
+                     else r.get(k), kind) for _, k, kind in columns + extra]
           + [diverged_cell(r)]
           for a, r in rows.items()]
   return table(header, body, 'l' + 'r' * (len(header) - 2) + 'l')
@@ -178,7 +172,7 @@ def tradeoff(study: Study, rows: dict[str, dict]):
   set the axes), the diverged ones named in a corner."""
   everything = {a: r for kind_rows in rows.values()
                 for a, r in kind_rows.items()}
-  labels = [a for a, r in everything.items() if not diverged(r)]
+  labels = [a for a, r in everything.items() if not metrics.row_diverged(r)]
   cost = [everything[a]['total_bits'] + everything[a]['total_bits_down']
           for a in labels]
   convex = _convex(everything)
@@ -188,7 +182,7 @@ def tradeoff(study: Study, rows: dict[str, dict]):
       labels, cost, value, x_label='total bits, uplink + downlink',
       y_label=what, title=f'{study.title}: every preset')
   away = [f'{a} ({diverged_cell(r)})' for a, r in everything.items()
-          if diverged(r)]
+          if metrics.row_diverged(r)]
   if away:
     fig.axes[0].text(
         0.01, 0.01, 'diverged, not drawn: ' + ', '.join(away),
@@ -212,7 +206,7 @@ def figure(study: Study, rows: dict[str, dict], workdir: pathlib.Path
 def _convex(rows: dict[str, dict]) -> bool:
   """Whether every point that did not diverge has a final residual (f*
   known): then they are compared by it, else by the final loss."""
-  kept = [r for r in rows.values() if not diverged(r)]
+  kept = [r for r in rows.values() if not metrics.row_diverged(r)]
   return bool(kept) and all(r['final_residual'] is not None for r in kept)
 
 
@@ -260,7 +254,7 @@ def _settings_section() -> list[str]:
 def pareto_presets(rows: dict[str, dict], convex: bool) -> list[str]:
   """The presets on the Pareto front of (total bits, final quality); a
   diverged one is never on it."""
-  labels = [a for a, r in rows.items() if not diverged(r)]
+  labels = [a for a, r in rows.items() if not metrics.row_diverged(r)]
   cost = [rows[a]['total_bits'] + rows[a]['total_bits_down'] for a in labels]
   value = [_lower(rows[a], convex) for a in labels]
   return [labels[i] for i in metrics.pareto_front(cost, value,
@@ -296,13 +290,14 @@ def study_section(study: Study, rows: dict[str, dict],
       lines += [f'No {lazy.upper()} in this sweep: nothing is compared '
                 'with it.', ''] + wall
       continue
-    if diverged(ours):
+    if metrics.row_diverged(ours):
       seen = (f'; final loss {fmt(ours["final_loss"], "sci")} against the '
               f'{fmt(ours.get("initial_loss"), "sci")} it started from, test '
               f'accuracy {fmt(ours.get("final_test_accuracy"), "pct")}'
               if ours.get('final_loss') is not None else '')
-      lines += [f'{lazy.upper()} {divergence(ours)}{seen}. A run that '
-                'diverged is no benchmark: nothing is compared with it.',
+      lines += [f'{lazy.upper()} {metrics.row_divergence(ours)}{seen}. A '
+                'run that diverged is no benchmark: nothing is compared with '
+                'it.',
                 ''] + wall
       continue
     better = beats_laq(rows[kind], convex, lazy)
@@ -323,7 +318,7 @@ def study_section(study: Study, rows: dict[str, dict],
                 for a, r in kind_rows.items()}
   convex = _convex(everything)
   away = [f'{a} ({diverged_cell(r)})' for a, r in everything.items()
-          if diverged(r)]
+          if metrics.row_diverged(r)]
   front = pareto_presets(everything, convex)
   left_out = (' Left out, as they diverged: ' + ', '.join(away) + '.'
               if away else '')

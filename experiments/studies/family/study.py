@@ -67,7 +67,11 @@ def run_study(study, workdir: pathlib.Path) -> list[str]:
   for arg, folder in study.sweeps.values():
     config = sweep_compressors.get_config(arg)
     if not config.checkpoint_every:  # a study stopped mid-sweep resumes
-      config.checkpoint_every = min(CHECKPOINT_EVERY, config.num_iters)
+      every = min(CHECKPOINT_EVERY, config.num_iters)
+      # (a multiple of eval_every, as the config asks: checkpoints fall
+      # between chunks)
+      config.checkpoint_every = (max(every // config.eval_every, 1)
+                                 * config.eval_every)
     out = workdir / study.name / folder
     wanted = outputs.as_json(config_lib.to_dict(config))
     try:

@@ -261,8 +261,9 @@ def target_cell(s: dict, value, kind: str = '') -> str:
 
 def accuracy_cell(s: dict) -> str:
   """The final accuracy, or 'diverged at k=…' for a diverged point."""
-  if s.get('diverged'):
-    return f'diverged at k={s["diverged_at"]:,}'
+  if metrics.row_diverged(s):
+    at = metrics.row_diverged_at(s)
+    return 'diverged' if at is None else f'diverged at k={at:,}'
   return fmt(s['final_accuracy'], 'pct')
 
 

@@ -27,9 +27,8 @@ import numpy as np
 from experiments.run import outputs
 from experiments.run import replay as replay_lib
 from experiments.run.markdown import fmt, table
-from experiments.studies.family.family_report import (diverged,
-                                                      diverged_cell,
-                                                      divergence)
+from experiments.studies.family.family_report import diverged_cell
+from laq_jax import metrics
 
 PROFILES = ('datacenter', 'cross_silo', 'mobile')
 COLUMNS = ('preset', 'uploads', 'of SGD\'s', 'uplink bits', 'gradients',
@@ -115,7 +114,8 @@ def gap_points(row: dict, base: dict) -> float | None:
   """`row`'s final test accuracy minus `base`'s in percentage points, None
   where either has none or diverged."""
   ours, theirs = row.get('final_test_accuracy'), base.get('final_test_accuracy')
-  if diverged(row) or diverged(base) or ours is None or theirs is None:
+  if (metrics.row_diverged(row) or metrics.row_diverged(base)
+      or ours is None or theirs is None):
     return None
   return 100.0 * (ours - theirs)
 
@@ -131,19 +131,21 @@ def verdict(by_algo: dict[str, dict]) -> str:
   if sgd is None or not lasg:
     return ''
   slaq = by_algo.get('slaq')
-  if slaq and diverged(slaq):
+  if slaq and metrics.row_diverged(slaq):
     seen = (f'; {fmt(slaq.get("final_test_accuracy"), "pct")}, final loss '
             f'{fmt(slaq["final_loss"], "sci")}'
             if slaq.get('final_loss') is not None else '')
-    where = f'where SLAQ (Algorithm 1) {divergence(slaq)}{seen}'
+    where = f'where SLAQ (Algorithm 1) {metrics.row_divergence(slaq)}{seen}'
   else:
     where = 'with SLAQ' if slaq else 'here'
-  if diverged(sgd) or sgd.get('final_test_accuracy') is None:
-    return (f'LASG {where}: SGD {divergence(sgd) or "has no test accuracy"}'
+  if metrics.row_diverged(sgd) or sgd.get('final_test_accuracy') is None:
+    why = metrics.row_divergence(sgd) or 'has no test accuracy'
+    return (f'LASG {where}: SGD {why}'
             ', so it is no benchmark and no LASG preset is compared with it'
             + ('; diverged: ' + ', '.join(
-                f'{a} ({divergence(r)})' for a, r in lasg.items()
-                if diverged(r)) if any(map(diverged, lasg.values())) else '')
+                f'{a} ({metrics.row_divergence(r)})' for a, r in lasg.items()
+                if metrics.row_diverged(r))
+               if any(map(metrics.row_diverged, lasg.values())) else '')
             + '.')
   gaps = {a: gap_points(r, sgd) for a, r in lasg.items()}
   # (rounded: a gap of exactly -1.00 point is at most one point below)
@@ -152,8 +154,8 @@ def verdict(by_algo: dict[str, dict]) -> str:
 
   def why_not(a: str) -> str:
     r = lasg[a]
-    if diverged(r):
-      return divergence(r)
+    if metrics.row_diverged(r):
+      return metrics.row_divergence(r)
     if gaps[a] is None:
       return 'no test accuracy'
     return f'{fmt(r["final_test_accuracy"], "pct")}, {gaps[a]:+.2f} points'

@@ -9,7 +9,7 @@ percentage points of the unquantized, non-lazy baseline; "linear
 convergence" = a least-squares line through log10 residual against k with
 R^2 >= LINEAR_R2 and negative slope.
 
-A row that diverged (`divergence`: the one rule, `laq_jax.metrics.
+A row that diverged (`metrics.row_divergence`: the one rule, `laq_jax.metrics.
 diverged_at`, marked on the rows by `paper_results`) is named with the
 iteration, never compared: a claim of the diverged algorithm itself does not
 hold; a comparison with it (or with a diverged baseline's accuracy) is not
@@ -70,29 +70,23 @@ def verdict(holds: bool | None) -> str:
   return {True: 'holds', False: 'does not hold', None: 'not tested'}[holds]
 
 
-def divergence(row: dict[str, Any]) -> str:
-  """How the report names a row that diverged (`metrics.row_divergence`,
-  the one rule every report uses), or ''."""
-  return metrics.row_divergence(row)
-
-
 def ran_away(row: dict[str, Any]) -> bool:
-  """Diverged (`divergence`, the one rule) or ended above the loss it
-  started from: what the LASG claim "does not run away" asks (a point above
+  """Diverged (`metrics.row_diverged`, the one rule) or ended above the loss
+  it started from: what the LASG claim "does not run away" asks (a point above
   its start but under 10x f(theta^0) is not diverged, still ranked)."""
   final, start = row.get('final_loss'), row.get('initial_loss')
-  return bool(divergence(row)) or (start is not None and final > start)
+  return metrics.row_diverged(row) or (start is not None and final > start)
 
 
 def diverged_short(row: dict[str, Any]) -> str:
   """'diverged at k=1011' (the summary's few words), or ''."""
-  note = divergence(row)
+  note = metrics.row_divergence(row)
   return note.split(' (')[0] if note else ''
 
 
 def not_compared(algo: str, row: dict[str, Any]) -> str:
   """'qgd diverged at k=180 (…): not compared'."""
-  return f'{algo} {divergence(row)}: not compared'
+  return f'{algo} {metrics.row_divergence(row)}: not compared'
 
 
 def _fewer(ours: float, ours_name: str, theirs: float | None,
@@ -183,7 +177,7 @@ def accuracy_gap(rows: dict[str, dict], algo: str, base: str
   when either has none (a run that diverged is evaluated to no accuracy) or
   either diverged (`divergence`; results from before the rule kept an
   accuracy): such a row is named, never compared."""
-  if divergence(rows[algo]) or divergence(rows[base]):
+  if metrics.row_divergence(rows[algo]) or metrics.row_divergence(rows[base]):
     return None
   ours = rows[algo].get('final_test_accuracy')
   theirs = rows[base].get('final_test_accuracy')
@@ -224,7 +218,7 @@ def _compare(ours: float, lazy: str, rows: dict[str, dict], others,
   verdicts, evidence = [], []
   compared = {}
   for other in others:
-    if divergence(rows[other]):
+    if metrics.row_divergence(rows[other]):
       verdicts.append(None)
       evidence.append(not_compared(other, rows[other]))
       continue
@@ -237,7 +231,7 @@ def _compare(ours: float, lazy: str, rows: dict[str, dict], others,
     # (an algorithm that never reached the target: its whole run's count)
     compared[other] = (theirs or theirs_total) if at_target else theirs
   skipped = ''.join(f'; {o} {diverged_short(rows[o])}, not compared'
-                    for o in others if divergence(rows[o]))
+                    for o in others if metrics.row_divergence(rows[o]))
   return verdicts, evidence, _binding(ours, lazy, compared), skipped
 
 
@@ -268,7 +262,7 @@ def claims(experiment: paper.Experiment, result: dict[str, Any]
   lazy, base = experiment.lazy, experiment.baseline
   out = []
   target = rows[lazy]['target_residual']
-  lazy_away = divergence(rows[lazy])
+  lazy_away = metrics.row_divergence(rows[lazy])
   convex_full = experiment.convex and not experiment.stochastic
   if convex_full:
     for what, column, others in (
@@ -296,7 +290,7 @@ def claims(experiment: paper.Experiment, result: dict[str, Any]
           'holds': _combine(verdicts), 'evidence': '; '.join(evidence),
           'brief': brief})
     for algo in (lazy, base):
-      away = divergence(rows[algo])
+      away = metrics.row_divergence(rows[algo])
       fit = (None if away else
              linear_fit(curve(result, algo, 'residual').value, target))
       if away:  # no fit through a run that diverged
@@ -327,7 +321,7 @@ def claims(experiment: paper.Experiment, result: dict[str, Any]
         verdicts, evidence, brief, skipped = _compare(
             rows[lazy]['total_' + what], lazy, rows, others, None, what,
             False)
-        if divergence(rows[base]):
+        if metrics.row_divergence(rows[base]):
           verdicts.append(None)
           evidence.append(f'similar accuracy not tested: '
                           f'{not_compared(base, rows[base])}')
@@ -361,13 +355,13 @@ def _accuracy_claim(experiment: paper.Experiment, result: dict[str, Any]
   base = experiment.baseline
   claim = (f'similar test accuracy: every algorithm within '
            f'{ACCURACY_POINTS:g} percentage point of {base.upper()}')
-  if divergence(rows[base]):
+  if metrics.row_divergence(rows[base]):
     return {'claim': claim, 'holds': None,
             'evidence': not_compared(base, rows[base]),
             'brief': f'{base} {diverged_short(rows[base])}: no baseline'}
   reference = rows[base]['final_test_accuracy']
   others = [a for a in experiment.algos if a != base]
-  away = [a for a in others if divergence(rows[a])]
+  away = [a for a in others if metrics.row_divergence(rows[a])]
   gaps = {a: accuracy_gap(rows, a, base) for a in others if a not in away}
   far = [a for a, g in gaps.items() if not _similar(g)]
   why = [_why_behind(result, a) for a in far]
@@ -388,7 +382,7 @@ def _accuracy_claim(experiment: paper.Experiment, result: dict[str, Any]
       'evidence': f'{base} {fmt(reference, "pct")}; ' + '; '.join(
           [f'{a} {fmt(rows[a]["final_test_accuracy"], "pct")} ({pp(g)})'
            for a, g in gaps.items()]
-          + [f'{a} {divergence(rows[a])}' for a in away])
+          + [f'{a} {metrics.row_divergence(rows[a])}' for a in away])
       + ''.join(f'; {w}' for w in why if w),
       'brief': '; '.join(briefs)}
 
@@ -423,11 +417,11 @@ def lasg_claims(sweep: dict[str, Any]) -> list[dict[str, Any]]:
         [f'{a} {acc(a)}' + ('' if held[a] else ' (not)') for a in plain]
         + [f'sgd {acc("sgd")}']
         + ([f'slaq {acc("slaq")}' + (
-            '' if divergence(slaq) else
+            '' if metrics.row_divergence(slaq) else
             f', final loss {fmt(slaq["final_loss"], "sci")} from '
             f'{fmt(slaq["initial_loss"], "sci")}')] if slaq else []))
     holds = all(held.values())
-    if divergence(sgd):  # no accuracy to stay within a point of
+    if metrics.row_divergence(sgd):  # no accuracy to stay within a point of
       holds, brief = None, not_compared('sgd', sgd)
     out.append({
         'claim': (f'LASG ({", ".join(a.upper() for a in plain)} at its '
@@ -443,11 +437,11 @@ def lasg_claims(sweep: dict[str, Any]) -> list[dict[str, Any]]:
              f'{FAR_FEWER:g}x) than {base.upper()} over the same '
              f'{budget_iterations(by_algo):,} iterations, at similar '
              'accuracy')
-    if divergence(by_algo[a]):
+    if metrics.row_divergence(by_algo[a]):
       out.append({'claim': claim, 'holds': False,
                   'brief': not_compared(a, by_algo[a])})
       continue
-    if divergence(by_algo[base]):
+    if metrics.row_divergence(by_algo[base]):
       out.append({'claim': claim, 'holds': None,
                   'brief': not_compared(base, by_algo[base])})
       continue

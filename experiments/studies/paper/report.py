@@ -82,8 +82,8 @@ def divergence_column(rows: dict[str, dict], algos: Sequence[str]
 
 
 def diverged(rows: dict[str, dict], algos: Sequence[str]) -> list[str]:
-  """The algorithms whose rows diverged (`claims.divergence`)."""
-  return [a for a in algos if claims_lib.divergence(rows[a])]
+  """The algorithms whose rows diverged (`metrics.row_divergence`)."""
+  return [a for a in algos if metrics.row_divergence(rows[a])]
 
 
 def divergence_lines(rows: dict[str, dict], algos: Sequence[str]
@@ -93,7 +93,7 @@ def divergence_lines(rows: dict[str, dict], algos: Sequence[str]
   if not away:
     return []
   return [f'**Diverged**: '
-          + '; '.join(f'{a} {claims_lib.divergence(rows[a])}' for a in away)
+          + '; '.join(f'{a} {metrics.row_divergence(rows[a])}' for a in away)
           + ('. Its row is' if len(away) == 1 else '. Their rows are')
           + ' shown as run, but left out of every comparison and claim: no '
           'figure of a diverged row is compared, not even a target reached '
@@ -390,7 +390,7 @@ def report(selected: Sequence[paper.Experiment], workdir: pathlib.Path,
                         claims_lib.verdict(None), ''])
       else:
         reading = results_lib.authors_reading(e, result, run)
-        if claims_lib.divergence(reading['rows'][e.lazy]):
+        if metrics.row_divergence(reading['rows'][e.lazy]):
           away.append(f'{e.name}: {e.lazy} with authors_code '
                       + claims_lib.diverged_short(reading['rows'][e.lazy]))
         for c in claims_lib.claims(e, reading):

@@ -16,6 +16,7 @@ from experiments.run.markdown import fmt, table
 from experiments.studies.paper import claims as claims_lib
 from experiments.studies.paper import paper_results as results_lib
 from laq_jax import data as data_lib
+from laq_jax import metrics
 from laq_jax import plotting
 from laq_jax import schedule as schedule_lib
 
@@ -248,12 +249,12 @@ def authors_section(experiment: paper.Experiment, result: dict[str, Any],
   bit_ratio = ratio(s['total_bits'], rows[base]['total_bits'])
   acc = claims_lib.accuracy_gap({lazy: authors, base: rows[base]}, lazy,
                                 base)
-  if claims_lib.divergence(authors) or claims_lib.divergence(rows[base]):
+  if metrics.row_divergence(authors) or metrics.row_divergence(rows[base]):
     lines += [f'With authors_code {lazy} is not compared with {base}: '
-              + '; '.join(f'{name} {claims_lib.divergence(r)}'
+              + '; '.join(f'{name} {metrics.row_divergence(r)}'
                           for name, r in ((f'{lazy}, authors_code', authors),
                                           (base, rows[base]))
-                          if claims_lib.divergence(r)) + '.', '']
+                          if metrics.row_divergence(r)) + '.', '']
   else:
     lines += [f'With authors_code {lazy} uses {upload_ratio:.3f}x '
               f'{base}\'s uploads and {bit_ratio:.4f}x its bits, at '
