@@ -42,7 +42,7 @@ import logging
 import os
 import pathlib
 import shutil
-from typing import Any, Mapping, NamedTuple
+from typing import Any, Mapping, NamedTuple, Sequence
 
 import jax
 import numpy as np
@@ -153,7 +153,8 @@ class Checkpointer:
   """
 
   def __init__(self, directory: str | os.PathLike, fingerprint: str, *,
-               keep: int = KEEP, code: str | None = None):
+               keep: int = KEEP, code: str | None = None,
+               also: Sequence[str] = ()):
     """Opens (creating it) `directory`.
 
     Args:
@@ -161,12 +162,17 @@ class Checkpointer:
       fingerprint: `fingerprint(config)` of the run.
       keep: how many of the latest checkpoints to keep (>= 1).
       code: `Problem.fingerprint` of the run's model (None: not checked).
+      also: other fingerprints that stand for the same config (the same
+        config written before the schema grew a field it leaves at its
+        default: `experiments.run.outputs.legacy_fingerprints`); restore
+        accepts them, save writes `fingerprint`.
     """
     if keep < 1:
       raise ValueError(f'keep={keep} is not allowed: it must be an integer '
                        '>= 1')
     self.directory = pathlib.Path(directory).expanduser().resolve()
     self.fingerprint = fingerprint
+    self.also = tuple(also)
     self.code = code
     options = ocp.CheckpointManagerOptions(
         max_to_keep=keep, create=True, enable_async_checkpointing=False,
@@ -267,7 +273,7 @@ class Checkpointer:
           f'{record.get("format")!r}; this version reads format {FORMAT}. '
           'Delete the checkpoints folder (or run with --overwrite) to start '
           'over.')
-    if record.get('fingerprint') != self.fingerprint:
+    if record.get('fingerprint') not in (self.fingerprint, *self.also):
       raise CheckpointError(
           f'checkpoint {self.directory / str(step)} was saved by another '
           f'config (fingerprint {str(record.get("fingerprint"))[:12]}..., '

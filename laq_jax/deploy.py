@@ -120,6 +120,8 @@ def _client_round(spec: RunSpec, data, hyper: Hyper, worker, step, theta_P,
   """The worker's half of `loop.make_step`'s round, on its one row."""
   s = loop.Setting(spec, data, hyper_lib.cast(hyper, theta_P.dtype),
                    worker[None], None, False)
+  # (the server's step, as rules.step reads it: eta_s for local work)
+  server_hyper = rules.server_hyper(s.hyper, spec.parts)
   state = rules.RuleState(
       memory.last_upload_P[None], memory.last_error[None],
       memory.clock[None], memory.error_P[None],
@@ -130,11 +132,12 @@ def _client_round(spec: RunSpec, data, hyper: Hyper, worker, step, theta_P,
     _, grads_1xP, same, local = gradients(step, theta_P, theta_P, state)
   else:
     _, grads_1xP, same = gradients(step, theta_P, theta_P)
-  worker_hyper = s.hyper
+  worker_hyper = server_hyper
   if spec.parts.weighting:  # as rules.step: alpha / M under a weighted mean
     mean = s.hyper.weighting != participation_lib.WEIGHTING.index('sum')
-    worker_hyper = s.hyper._replace(step_size=jnp.where(
-        mean, s.hyper.step_size / spec.num_workers, s.hyper.step_size))
+    worker_hyper = server_hyper._replace(step_size=jnp.where(
+        mean, server_hyper.step_size / spec.num_workers,
+        server_hyper.step_size))
   out = rules.workers_stage(
       grads_1xP, state, worker_hyper, step, worker[None], spec.num_workers,
       spec.parts, same if spec.rule.same_sample else None)
@@ -214,7 +217,8 @@ def _server_round(spec: RunSpec, hyper: Hyper, theta_P, state: rules.RuleState,
                   value_MxP, sent_M, taken_M, counts_M):
   """The server's half of `rules.step`: the aggregate, the participants'
   (weighted) step, the server's update, the history."""
-  hyper = hyper_lib.cast(hyper, theta_P.dtype)
+  hyper = rules.server_hyper(hyper_lib.cast(hyper, theta_P.dtype),
+                             spec.parts)
   sent_M = sent_M & taken_M
   delta_MxP = jnp.where(sent_M[:, None], value_MxP - state.last_upload_MxP,
                         jnp.zeros_like(value_MxP))

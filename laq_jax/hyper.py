@@ -57,10 +57,11 @@ class Algorithm:
     absent: what `absent='auto'` means for it ('stale' or 'drop').
     weighting: what `weighting='auto'` means for it ('sum', 'samples' or
       'uniform').
-    settings: its paper's values of Hyper fields (step_size: the server's
-      learning rate), which `make_hyper` takes for the fields it is not
-      given (a config gives every field: set them there, e.g. by
-      `algo_settings`, as configs/local.py does from these).
+    settings: its paper's values of Hyper fields, which `make_hyper` takes
+      for the fields it is not given; `server_lr` (eta_s, the server's
+      step on a local client's model change) also where it is given as 0,
+      its default, so that a config or a sweep over presets runs each at
+      its own server step unless one is named.
   """
   name: str
   stochastic: bool
@@ -117,37 +118,37 @@ def _local_presets() -> tuple[Algorithm, ...]:
   local = {'local.steps': 10, 'local.lr': 0.1}
   return (
       _A('fedavg', True, 'identity', False, params=local,
-         settings={'step_size': 1.0}, **fed,
+         settings={'server_lr': 1.0}, **fed,
          reference='McMahan et al. 2017: FedAvg'),
       _A('fedavgm', True, 'identity', False, server='momentum',
          params={**local, 'momentum.momentum': 0.9},
-         settings={'step_size': 1.0}, **fed,
+         settings={'server_lr': 1.0}, **fed,
          reference='Hsu, Qi, Brown 2019: FedAvgM (server momentum 0.9)'),
       _A('fedadam', True, 'identity', False, server='fedadam',
          params={'local.steps': 10, 'local.lr': 10 ** -1.5},
-         settings={'step_size': 0.01}, **fed,
+         settings={'server_lr': 0.01}, **fed,
          reference='Reddi et al. 2021: FedAdam'),
       _A('fedyogi', True, 'identity', False, server='fedyogi',
          params={'local.steps': 10, 'local.lr': 10 ** -1.5},
-         settings={'step_size': 0.01}, **fed,
+         settings={'server_lr': 0.01}, **fed,
          reference='Reddi et al. 2021: FedYogi'),
       _A('fedprox', True, 'identity', False,
-         params={**local, 'local.mu': 1.0}, settings={'step_size': 1.0},
+         params={**local, 'local.mu': 1.0}, settings={'server_lr': 1.0},
          **fed, reference='Li et al. 2020: FedProx'),
       _A('scaffold', True, 'identity', False, client='scaffold',
          params={'scaffold.steps': 10, 'scaffold.lr': 0.1},
-         settings={'step_size': 1.0}, absent='drop', weighting='samples',
+         settings={'server_lr': 1.0}, absent='drop', weighting='samples',
          reference='Karimireddy et al. 2020: SCAFFOLD, option II'),
       _A('fedpaq', True, 'qsgd', False, params=local,
-         settings={'step_size': 1.0}, **fed,
+         settings={'server_lr': 1.0}, **fed,
          reference='Reisizadeh et al. 2020: FedPAQ (QSGD\'s quantizer on '
                    'the model change)'),
       _A('local_sgd', True, 'identity', False, client='local', params=local,
-         settings={'step_size': 1.0}, absent='drop', weighting='uniform',
+         settings={'server_lr': 1.0}, absent='drop', weighting='uniform',
          reference='local SGD: every client, every round, K steps, the '
                    'models averaged (the LASG code\'s baseline)'),
       _A('fedlaq', True, 'uniform', True, 'laq', params=local,
-         settings={'step_size': 1.0}, **fed,
+         settings={'server_lr': 1.0}, **fed,
          reference='ours: LAQ\'s quantizer and trigger on the model change'),
   )
 
@@ -397,6 +398,13 @@ FIELDS: tuple[Field, ...] = (
        'a finite number >= 0 (0: no deadline)',
        'a round\'s deadline, s: a participant whose compute + upload would '
        'end later is dropped from the round (0: none)'),
+    # Local work (docs/algorithm.md, "Local work"): the server's own rate.
+    _f('server_lr', 'float', 0.0, _ge0,
+       'a finite number >= 0 (0: the preset\'s)',
+       'eta_s, the server\'s step on the participants\' model changes for '
+       'a client with local steps (FedAvg\'s 1, FedAdam\'s 0.01), in place '
+       'of step_size, which stays the rate on gradients; 0: the preset\'s '
+       '(1 where it names none)'),
     # The modeled network a run's rounds are timed on (laq_jax.network;
     # docs/algorithm.md, "Time on a modeled network"): a profile, then any
     # of its fields overridden (None: the profile's value); a config's
@@ -597,6 +605,7 @@ def make_hyper(algo: str | Algorithm = 'laq', *, dtype=jnp.float32,
   params = parts_lib.param_arrays({**dict(algorithm.params), **dotted}, dtype)
   values = {**DEFAULTS, **dict(algorithm.settings), **overrides}
   validate(**values)
+  values['server_lr'] = server_lr(algorithm, values['server_lr'])
   check_participation(values, algorithm)
   values['downlink_bits'] = broadcast_bits(algorithm, values['bits'],
                                            values['downlink_bits'])
@@ -624,6 +633,16 @@ def make_hyper(algo: str | Algorithm = 'laq', *, dtype=jnp.float32,
       client=jnp.asarray(clients_lib.index(algorithm.client), jnp.int32),
       params=params,
   )
+
+
+def server_lr(algorithm: Algorithm, value) -> float:
+  """eta_s as a run uses it: `value`, or where it is 0 (the default) the
+  preset's own (`Algorithm.settings`), 1 where it names none."""
+  own = dict(algorithm.settings).get('server_lr') or 1.0
+  array = np.asarray(value)
+  if array.ndim:  # a grid's values
+    return np.where(array == 0, own, array)
+  return value if float(array) else own
 
 
 def choice_index(field: Field, value, algorithm: Algorithm) -> int:

@@ -173,8 +173,9 @@ def init(theta_P: jax.Array, num_workers: int, memory: int,
     one.update({p.name: p.init(num_params, dtype) for p in parts.controls})
     parts_M = jax.tree.map(
         lambda a: jnp.broadcast_to(a, (num_workers,) + jnp.shape(a)), one)
-    server = servers_lib.init_states(parts.servers, theta_P,
-                                     hyper_lib.cast(hyper, dtype))
+    server = servers_lib.init_states(
+        parts.servers, theta_P,
+        server_hyper(hyper_lib.cast(hyper, dtype), parts))
     # The server's control variate c = the mean of the clients' (all 0).
     server.update({p.name: p.init(num_params, dtype) for p in parts.controls})
   return RuleState(
@@ -377,6 +378,7 @@ def step(grads_MxP: jax.Array, state: RuleState, theta_P: jax.Array,
     (theta^{k+1}, state^{k+1}, per-worker StepStats).
   """
   parts = parts or Parts.of()
+  hyper = server_hyper(hyper, parts)
   full = state  # every local worker's (the rows' when rows_M is given)
   if rows_M is not None:
     state = participation_lib.gather_rows(state, rows_M)
@@ -417,6 +419,24 @@ def step(grads_MxP: jax.Array, state: RuleState, theta_P: jax.Array,
 
 # The stages of `step`, in the order it calls them (docs/algorithm.md, "One
 # iteration"). Each is a pure function of the round's values so far.
+
+
+def server_hyper(hyper: Hyper, parts: Parts) -> Hyper:
+  """`hyper` with `step_size` the server's step, the one every stage
+  reads (the server's update, the LAG/LAQ threshold's alpha): eta_s
+  (`Hyper.server_lr`) where the running client takes local steps and
+  uploads its model change, alpha (`step_size`, the rate on gradients)
+  where it uploads a gradient. Unchanged where no local client is compiled
+  in, so a grid over FedSGD and FedAvg runs each at its own step."""
+  local = [clients_lib.is_local(c) for c in parts.clients]
+  if not any(local):
+    return hyper
+  rate = jnp.asarray(hyper.server_lr, jnp.result_type(hyper.step_size))
+  if not all(local):
+    index = parts_lib.local_index(hyper.client, parts.clients,
+                                  clients_lib.REGISTRY)
+    rate = jnp.where(jnp.asarray(local)[index], rate, hyper.step_size)
+  return hyper._replace(step_size=rate)
 
 
 def _weighting(hyper: Hyper, parts: Parts, num_workers: int):

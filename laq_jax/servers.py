@@ -7,8 +7,10 @@ LAQ paper's eq. 4), with no state. Any optax GradientTransformation is a
 server part too (`optax_server`): its state (momentum, Adam's moments) lives
 in the loop state and its hyperparameters are the part's own parameters,
 arrays of the Hyper, so a sweep over them (or over servers) is one program.
-The learning rate of every server is `Hyper.step_size` (alpha), the one the
-LAG/LAQ trigger's threshold divides by.
+The learning rate of every server is the Hyper's `step_size` as the round
+hands it over (`rules.server_hyper`): alpha for gradient clients, eta_s
+(`Hyper.server_lr`) for clients with local steps; the one the LAG/LAQ
+trigger's threshold divides by.
 
 Which server runs is data (`Hyper.server`, an index into `REGISTRY`).
 """

@@ -120,6 +120,32 @@ class CheckpointerTest(absltest.TestCase):
                                    code=code) as ckpt:
         self.assertEqual(ckpt.restore(self.like).step, 6)
 
+  def test_a_field_added_since_at_its_old_behaviour_resumes(self):
+    """A checkpoint written before the schema grew `server_lr` (its config
+    without the field) resumes under the same config, which now holds it at
+    0 (the preset's, the behaviour before it); not under server_lr = 0.5."""
+    from experiments.run import outputs  # pylint: disable=g-import-not-at-top
+    import configs  # pylint: disable=g-import-not-at-top
+    now = configs.load('mnist_logreg', 'tiny').to_dict()
+    self.assertEqual(now['server_lr'], 0.0)
+    before = {k: v for k, v in now.items() if k != 'server_lr'}
+    arrays = {'loss': self.trace.loss}
+    with checkpoint.Checkpointer(self.folder('added'),
+                                 checkpoint.fingerprint(before)) as ckpt:
+      ckpt.save(6, self.state, arrays)
+    with checkpoint.Checkpointer(
+        self.folder('added'), checkpoint.fingerprint(now),
+        also=outputs.legacy_fingerprints(now)) as ckpt:
+      self.assertEqual(ckpt.restore(self.like).step, 6)
+    other = dict(now, server_lr=0.5)
+    self.assertEqual(outputs.legacy_fingerprints(other), ())
+    with checkpoint.Checkpointer(
+        self.folder('added'), checkpoint.fingerprint(other),
+        also=outputs.legacy_fingerprints(other)) as ckpt:
+      with self.assertRaisesRegex(checkpoint.CheckpointError,
+                                  'saved by another config'):
+        ckpt.restore(self.like)
+
   def test_keep_must_be_positive(self):
     with self.assertRaisesRegex(ValueError, 'keep=0 is not allowed'):
       checkpoint.Checkpointer(self.folder('keep0'), 'abc', keep=0)
@@ -139,8 +165,6 @@ class FingerprintTest(absltest.TestCase):
     self.assertNotEqual(fp, checkpoint.fingerprint(changed))
     self.assertNotEqual(fp, checkpoint.fingerprint(dict(a, bits=3)))
     self.assertNotEqual(fp, checkpoint.fingerprint({**a, 'extra': 0}))
-
-
 
 
 class OrbaxLogTest(absltest.TestCase):

@@ -79,7 +79,7 @@ class HyperTest(absltest.TestCase):
     self.assertEqual(defaults.step_size.dtype, jnp.float32)
     for name, value in hyper.DEFAULTS.items():
       if name in hyper.SCHEDULE_FIELDS + hyper.NETWORK_FIELDS + (
-          'absent', 'weighting'):
+          'absent', 'weighting', 'server_lr'):  # (resolved: below)
         continue
       self.assertAlmostEqual(float(getattr(defaults, name)), value, 6, name)
     # The network: the default profile's values, float64 (x64 is on here)
@@ -90,7 +90,14 @@ class HyperTest(absltest.TestCase):
     self.assertEqual(int(defaults.weighting), 0)  # 'auto': laq's 'sum'
     fedavg = hyper.make_hyper('fedavg')  # 'auto': drop, samples
     self.assertEqual((int(fedavg.absent), int(fedavg.weighting)), (1, 1))
-    self.assertEqual(float(fedavg.step_size), 1.0)  # its settings
+    # Its server step eta_s is its settings' (server_lr 0: the preset's);
+    # step_size, the rate on gradients, stays the default.
+    self.assertEqual(float(fedavg.server_lr), 1.0)
+    self.assertAlmostEqual(float(fedavg.step_size), 0.02)
+    self.assertAlmostEqual(float(hyper.make_hyper('fedadam').server_lr), 0.01)
+    self.assertAlmostEqual(float(hyper.make_hyper(
+        'fedadam', server_lr=0.3).server_lr), 0.3)
+    self.assertEqual(float(defaults.server_lr), 1.0)  # laq names none
     self.assertEqual(int(hyper.make_hyper('fedavg', absent='stale',
                                           weighting='uniform').weighting), 2)
     # No schedule: every slot unused (factor 1 at a step no run reaches).

@@ -84,7 +84,9 @@ class OracleTest(parameterized.TestCase):
     client = lj.ALGORITHMS[algo].client
     steps, lr, seed = 3, 0.2, 5
     h = lj.make_hyper(algo, dtype=jnp.float64, participation=0.6, seed=seed,
-                      l2=0.01, step_size=0.7,
+                      # (step_size, the rate on gradients, is not the
+                      # server's step on model changes: eta_s is)
+                      l2=0.01, step_size=0.003, server_lr=0.7,
                       **{f'{client}.steps': steps, f'{client}.lr': lr},
                       **params)
     spec = _spec([algo])
@@ -119,7 +121,7 @@ class RelationsTest(absltest.TestCase):
     step is on the SUM of the gradients); the uploads are eta_l g_m."""
     _, _, data = _data()
     eta = 0.3
-    fedavg = lj.make_hyper('fedavg', dtype=jnp.float64, step_size=1.0,
+    fedavg = lj.make_hyper('fedavg', dtype=jnp.float64, server_lr=1.0,
                            weighting='uniform', seed=2,
                            **{'local.steps': 1, 'local.lr': eta})
     sgd = lj.make_hyper('sgd', dtype=jnp.float64, step_size=eta / M, seed=2)
@@ -131,6 +133,44 @@ class RelationsTest(absltest.TestCase):
     np.testing.assert_allclose(t1.grad_norm_sq, eta ** 2 * t2.grad_norm_sq,
                                rtol=1e-10)
     np.testing.assert_array_equal(t1.grads_M, t2.grads_M)
+
+  def test_fedavg_swept_beside_sgd_runs_at_its_own_server_step(self):
+    """A grid over algo = (sgd, fedavg) from a config whose step_size is
+    FedSGD's alpha (configs/federated.py's 0.2 / M): sgd steps by alpha,
+    fedavg by its own eta_s = 1 (server_lr 0: the preset's), in one
+    program; its point equals a run with eta_s = 1 whatever alpha is, and
+    not one at alpha (what the grid ran before server_lr)."""
+    _, _, data = _data()
+    alpha = 0.002
+    base = dict(lj.hyper.DEFAULTS, algo='sgd', step_size=alpha, seed=3,
+                params={'local': {'steps': 2}})
+    pts = points.expand_grid({'algo': ['sgd', 'fedavg']}, base)
+    by_algo = {p['algo']: p for p in pts}
+    self.assertEqual(by_algo['sgd']['step_size'], alpha)
+    self.assertEqual(by_algo['fedavg']['server_lr'], 1.0)
+    spec = lj.RunSpec(lj.get_problem('logreg'), M, stochastic=True,
+                      batch_size=B, loss_every=1, grid_axis='map',
+                      **points.parts_of(pts))
+    _, grid = lj.run(spec, data, points.stack_points(pts, jnp.float64), 4)
+    g = [p['algo'] for p in pts].index('fedavg')
+    alone = _spec(['fedavg'], participation_=False)
+    runs = {}
+    for name, kw in (('eta_s=1', dict(step_size=0.5, server_lr=1.0)),
+                     ('eta_s=alpha', dict(step_size=alpha,
+                                          server_lr=alpha))):
+      _, runs[name] = lj.run(alone, data, lj.make_hyper(
+          'fedavg', dtype=jnp.float64, seed=3, **{'local.steps': 2}, **kw),
+                             4)
+    np.testing.assert_allclose(grid.loss[g], runs['eta_s=1'].loss,
+                               rtol=1e-12)
+    self.assertGreater(np.max(np.abs(np.asarray(grid.loss[g])
+                                     - np.asarray(runs['eta_s=alpha'].loss))),
+                       1e-6)
+    # sgd's point steps by alpha: its run alone at step_size = alpha.
+    _, sgd = lj.run(_spec(['sgd'], participation_=False), data,
+                    lj.make_hyper('sgd', dtype=jnp.float64, seed=3,
+                                  step_size=alpha), 4)
+    np.testing.assert_allclose(grid.loss[1 - g], sgd.loss, rtol=1e-12)
 
   @pytest.mark.slow
   def test_one_program_with_the_lazy_family(self):

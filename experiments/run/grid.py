@@ -139,7 +139,8 @@ def sweep_and_evaluate(config, workdir: str | os.PathLike, *,
     ckpt = checkpoint_lib.Checkpointer(
         workdir / outputs.CHECKPOINT_DIR,
         checkpoint_lib.fingerprint(config_dict),
-        code=build_lib.model_code(built))
+        code=build_lib.model_code(built),
+        also=outputs.legacy_fingerprints(config_dict))
     resumed_from = ckpt.latest_step()
     if resumed_from is not None:
       progress_lib.info(

@@ -386,6 +386,26 @@ def sweep_done(config, workdir: pathlib.Path) -> bool:
     return False
 
 
+# Fields the config schema gained after checkpoints were first written,
+# each with the value that keeps the behaviour from before it: a checkpoint
+# written then stands for the config that leaves the field there.
+ADDED_FIELDS = {'server_lr': 0.0}
+
+
+def legacy_fingerprints(config_dict: dict) -> tuple[str, ...]:
+  """The checkpoint fingerprints (`laq_jax.checkpoint.fingerprint`) the
+  same config had before the schema grew the ADDED_FIELDS it leaves at
+  their old behaviour: a run or sweep checkpointed then resumes after (as
+  `same_config` keeps its finished results)."""
+  from laq_jax import checkpoint as checkpoint_lib  # pylint: disable=g-import-not-at-top
+  out, older = [], dict(config_dict)
+  for name, value in ADDED_FIELDS.items():
+    if name in older and older[name] == value:
+      del older[name]
+      out.append(checkpoint_lib.fingerprint(older))
+  return tuple(out)
+
+
 def same_config(written: dict, wanted: dict) -> bool:
   """Whether a config.json `written` by a run stands for the config `wanted`.
 

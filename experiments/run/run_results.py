@@ -113,9 +113,15 @@ def diverged_message(at: int, value: float, rows: int, workdir, config,
     kept = ((f'it became NaN/inf at k={stopped_at} and ' if stopped_at != at
              else '') + f'the run stopped there; {metrics_csv} keeps '
             f'iterations 0..{rows - 1}')
+  algorithm = laq_jax.ALGORITHMS.get(config.algo)
+  if algorithm is not None and algorithm.local:  # its server steps by eta_s
+    rate = laq_jax.hyper.server_lr(algorithm, config.server_lr)
+    hint = (f'a smaller server_lr (now {rate:g}) or client step '
+            f'(params.{algorithm.client}.lr)')
+  else:
+    hint = f'a smaller step_size (now {config.step_size})'
   return (f'diverged: {why}; {kept}. summary.json says "diverged": true, '
-          f'"diverged_at": {at}. Try a smaller step_size '
-          f'(now {config.step_size}).')
+          f'"diverged_at": {at}. Try {hint}.')
 
 
 class Ran(NamedTuple):

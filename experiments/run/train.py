@@ -178,7 +178,8 @@ def _run(config, built, workdir, config_dict, fstar) -> Ran:
     ckpt = checkpoint_lib.Checkpointer(
         workdir / outputs.CHECKPOINT_DIR,
         checkpoint_lib.fingerprint(config_dict),
-        code=build_lib.model_code(built))
+        code=build_lib.model_code(built),
+        also=outputs.legacy_fingerprints(config_dict))
     restored = ckpt.restore(state)
   if restored is not None:
     state, done = restored.state, restored.step
