@@ -170,13 +170,13 @@ def benchmark_rows(device=H200):
 def workload_rows(device_name='h200'):
   """(label, seconds or None, note) of experiments.workloads' sweeps at
   the budget gpu.sh runs (its CPU budget)."""
-  from experiments import predict as predict_cli  # pylint: disable=g-import-not-at-top
+  from experiments.run import predict as predict_lib  # pylint: disable=g-import-not-at-top
   from experiments.studies.workloads import report as workloads_report  # pylint: disable=g-import-not-at-top
   rows = []
   for name in workloads_report.WORKLOADS:
     try:
       config = workloads_report.config_for(name, 'cpu')
-      (_, seconds, words), = predict_cli.predictions(config, (device_name,))
+      (_, seconds, words), = predict_lib.predictions(config, (device_name,))
       rows.append((f'workloads {name} (:cpu)', seconds, words))
     except Exception as e:  # pylint: disable=broad-except
       rows.append((f'workloads {name} (:cpu)', None,

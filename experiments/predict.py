@@ -36,32 +36,6 @@ flags.DEFINE_list('devices', ['here', 'h200'],
 flags.mark_flags_as_required(['config'])
 
 
-def predictions(config, devices=('here', 'h200')) -> list[tuple[str, float
-                                                                 | None,
-                                                                 str]]:
-  """[(device, seconds or None, one line)] for a run or sweep config."""
-  from experiments.run import build as build_lib  # pylint: disable=g-import-not-at-top
-  from experiments.run import config as config_lib  # pylint: disable=g-import-not-at-top
-  from experiments.run import predict as predict_lib  # pylint: disable=g-import-not-at-top
-  if 'sweep' in config:
-    points = config_lib.points_from_config(config)
-    first = config_lib.point_config(config, points[0])
-  else:
-    config_lib.validate_config(config)
-    first = config
-    points = [{'algo': config.algo}]
-  built = build_lib.build(first)
-  num_evals = -(-config.num_iters // config.eval_every)
-  out = []
-  for device in devices:
-    seconds, words = predict_lib.predict(
-        built, points, config.num_iters, config_lib.grid_axis(config),
-        num_evals=num_evals,
-        device=None if device == 'here' else predict_lib.DEVICES[device])
-    out.append((device, seconds, words))
-  return out
-
-
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'unexpected arguments: {" ".join(argv[1:])}')
@@ -78,7 +52,8 @@ def main(argv):
   from experiments.run import config as config_lib  # pylint: disable=g-import-not-at-top
   from laq_jax import data  # pylint: disable=g-import-not-at-top
   try:
-    for device, _, words in predictions(FLAGS.config, FLAGS.devices):
+    for device, _, words in predict_lib.predictions(FLAGS.config,
+                                                    FLAGS.devices):
       print(f'{device}: {words}')
   except (config_lib.ConfigError, data.DataError) as e:
     sys.exit(f'error: {e}')

@@ -36,6 +36,7 @@ from typing import Sequence
 
 import numpy as np
 
+from experiments.run import errors
 from laq_jax import record as record_lib
 
 TENSORBOARD_DIR = 'tensorboard'
@@ -183,14 +184,13 @@ class Events:
 
   @contextlib.contextmanager
   def _writing(self):
-    """Turns a failing write (a full disk) into `outputs.WorkdirError`,
+    """Turns a failing write (a full disk) into `errors.WorkdirError`,
     saying what is intact; later writes are skipped."""
     try:
       yield
     except OSError as e:
       self._failed = True
-      from experiments.run import outputs  # pylint: disable=g-import-not-at-top
-      raise outputs.WorkdirError(
+      raise errors.WorkdirError(
           f'could not write the TensorBoard events in {self.logdir}: '
           f'{e.strerror or e}; the event files up to the last flush, the '
           'other files and the checkpoints are intact. Free space and run '

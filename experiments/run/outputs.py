@@ -26,6 +26,7 @@ import numpy as np
 
 from configs import default as default_config
 from experiments.run import config as config_lib
+from experiments.run import errors
 from experiments.run import events
 from laq_jax import distributed
 from laq_jax import metrics
@@ -291,8 +292,7 @@ def mark_divergence(rows: list[dict[str, Any]], sweep_dir
 # ----------------------------------------------------------------------------
 # The workdir: one config's results.
 
-class WorkdirError(ValueError):
-  """The workdir holds another config's results (and overwrite is off)."""
+WorkdirError = errors.WorkdirError  # (defined below events, which raises it)
 
 
 def _config_diff(old: dict, new: dict, limit: int = 4) -> str:

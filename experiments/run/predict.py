@@ -196,3 +196,31 @@ def predict(built, points: Sequence[dict[str, Any]], num_iters: int,
                  'of iterations on this machine: ' + '; '.join(parts)
                  + ' (the measured wall/floor of such programs, '
                  'docs/benchmarks.md)')
+
+
+def predictions(config, devices=('here', 'h200')) -> list[tuple[str, float
+                                                                 | None,
+                                                                 str]]:
+  """[(device, seconds or None, one line)] for a run or sweep config
+  (`python -m experiments.predict`'s): its first point built (the data
+  loaded, nothing compiled), its grid predicted on each device ('here' or a
+  key of DEVICES)."""
+  from experiments.run import build as build_lib  # pylint: disable=g-import-not-at-top
+  from experiments.run import config as config_lib  # pylint: disable=g-import-not-at-top
+  if 'sweep' in config:
+    points = config_lib.points_from_config(config)
+    first = config_lib.point_config(config, points[0])
+  else:
+    config_lib.validate_config(config)
+    first = config
+    points = [{'algo': config.algo}]
+  built = build_lib.build(first)
+  num_evals = -(-config.num_iters // config.eval_every)
+  out = []
+  for device in devices:
+    seconds, words = predict(
+        built, points, config.num_iters, config_lib.grid_axis(config),
+        num_evals=num_evals,
+        device=None if device == 'here' else DEVICES[device])
+    out.append((device, seconds, words))
+  return out

@@ -92,19 +92,25 @@ def commit(root: str | os.PathLike = ROOT, paths: Iterable[str] = ()
   return head, bool(dirty)
 
 
-def machine() -> str:
-  """This machine in a few words: CPU model, cores, OS, Python, JAX and its
-  devices."""
-  cpu = platform.processor() or platform.machine()
+def cpu() -> tuple[str, int | None]:
+  """(this machine's CPU model, its core count)."""
+  model = platform.processor() or platform.machine()
   try:
     with open('/proc/cpuinfo') as f:
       for line in f:
         if line.startswith('model name'):
-          cpu = line.split(':', 1)[1].strip()
+          model = line.split(':', 1)[1].strip()
           break
   except OSError:
     pass
-  words = [f'{cpu}, {os.cpu_count()} cores', f'{platform.system()}',
+  return model, os.cpu_count()
+
+
+def machine() -> str:
+  """This machine in a few words: CPU model, cores, OS, Python, JAX and its
+  devices."""
+  model, cores = cpu()
+  words = [f'{model}, {cores} cores', f'{platform.system()}',
            f'Python {platform.python_version()}']
   try:
     import jax  # pylint: disable=g-import-not-at-top

@@ -179,10 +179,10 @@ def _shakespeare_stats() -> list[str]:
 def write_report(workdir: pathlib.Path, names: Sequence[str], budget: str,
                  command: str) -> pathlib.Path:
   """WORKDIR/REPORT.md from the finished sweeps (a missing one is listed)."""
-  from benchmarks import machine  # pylint: disable=g-import-not-at-top
-  from experiments import predict as predict_cli  # pylint: disable=g-import-not-at-top
+  from experiments.run import predict as predict_lib  # pylint: disable=g-import-not-at-top
+  from experiments.run import results_data  # pylint: disable=g-import-not-at-top
   from experiments.studies.federated import sweeps  # pylint: disable=g-import-not-at-top
-  info = machine.describe_machine()
+  cpu_model, cpu_count = results_data.cpu()
   lines = [
       '# The family on the workloads papers publish on: a CPU\'s budget',
       '',
@@ -190,7 +190,7 @@ def write_report(workdir: pathlib.Path, names: Sequence[str], budget: str,
       'variant). Every workload sweeps configs/workloads.py\'s FAMILY (the '
       'FedSGD and lazy family, LASG / CADA, FedAvg and friends) as ONE '
       'compiled program. Machine: '
-      f'{info.get("cpu_model", "?")}, {info.get("cpu_count", "?")} cores. '
+      f'{cpu_model}, {cpu_count} cores. '
       'Rounds with local work run K = 10 local steps (each preset\'s); '
       'a round computes only its participants\' rows where at most half '
       'the clients take part (`RunSpec.round_size`, chosen per sweep: '
@@ -226,8 +226,8 @@ def write_report(workdir: pathlib.Path, names: Sequence[str], budget: str,
     lines += [markdown.table(headers, _rows(loaded, summaries)), '']
     lines += [f'- {o}' for o in _observations(summaries, target)] + ['']
     try:
-      here = predict_cli.predictions(config, ('here', 'h200'))
-      full = predict_cli.predictions(config_for(name, 'full'), ('h200',))
+      here = predict_lib.predictions(config, ('here', 'h200'))
+      full = predict_lib.predictions(config_for(name, 'full'), ('h200',))
       lines += [f'Predicted (`python -m experiments.predict '
                 f'--config={WORKLOADS[name][0]}:{budget}`, this machine\'s '
                 'rates measured as the report was written), this machine: '
