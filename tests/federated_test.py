@@ -14,6 +14,7 @@ import pytest
 from experiments.run import config as config_lib
 from experiments.studies.federated import mcmahan
 from experiments.studies.federated import report
+from experiments.studies.federated import study
 from experiments.studies.federated import sweeps
 from tests import common
 
@@ -227,7 +228,8 @@ class DivergedPointsTest(absltest.TestCase):
 
   def _report(self):
     with mock.patch.object(report, 'profile_times', _replayed):
-      return report.report(self.workdir, ['logreg'], 'tiny', 'cmd')
+      return report.report(self.workdir, ['logreg'], 'tiny', 'cmd',
+                           mcmahan_section=mcmahan.section)
 
   def test_report_names_and_ranks_no_diverged_point(self):
     text = self._report()
@@ -373,7 +375,7 @@ class PipelineTest(absltest.TestCase):
     workdir = pathlib.Path(_ENV.name, 'fed')
     for sweep in sweeps.SWEEPS:
       self.assertFalse((workdir / 'logreg' / sweep).exists())
-    failed = sweeps.run_problem('logreg', workdir, 'tiny')
+    failed = study.run_problem('logreg', workdir, 'tiny')
     self.assertEqual(failed, [])
     main = sweeps.load_sweep(workdir / 'logreg' / 'main')
     c = main['curves']
@@ -405,8 +407,9 @@ class PipelineTest(absltest.TestCase):
     self.assertEqual(s['upload_rate'], 1.0)  # sgd uploads when present
     self.assertEqual(s['participations'], int(present.sum()))
     # The report: rerun of run_problem does nothing new; report writes.
-    self.assertEqual(sweeps.run_problem('logreg', workdir, 'tiny'), [])
-    text = report.report(workdir, ['logreg'], 'tiny', 'cmd')
+    self.assertEqual(study.run_problem('logreg', workdir, 'tiny'), [])
+    text = report.report(workdir, ['logreg'], 'tiny', 'cmd',
+                         mcmahan_section=mcmahan.section)
     self.assertIn(f'With a deadline of {deadline:.4g} s', text)
     self.assertIn('| slaq | 0.1 | drop |', text)
     self.assertTrue((workdir / 'logreg_accuracy.png').is_file())

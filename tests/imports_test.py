@@ -36,11 +36,6 @@ KNOWN = {
     # metrics still answers for the sweep summaries (notebooks call
     # metrics.summarize_sweep), read from sweep_metrics on first use.
     frozenset({'laq_jax.metrics', 'laq_jax.sweep_metrics'}),
-    # The federated study: its sweeps run McMahan's, whose section its
-    # report renders with the report's helpers.
-    frozenset({'experiments.studies.federated.mcmahan',
-               'experiments.studies.federated.report',
-               'experiments.studies.federated.sweeps'}),
 }
 
 

@@ -21,6 +21,7 @@ marked not decided (`first_to`).
 from __future__ import annotations
 
 import pathlib
+from typing import Callable
 
 import numpy as np
 
@@ -586,8 +587,13 @@ def figure(results: dict, path: pathlib.Path, problem: str, target: float
 
 
 def report(workdir: pathlib.Path, problems, budget: str, command: str,
-           mlp_iters: int | None = None) -> str:
-  """Writes WORKDIR/REPORT.md from the sweeps; returns its text."""
+           mlp_iters: int | None = None, *,
+           mcmahan_section: Callable[[pathlib.Path, str], list[str]]
+           | None = None) -> str:
+  """Writes WORKDIR/REPORT.md from the sweeps; returns its text.
+  `mcmahan_section(folder, problem)`, the study's `mcmahan.section` (which
+  builds on this module's summaries: passed in, not imported), renders
+  McMahan et al.'s comparison where its sweeps ran (None: not rendered)."""
   from configs import federated  # pylint: disable=g-import-not-at-top
   base = sweep_config(problems[0], 'main', budget)
   lines = [f'# Federated scale: {base.num_workers} clients, '
@@ -672,9 +678,8 @@ def report(workdir: pathlib.Path, problems, budget: str, command: str,
       lines += [f'![{problem}: accuracy against time and bits]({fig})', '']
     lines += observations(results, target)
     lines += local_section(results, target)
-    if (workdir / problem / 'mcmahan').exists():
-      from experiments.studies.federated import mcmahan  # pylint: disable=g-import-not-at-top
-      lines += mcmahan.section(workdir / problem / 'mcmahan', problem)
+    if (workdir / problem / 'mcmahan').exists() and mcmahan_section:
+      lines += mcmahan_section(workdir / problem / 'mcmahan', problem)
     else:
       lines += [f'*{problem}/mcmahan was not run (`--problems={problem} '
                 '--sweeps=mcmahan` runs it).*', '']

@@ -1,7 +1,7 @@
-"""The federated study's sweeps: their configs, running them, reading them.
+"""The federated study's sweeps: their configs and reading them (the study,
+`study.run_problem`, runs them).
 
     config = sweep_config('logreg', 'main', 'quick')
-    failed = run_problem('logreg', workdir, 'quick')   # the sweeps missing
     loaded = load_sweep(workdir / 'logreg' / 'main')
 
 Per problem (logistic regression, the 200-ReLU network), the sweeps of
@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import pathlib
 
-from absl import logging
 import numpy as np
 
 SWEEPS = ('main', 'deadline', 'laziness', 'slaq_bits', 'local', 'local_k',
@@ -127,46 +126,3 @@ def deadline_from(loaded: dict) -> float:
   """The DEADLINE_PERCENTILE-th percentile of SGD's arrivals in `main`."""
   sgd = next(i for i, r in enumerate(loaded['rows']) if r['algo'] == 'sgd')
   return float(np.nanpercentile(arrivals(loaded, sgd), DEADLINE_PERCENTILE))
-
-
-
-
-def run_problem(problem: str, workdir: pathlib.Path, budget: str,
-                sweeps=SWEEPS, mlp_iters: int | None = None) -> list[str]:
-  """Runs the problem's sweeps not yet done; returns those that failed."""
-  from experiments.run import grid  # pylint: disable=g-import-not-at-top
-  failed = []
-  deadline = 0.0
-  for sweep in sweeps:
-    out = workdir / problem / sweep
-    if sweep == 'slaq_bits' and problem != 'mlp':
-      continue
-    if sweep == 'deadline':
-      try:
-        deadline = deadline_from(load_sweep(workdir / problem / 'main'))
-      except FederatedError as e:
-        logging.error('%s/deadline not run: %s', problem, e)
-        failed.append(f'{problem}/deadline')
-        continue
-    if sweep == 'mcmahan':  # one sweep per (split, setting)
-      from experiments.studies.federated import mcmahan  # pylint: disable=g-import-not-at-top
-      todo = [(f'{sweep}/{name}', config, out / name) for name, config
-              in mcmahan.setting_configs(problem, budget)]
-    else:
-      todo = [(sweep, sweep_config(problem, sweep, budget, deadline,
-                                   mlp_iters), out)]
-    from experiments.run import outputs  # pylint: disable=g-import-not-at-top
-    for name, config, folder in todo:
-      if outputs.sweep_done(config, folder):
-        logging.info('%s/%s: results already there, not run again',
-                     problem, name)
-        continue
-      logging.info('%s/%s%s', problem, name,
-                   f' (deadline_s={deadline:.4g})' if sweep == 'deadline'
-                   else '')
-      try:
-        grid.sweep_and_evaluate(config, folder, overwrite=True)
-      except Exception:  # pylint: disable=broad-except
-        logging.exception('%s/%s failed', problem, name)
-        failed.append(f'{problem}/{name}')
-  return failed
