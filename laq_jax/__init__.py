@@ -11,6 +11,8 @@ library makes carries an explicit dtype, so float32 runs stay float32.
 
 from laq_jax import compressors as _compressors
 from laq_jax import problems as _problems
+# (models registers cnn, lasg_cnn, resnet20 and char_lstm as problems)
+from laq_jax import models as _models
 from laq_jax import registry as _registry
 from laq_jax import trigger
 from laq_jax.hyper import (ALGORITHMS, Algorithm, Hyper, get_algorithm,

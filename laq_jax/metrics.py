@@ -376,17 +376,3 @@ def summarize(record: Record, *, final_loss: float, fstar: float | None,
       'loss_every': int(loss_every),
       'diverged': diverged_at(loss_T, final_loss, loss_every) is not None,
   }
-
-
-# Sweeps' summaries live in `laq_jax.sweep_metrics`; the names stay here too,
-# read on first use (sweep_metrics imports this module: an import here would
-# be circular when sweep_metrics is imported first).
-_SWEEP_NAMES = ('columns', 'curve_arrays', 'paper_references', 'pareto_front',
-                'summarize_sweep')
-
-
-def __getattr__(name):
-  if name in _SWEEP_NAMES:
-    from laq_jax import sweep_metrics  # pylint: disable=g-import-not-at-top
-    return getattr(sweep_metrics, name)
-  raise AttributeError(f'module {__name__!r} has no attribute {name!r}')

@@ -51,6 +51,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from laq_jax import problems
+
 IMAGE_SHAPES = {784: (28, 28, 1), 3072: (32, 32, 3)}
 
 
@@ -200,7 +202,6 @@ def cnn_layers(spec: dict, num_classes: int) -> list[tuple]:
 
 def _as_problem(name, module, input_dim, num_classes, flops):
   """The flax `module` as a Problem ((gradient, loss) FLOPs per sample)."""
-  from laq_jax import problems  # pylint: disable=g-import-not-at-top
 
   def init(key):
     return module.init(key, jnp.zeros((1, input_dim)))['params']
@@ -346,3 +347,11 @@ def char_lstm(input_dim: int = 80, num_classes: int = 80):
                                            num_classes=num_classes),
                      input_dim, num_classes, lstm_flops(input_dim,
                                                         num_classes))
+
+
+# The models' names in `problems.REGISTRY` (get_problem('cnn', ...)), in
+# this order after logreg and mlp.
+for _name, _factory in (('cnn', cnn), ('lasg_cnn', lasg_cnn),
+                        ('resnet20', resnet20), ('char_lstm', char_lstm)):
+  problems.REGISTRY.register(_name, _factory)
+del _name, _factory

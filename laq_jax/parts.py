@@ -268,9 +268,13 @@ _REGISTRIES: dict[str, PartRegistry] = {}
 
 
 def registries() -> dict[str, PartRegistry]:
-  """{kind: its registry}, the library's modules imported."""
-  # pylint: disable=g-import-not-at-top,unused-import
-  from laq_jax import clients, compressors, servers, trigger as _trigger  # noqa
+  """{kind: its registry}. Each kind's module makes its registry when
+  imported, and importing any `laq_jax` module imports them all first (the
+  package's `__init__`), so this module imports none of them (no circle)."""
+  missing = [k for k in KINDS if k not in _REGISTRIES]
+  if missing:  # (only while the package itself is being imported)
+    raise RuntimeError(f'the {", ".join(missing)} registry is not made yet: '
+                       'import laq_jax before asking for every part')
   return {k: _REGISTRIES[k] for k in KINDS}
 
 

@@ -20,9 +20,9 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 from matplotlib.figure import Figure
 
-from laq_jax.metrics import (DIVERGENCE_FACTOR, QUANTITIES, Curve, columns,
-                             pareto_front)
+from laq_jax.metrics import DIVERGENCE_FACTOR, QUANTITIES, Curve
 from laq_jax.sweep import point_label, varying_keys
+from laq_jax.sweep_metrics import columns, pareto_front
 
 X_AXES = {
     'iterations': ('iterations', 'iteration k'),
@@ -188,7 +188,7 @@ def upload_raster(sent_TxM, *, title: str | None = None,
 
 
 # ----------------------------------------------------------------------------
-# Sweeps: rows of `laq_jax.metrics.summarize_sweep`.
+# Sweeps: rows of `laq_jax.sweep_metrics.summarize_sweep`.
 
 def heatmap_quantity(rows: Sequence[Mapping[str, Any]]) -> str:
   """What the heat map shows.
@@ -396,8 +396,8 @@ def tradeoff_figure(labels: Sequence[str], cost, value, *, x_label: str,
                     log_y: bool = True,
                     figsize: tuple[float, float] = (6.5, 4.6)) -> Figure:
   """One point per run: value (lower is better) against cost, log-log, the
-  Pareto front (`metrics.pareto_front`: no other run costs less and does no
-  worse) drawn and its points labelled in bold.
+  Pareto front (`sweep_metrics.pareto_front`: no other run costs less and
+  does no worse) drawn and its points labelled in bold.
 
   Args:
     labels: one per run.

@@ -325,33 +325,14 @@ def mlp(input_dim: int = 784, num_classes: int = 10, hidden: int = 200) -> Probl
                                         + 2 * hidden * num_classes))
 
 
-def _cnn(input_dim: int = 784, num_classes: int = 10) -> Problem:
-  from laq_jax import models  # pylint: disable=g-import-not-at-top
-  return models.cnn(input_dim, num_classes)
-
-
-def _lasg_cnn(input_dim: int = 784, num_classes: int = 10) -> Problem:
-  from laq_jax import models  # pylint: disable=g-import-not-at-top
-  return models.lasg_cnn(input_dim, num_classes)
-
-
-def _resnet20(input_dim: int = 3072, num_classes: int = 10) -> Problem:
-  from laq_jax import models  # pylint: disable=g-import-not-at-top
-  return models.resnet20(input_dim, num_classes)
-
-
-def _char_lstm(input_dim: int = 80, num_classes: int = 80) -> Problem:
-  from laq_jax import models  # pylint: disable=g-import-not-at-top
-  return models.char_lstm(input_dim, num_classes)
-
-
 # Every model: name -> factory(input_dim, num_classes, **options) -> Problem
 # (options it does not take, such as another model's `hidden`, are not
-# passed). Add one with `REGISTRY.register(name, factory)`.
+# passed). Add one with `REGISTRY.register(name, factory)`. `laq_jax.models`
+# registers its convolutional and recurrent ones (cnn, lasg_cnn, resnet20,
+# char_lstm) when imported, as the package's `__init__` does: it builds on
+# Problem, so this module does not import it (no circle).
 REGISTRY: registry.Registry[Callable[..., Problem]] = registry.Registry(
-    'model', [('logreg', logistic_regression), ('mlp', mlp), ('cnn', _cnn),
-              ('lasg_cnn', _lasg_cnn), ('resnet20', _resnet20),
-              ('char_lstm', _char_lstm)])
+    'model', [('logreg', logistic_regression), ('mlp', mlp)])
 
 
 __getattr__ = registry.names_attribute(__name__, PROBLEMS=REGISTRY)

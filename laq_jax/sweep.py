@@ -3,8 +3,8 @@
     points = expand_grid({'bits': [2, 4], 'xi': [0.4, 0.8]}, base=values)
     result = run_sweep(spec, data, points, num_steps=300, batch_size=16)
     accuracy_G = accuracies(problem, result.theta_GxP, x_test, y_test)
-    rows = metrics.summarize_sweep(result, fstar=f_star, target=1e-6,
-                                   test_accuracy=accuracy_G)
+    rows = sweep_metrics.summarize_sweep(result, fstar=f_star, target=1e-6,
+                                         test_accuracy=accuracy_G)
 
 A grid point is a dict of the run's numeric hyperparameters plus its
 algorithm; every point of a sweep shares the static part of the run (model,

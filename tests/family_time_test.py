@@ -25,9 +25,9 @@ from experiments.studies.family import timed_sweep as ts
 from experiments.studies.family.family_report import Study
 import laq_jax as lj
 from laq_jax import hyper
-from laq_jax import metrics
 from laq_jax import network as net_lib
 from laq_jax import sweep as sweep_lib
+from laq_jax import sweep_metrics
 from tests import common
 from tests import network_test
 
@@ -492,7 +492,7 @@ class RealSweepTest(absltest.TestCase):
     points = sweep_lib.expand_grid(
         {'algo': algos}, dict(hyper.DEFAULTS, step_size=0.05, bits=3))
     result = sweep_lib.run_sweep(spec, data, points, 8)
-    curves = metrics.curve_arrays(result)
+    curves = sweep_metrics.curve_arrays(result)
     for g, algo in enumerate(algos):
       got, why = ts.per_worker_bits(
           curves['uploads'][g], curves['cum_bits'][g],

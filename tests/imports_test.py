@@ -9,9 +9,9 @@ the launchers' machinery (`experiments.run`), the studies
 (`experiments.studies`), the launchers (`experiments.*`), the benchmarks
 (`benchmarks`). A module may import its own layer or a lower one.
 
-Circles: KNOWN lists those still there (issue 51 item 5 removes them); the
-test fails on any other, and on a KNOWN one that is gone (so the list
-shrinks with them).
+Circles: none (the five of issue 51 were removed); KNOWN would list one
+kept on purpose, and the test fails on any other, and on a KNOWN one that is
+gone.
 """
 
 import ast
@@ -26,17 +26,7 @@ PACKAGES = ('laq_jax', 'configs', 'experiments', 'benchmarks')
 LAYERS = (('laq_jax', 0), ('configs', 1), ('experiments.run', 2),
           ('experiments.studies', 3), ('experiments', 4), ('benchmarks', 5))
 
-KNOWN = {
-    # Problem is defined in problems, whose factories build models' CNNs.
-    frozenset({'laq_jax.models', 'laq_jax.problems'}),
-    # parts looks a part up in every kind's registry; each kind builds on
-    # parts.
-    frozenset({'laq_jax.clients', 'laq_jax.compressors', 'laq_jax.parts',
-               'laq_jax.servers', 'laq_jax.trigger'}),
-    # metrics still answers for the sweep summaries (notebooks call
-    # metrics.summarize_sweep), read from sweep_metrics on first use.
-    frozenset({'laq_jax.metrics', 'laq_jax.sweep_metrics'}),
-}
+KNOWN: set[frozenset[str]] = set()  # (none left)
 
 
 def modules() -> dict[str, pathlib.Path]:

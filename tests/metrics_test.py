@@ -8,6 +8,7 @@ from laq_jax.record import Record
 
 from laq_jax import metrics
 from laq_jax import sweep
+from laq_jax import sweep_metrics
 
 
 class CountsTest(absltest.TestCase):
@@ -207,11 +208,11 @@ class SweepSummaryTest(absltest.TestCase):
   def test_paper_reference_per_objective(self):
     # Points 0 and 1 share l2 (one objective): min of their averages (M = 2)
     # is 1.0 / 2; point 2 is alone with its l2 and diverged after k = 0.
-    np.testing.assert_allclose(metrics.paper_references(self.result()),
+    np.testing.assert_allclose(sweep_metrics.paper_references(self.result()),
                                [0.5, 0.5, 2.0])
 
   def test_rows(self):
-    rows = metrics.summarize_sweep(self.result(), fstar=None, target=0.2)
+    rows = sweep_metrics.summarize_sweep(self.result(), fstar=None, target=0.2)
     self.assertEqual([r['point'] for r in rows], [0, 1, 2])
     # Point 0's averages 2, 1.5, 1.25, 1.1 stay 0.6 above 0.5; point 1's
     # 2, 1, 0.75, 0.5 reach it with the final iterate, k = T = 3.
@@ -228,11 +229,11 @@ class SweepSummaryTest(absltest.TestCase):
   def test_pareto_front_by_hand(self):
     cost = [1, 2, 2, 3, 4, np.nan, 5]
     accuracy = [0.5, 0.7, 0.6, 0.7, 0.9, 0.99, 0.9]
-    np.testing.assert_array_equal(metrics.pareto_front(cost, accuracy),
+    np.testing.assert_array_equal(sweep_metrics.pareto_front(cost, accuracy),
                                   [0, 1, 4])
     residual = [1e-1, 1e-3, 1e-2, 1e-4, 1e-4, 0, 1e-5]
     np.testing.assert_array_equal(
-        metrics.pareto_front(cost, residual, maximize=False), [0, 1, 3, 6])
+        sweep_metrics.pareto_front(cost, residual, maximize=False), [0, 1, 3, 6])
 
 
 if __name__ == '__main__':

@@ -32,6 +32,7 @@ from laq_jax import distributed
 from laq_jax import metrics
 from laq_jax import plotting
 from laq_jax import sweep as sweep_lib
+from laq_jax import sweep_metrics
 
 HEATMAP_FIGURE = 'heatmap_bits_to_target.png'
 PARETO_FIGURE = 'pareto.png'
@@ -212,7 +213,7 @@ def sweep_and_evaluate(config, workdir: str | os.PathLike, *,
   accuracy_G = (accuracy_curve[:, -1] if np.all(np.isfinite(
       accuracy_curve[:, -1])) else sweep_lib.accuracies(
           built.problem, result.theta_GxP, built.test_x, built.test_y))
-  rows = metrics.summarize_sweep(result, fstar=fstar_G,
+  rows = sweep_metrics.summarize_sweep(result, fstar=fstar_G,
                                  target=config.target_residual,
                                  test_accuracy=accuracy_G)
   shard = (built.host_data.x_MxNxD.shape[1]
@@ -295,7 +296,7 @@ def _write_files(workdir: pathlib.Path, result, rows, info,
                  extra_curves=None) -> None:
   """results.csv, curves.npz, the figures, and sweep.json last."""
   outputs.atomic_write(workdir / 'results.csv', outputs.results_csv(rows))
-  outputs.write_npz(workdir / 'curves.npz', {**metrics.curve_arrays(result),
+  outputs.write_npz(workdir / 'curves.npz', {**sweep_metrics.curve_arrays(result),
                                              **(extra_curves or {})})
   try:
     outputs.save_figure(plotting.heatmap_figure(rows),

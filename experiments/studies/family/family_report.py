@@ -37,6 +37,7 @@ from experiments.studies.family import family_time
 from laq_jax import hyper as hyper_lib
 from laq_jax import metrics
 from laq_jax import plotting
+from laq_jax import sweep_metrics
 
 REPORT = 'REPORT.md'
 FIGURE_DPI = 90
@@ -257,7 +258,7 @@ def pareto_presets(rows: dict[str, dict], convex: bool) -> list[str]:
   labels = [a for a, r in rows.items() if not metrics.row_diverged(r)]
   cost = [rows[a]['total_bits'] + rows[a]['total_bits_down'] for a in labels]
   value = [_lower(rows[a], convex) for a in labels]
-  return [labels[i] for i in metrics.pareto_front(cost, value,
+  return [labels[i] for i in sweep_metrics.pareto_front(cost, value,
                                                   maximize=False)]
 
 
