@@ -233,7 +233,8 @@ class SweepSummaryTest(absltest.TestCase):
                                   [0, 1, 4])
     residual = [1e-1, 1e-3, 1e-2, 1e-4, 1e-4, 0, 1e-5]
     np.testing.assert_array_equal(
-        sweep_metrics.pareto_front(cost, residual, maximize=False), [0, 1, 3, 6])
+        sweep_metrics.pareto_front(cost, residual, maximize=False),
+        [0, 1, 3, 6])
 
 
 if __name__ == '__main__':

@@ -296,8 +296,9 @@ def _write_files(workdir: pathlib.Path, result, rows, info,
                  extra_curves=None) -> None:
   """results.csv, curves.npz, the figures, and sweep.json last."""
   outputs.atomic_write(workdir / 'results.csv', outputs.results_csv(rows))
-  outputs.write_npz(workdir / 'curves.npz', {**sweep_metrics.curve_arrays(result),
-                                             **(extra_curves or {})})
+  outputs.write_npz(workdir / 'curves.npz',
+                    {**sweep_metrics.curve_arrays(result),
+                     **(extra_curves or {})})
   try:
     outputs.save_figure(plotting.heatmap_figure(rows),
                         workdir / HEATMAP_FIGURE)
