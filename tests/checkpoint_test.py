@@ -137,6 +137,20 @@ class CheckpointerTest(absltest.TestCase):
         self.folder('added'), checkpoint.fingerprint(now),
         also=outputs.legacy_fingerprints(now)) as ckpt:
       self.assertEqual(ckpt.restore(self.like).step, 6)
+    # The finished results of that config are kept too (same_config).
+    self.assertTrue(outputs.same_config(before, now))
+    # A config that runs a preset with local steps ran otherwise before
+    # server_lr (its server stepped by step_size): neither its checkpoint
+    # nor its results stand for it now.
+    fed_now = dict(now, algo='fedavg')
+    fed_before = {k: v for k, v in fed_now.items() if k != 'server_lr'}
+    self.assertEqual(outputs.legacy_fingerprints(fed_now), ())
+    self.assertFalse(outputs.same_config(fed_before, fed_now))
+    grid_now = dict(now, sweep={'algo': ['sgd', 'fedavg']})
+    self.assertEqual(outputs.legacy_fingerprints(grid_now), ())
+    self.assertTrue(outputs.same_config(
+        {k: v for k, v in dict(now, sweep={'algo': ['sgd', 'slaq']}).items()
+         if k != 'server_lr'}, dict(now, sweep={'algo': ['sgd', 'slaq']})))
     other = dict(now, server_lr=0.5)
     self.assertEqual(outputs.legacy_fingerprints(other), ())
     with checkpoint.Checkpointer(

@@ -388,19 +388,42 @@ def sweep_done(config, workdir: pathlib.Path) -> bool:
 
 # Fields the config schema gained after checkpoints were first written,
 # each with the value that keeps the behaviour from before it: a checkpoint
-# written then stands for the config that leaves the field there.
+# written then stands for the config that leaves the field there, where
+# `behaves_as_before` says the field's arrival changed nothing for it.
 ADDED_FIELDS = {'server_lr': 0.0}
+
+
+def _presets(config_dict: dict) -> set[str]:
+  """The presets a run or sweep config runs (its algo, its grid's)."""
+  grid = config_dict.get('sweep') or {}
+  algos = grid.get('algo', ()) if isinstance(grid, dict) else ()
+  return {config_dict.get('algo'), *algos} - {None}
+
+
+def behaves_as_before(name: str, config_dict: dict) -> bool:
+  """Whether the config ran the same before ADDED_FIELDS[name] existed.
+  server_lr: before it, a local preset's server stepped by the config's
+  step_size where one was given (FedAvg at SGD's alpha), so a config that
+  runs any preset with local steps ran otherwise then (conservatively: all
+  of them); one without such a preset did not."""
+  if name == 'server_lr':
+    from laq_jax.hyper import ALGORITHMS  # pylint: disable=g-import-not-at-top
+    return not any(a in ALGORITHMS and ALGORITHMS[a].local
+                   for a in _presets(config_dict))
+  return True
 
 
 def legacy_fingerprints(config_dict: dict) -> tuple[str, ...]:
   """The checkpoint fingerprints (`laq_jax.checkpoint.fingerprint`) the
   same config had before the schema grew the ADDED_FIELDS it leaves at
   their old behaviour: a run or sweep checkpointed then resumes after (as
-  `same_config` keeps its finished results)."""
+  `same_config` keeps its finished results), unless the field's arrival
+  changed what the config runs (`behaves_as_before`)."""
   from laq_jax import checkpoint as checkpoint_lib  # pylint: disable=g-import-not-at-top
   out, older = [], dict(config_dict)
   for name, value in ADDED_FIELDS.items():
-    if name in older and older[name] == value:
+    if (name in older and older[name] == value
+        and behaves_as_before(name, config_dict)):
       del older[name]
       out.append(checkpoint_lib.fingerprint(older))
   return tuple(out)
@@ -420,6 +443,9 @@ def same_config(written: dict, wanted: dict) -> bool:
     # Written before `weighting` and absent='auto' existed: 'stale' was
     # then every preset's default, which 'auto' still means for them.
     written = {**written, 'absent': 'auto'}
+  if any(name in wanted and name not in written
+         and not behaves_as_before(name, wanted) for name in ADDED_FIELDS):
+    return False  # written before the field, and it ran otherwise then
   return _same_group(written, wanted, defaults)
 
 
