@@ -132,12 +132,9 @@ def _client_round(spec: RunSpec, data, hyper: Hyper, worker, step, theta_P,
     _, grads_1xP, same, local = gradients(step, theta_P, theta_P, state)
   else:
     _, grads_1xP, same = gradients(step, theta_P, theta_P)
-  worker_hyper = server_hyper
-  if spec.parts.weighting:  # as rules.step: alpha / M under a weighted mean
-    mean = s.hyper.weighting != participation_lib.WEIGHTING.index('sum')
-    worker_hyper = server_hyper._replace(step_size=jnp.where(
-        mean, server_hyper.step_size / spec.num_workers,
-        server_hyper.step_size))
+  # (as rules.step: alpha / M under a weighted mean)
+  _, worker_hyper = rules._weighting(  # pylint: disable=protected-access
+      server_hyper, spec.parts, spec.num_workers)
   out = rules.workers_stage(
       grads_1xP, state, worker_hyper, step, worker[None], spec.num_workers,
       spec.parts, same if spec.rule.same_sample else None)

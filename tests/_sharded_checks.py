@@ -103,30 +103,9 @@ def compare(ref, got, steps, tol=TOL):
   return problems
 
 
-def case(*args, **kwargs):
-  """`_case` at the optimization level its comparison allows: XLA's
-  defaults for the exact (0-tolerance) cases, whose last bits differ at -O0
-  (4e-16, the same rounding in both layouts only at the defaults), and -O0
-  (`jax_disable_most_optimizations`, as the pytest processes compile) for
-  the others, compared to TOL: their compiles take half the time."""
-  exact = _exact(*args, **kwargs)
-  jax.config.update('jax_disable_most_optimizations', not exact)
-  try:
-    return _case(*args, **kwargs)
-  finally:
-    jax.config.update('jax_disable_most_optimizations', False)
-
-
-def _exact(name, algo, *args, layout=False, **kwargs):
-  """Whether a case compares to 0 tolerance (see `_case`)."""
-  del name, kwargs
-  layout = args[8] if len(args) > 8 else layout
-  return bool(layout) and not lj.ALGORITHMS[algo].stochastic
-
-
-def _case(name, algo, model, num_workers, steps, hidden=16, grid=None,
-          chunk_size=None, overrides=None, algos=None, layout=False,
-          unequal=False, round_size=0):
+def case(name, algo, model, num_workers, steps, hidden=16, grid=None,
+         chunk_size=None, overrides=None, algos=None, layout=False,
+         unequal=False, round_size=0):
   """Runs one case on both paths and returns its JSON record.
 
   `algos` makes a grid over algorithms (with BASE[algo]'s settings), the
@@ -138,6 +117,25 @@ def _case(name, algo, model, num_workers, steps, hidden=16, grid=None,
   `round_size`: the devices path computes each round on its participants'
   rows alone (RunSpec.round_size), the reference masks the absent ones.
   """
+  # Full-batch logistic regression on the fast layout compares exactly (the
+  # server gathers the uploads in worker order; per-worker sums have a fixed
+  # order), at XLA's defaults, where alone both layouts round alike (-O0
+  # moves last bits by 4e-16). Autodiff's gradients compare to TOL, compiled
+  # at -O0 (`jax_disable_most_optimizations`, as the pytest processes
+  # compile): their compiles take half the time.
+  exact = layout and not lj.ALGORITHMS[algo].stochastic
+  jax.config.update('jax_disable_most_optimizations', not exact)
+  try:
+    return _case(name, algo, model, num_workers, steps, hidden, grid,
+                 chunk_size, overrides, algos, layout, unequal, round_size,
+                 exact)
+  finally:
+    jax.config.update('jax_disable_most_optimizations', False)
+
+
+def _case(name, algo, model, num_workers, steps, hidden, grid, chunk_size,
+          overrides, algos, layout, unequal, round_size, exact):
+  """`case` at its optimization level."""
   start = time.time()
   x, y = common.mnist_shards(num_workers, PER_WORKER)
   count_M = None
@@ -179,10 +177,6 @@ def _case(name, algo, model, num_workers, steps, hidden=16, grid=None,
   state, got = lj.run(dataclasses.replace(spec, round_size=round_size),
                       sharding.shard_data(data, mesh), hyper, steps,
                       chunk_size=chunk_size, run_chunk_fn=run_chunk)
-  # Full-batch logistic regression on the fast layout: the same bits (the
-  # server gathers the uploads in worker order; per-worker sums have a fixed
-  # order). Autodiff's gradients: to TOL.
-  exact = layout and not spec.stochastic  # (`_exact`)
   problems = compare(ref, got, steps, tol=0.0 if exact else TOL)
   split = state.rule.last_upload_MxP.sharding
   if len(split.device_set) != NUM_DEVICES or split.spec[-2] != 'workers':

@@ -386,13 +386,6 @@ def sweep_done(config, workdir: pathlib.Path) -> bool:
     return False
 
 
-# Fields the config schema gained after checkpoints were first written,
-# each with the value that keeps the behaviour from before it: a checkpoint
-# written then stands for the config that leaves the field there, where
-# `behaves_as_before` says the field's arrival changed nothing for it.
-ADDED_FIELDS = {'server_lr': 0.0}
-
-
 def _presets(config_dict: dict) -> set[str]:
   """The presets a run or sweep config runs (its algo, its grid's)."""
   grid = config_dict.get('sweep') or {}
@@ -400,17 +393,27 @@ def _presets(config_dict: dict) -> set[str]:
   return {config_dict.get('algo'), *algos} - {None}
 
 
-def behaves_as_before(name: str, config_dict: dict) -> bool:
-  """Whether the config ran the same before ADDED_FIELDS[name] existed.
-  server_lr: before it, a local preset's server stepped by the config's
+def _no_local_preset(config_dict: dict) -> bool:
+  """server_lr: before it, a local preset's server stepped by the config's
   step_size where one was given (FedAvg at SGD's alpha), so a config that
   runs any preset with local steps ran otherwise then (conservatively: all
   of them); one without such a preset did not."""
-  if name == 'server_lr':
-    from laq_jax.hyper import ALGORITHMS  # pylint: disable=g-import-not-at-top
-    return not any(a in ALGORITHMS and ALGORITHMS[a].local
-                   for a in _presets(config_dict))
-  return True
+  from laq_jax.hyper import ALGORITHMS  # pylint: disable=g-import-not-at-top
+  return not any(a in ALGORITHMS and ALGORITHMS[a].local
+                 for a in _presets(config_dict))
+
+
+# Fields the config schema gained after checkpoints were first written:
+# name -> (the value that keeps the behaviour from before it, whether a
+# config ran the same before the field existed). A checkpoint or result
+# written then stands for a config that leaves the field at that value and
+# for which the field's arrival changed nothing.
+ADDED_FIELDS = {'server_lr': (0.0, _no_local_preset)}
+
+
+def behaves_as_before(name: str, config_dict: dict) -> bool:
+  """Whether the config ran the same before ADDED_FIELDS[name] existed."""
+  return ADDED_FIELDS[name][1](config_dict)
 
 
 def legacy_fingerprints(config_dict: dict) -> tuple[str, ...]:
@@ -421,7 +424,7 @@ def legacy_fingerprints(config_dict: dict) -> tuple[str, ...]:
   changed what the config runs (`behaves_as_before`)."""
   from laq_jax import checkpoint as checkpoint_lib  # pylint: disable=g-import-not-at-top
   out, older = [], dict(config_dict)
-  for name, value in ADDED_FIELDS.items():
+  for name, (value, _) in ADDED_FIELDS.items():
     if (name in older and older[name] == value
         and behaves_as_before(name, config_dict)):
       del older[name]
