@@ -46,6 +46,7 @@ from laq_jax import loop
 from laq_jax import participation as participation_lib
 from laq_jax import rules
 from laq_jax import servers as servers_lib
+from laq_jax import trigger as trigger_lib
 from laq_jax import wire
 from laq_jax.hyper import Hyper
 from laq_jax.spec import RunSpec
@@ -67,13 +68,16 @@ class Message(NamedTuple):
     step: k, the round.
     theta_P: theta^k (float32).
     history_D: the trigger's history of squared parameter steps.
-    taken: whether the server took this client's previous upload (False:
-      it was refused or never arrived; the client rolls back).
+    last_taken: the last round (< k) whose answer the server took from this
+      client, -1 for none; None: the client's last round (the default).
+      A client whose last answer was refused or never arrived rolls back;
+      rounds it never ran (its process lost with its memory) count as
+      absent.
   """
   step: int
   theta_P: np.ndarray
   history_D: np.ndarray
-  taken: bool = True
+  last_taken: int | None = None
 
 
 class Upload(NamedTuple):
@@ -186,15 +190,37 @@ class Client:
                       _row(state.parts_M))
     self.memory = memory
     self.previous: Memory | None = None  # before the last upload
+    self.ran = -1  # the last round this client ran
+
+  def catch_up(self, message: Message) -> None:
+    """The memory at the start of round k, as the simulation has it: rolled
+    back if the server did not take the client's last answer (refused, or
+    lost on the way), one round older in the clock for each round it took
+    nothing from this client (refused, or never run here: a process lost
+    with the memory it wrote)."""
+    k, ran = int(message.step), self.ran
+    if k <= ran:
+      raise ValueError(f'client {self.worker} asked for round {k} after '
+                       f'answering round {ran}')
+    last_taken = ran if message.last_taken is None else message.last_taken
+    waits = k - 1 - ran  # the rounds it never ran
+    if ran >= 0 and last_taken != ran:  # its last answer was not taken
+      self.memory = self.previous
+      waits += 1
+    # participation.waited, `waits` times: saturating at NEVER_UPLOADED
+    never = trigger_lib.NEVER_UPLOADED
+    waits = min(waits, never)
+    clock = jnp.asarray(self.memory.clock)
+    self.memory = self.memory._replace(clock=jnp.where(
+        clock >= never - waits, jnp.maximum(clock, never),
+        clock + waits).astype(clock.dtype))
 
   def round(self, message: Message) -> Upload:
-    """Round k: roll back if the server did not take the last upload,
-    compute, compress, decide; the memory moves on as if the upload is
-    taken."""
-    if not message.taken and self.previous is not None:
-      self.memory = self.previous._replace(
-          clock=participation_lib.waited(self.previous.clock))
+    """Round k: catch up (`catch_up`), compute, compress, decide; the
+    memory moves on as if the upload is taken."""
+    self.catch_up(message)
     self.previous = self.memory
+    self.ran = int(message.step)
     sent, bits, sent_P, ref_P, value_P, norm, new = _client_round(
         self.spec, self.data, self.hyper, jnp.int32(self.worker),
         jnp.int32(message.step), jnp.asarray(message.theta_P),
@@ -272,6 +298,7 @@ class Server:
                                 dtype)
     self.step = 0
     self.taken_last = np.ones(m, bool)
+    self.last_taken = np.full(m, -1)  # per client: the last round taken
     self.refusals: list[Refusal] = []
     self._begin()
 
@@ -285,7 +312,7 @@ class Server:
     """Round k's message to `worker`."""
     return Message(self.step, np.asarray(self.theta_P),
                    np.asarray(self.state.history_D),
-                   bool(self.taken_last[worker]))
+                   int(self.last_taken[worker]))
 
   def refuse(self, worker: int, reason: str) -> None:
     """Take `worker` out of this round (absent), recording why."""
@@ -335,6 +362,7 @@ class Server:
         jnp.asarray(self._values), jnp.asarray(self._sent),
         jnp.asarray(taken), self.counts_M)
     self.taken_last = taken
+    self.last_taken[taken] = self.step
     self._refused = set()
     self.step += 1
     self._begin()

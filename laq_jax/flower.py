@@ -99,7 +99,8 @@ def _save(context: Context, name: str, client: deploy.Client) -> None:
               else [])
   context.state[f'{name}.memory'] = ArrayRecord(
       [np.asarray(a) for a in leaves + previous])
-  context.state[f'{name}.meta'] = ConfigRecord({'previous': bool(previous)})
+  context.state[f'{name}.meta'] = ConfigRecord({'previous': bool(previous),
+                                                'ran': client.ran})
 
 
 def _load(context: Context, name: str, client: deploy.Client) -> None:
@@ -109,8 +110,10 @@ def _load(context: Context, name: str, client: deploy.Client) -> None:
   treedef = jax.tree.structure(client.memory)
   n = treedef.num_leaves
   client.memory = jax.tree.unflatten(treedef, arrays[:n])
-  if context.state[f'{name}.meta']['previous']:
+  meta = context.state[f'{name}.meta']
+  if meta['previous']:
     client.previous = jax.tree.unflatten(treedef, arrays[n:2 * n])
+  client.ran = int(meta['ran'])
 
 
 def client_app(make_run: MakeRun, *, misbehave: Callable | None = None
@@ -138,7 +141,8 @@ def client_app(make_run: MakeRun, *, misbehave: Callable | None = None
       message = deploy.Message(
           int(round_['step']),
           msg.content[f'{name}.theta'].to_numpy_ndarrays()[0],
-          np.asarray(round_['history'], np.float32), bool(round_['taken']))
+          np.asarray(round_['history'], np.float32),
+          int(round_['last-taken']))
       upload = client.round(message)
       _save(context, name, client)
       reply = {'worker': worker, 'sent': upload.sent,
@@ -249,12 +253,13 @@ def serve(grid: Grid, make_run: MakeRun, run_config: dict) -> dict:
       content = {}
       for s in served:
         msg = s.server.broadcast(w if w is not None else 0)
-        taken = bool(s.server.taken_last[w]) if w is not None else True
+        # (a node not yet heard from: none of its answers was taken)
+        last_taken = msg.last_taken if w is not None else -1
         content[f'{s.name}.theta'] = ArrayRecord(
             [np.asarray(msg.theta_P, np.float32)])
         content[f'{s.name}.round'] = ConfigRecord({
             'step': k, 'history': [float(h) for h in msg.history_D],
-            'taken': taken})
+            'last-taken': last_taken})
       messages.append(Message(content=RecordDict(content), dst_node_id=node,
                               message_type='train'))
     down_bytes = _message_bytes(messages[0].content)

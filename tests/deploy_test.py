@@ -4,6 +4,7 @@ apart and talking in payloads, are the simulated run (loop.run)."""
 import math
 
 from absl.testing import absltest, parameterized
+import jax
 import numpy as np
 
 from laq_jax import deploy, loop, wire
@@ -81,6 +82,50 @@ class DeployedIsSimulatedTest(parameterized.TestCase):
                                     np.asarray(server.state.last_upload_MxP[m]))
     self.assertEqual([(r.step, r.worker) for r in server.refusals],
                      [(0, 2), (5, 1)])
+
+  @parameterized.parameters(('laq', dict(step_size=0.5)), ('fedlaq', {}))
+  def test_a_round_lost_with_the_clients_memory_is_an_absent_one(
+      self, algo, overrides):
+    # A ClientApp's process that dies mid-round loses what it wrote that
+    # round (and the round's message: the status of its last answer). The
+    # server hears nothing: the client is absent, as if refused. Client 1
+    # loses round 0, round 7 right after an answer refused at 6 (so it
+    # learns of that refusal only at 8), client 2 rounds 3 and 4.
+    spec, data, hyper = built(algo, **overrides)
+    lost, refuse = {(0, 1), (7, 1), (3, 2), (4, 2)}, {(6, 1)}
+    want_server, want_clients, want_sent, want_bits, _ = deployed(
+        spec, data, hyper, refuse=lost | refuse, rounds=10)
+    clients = [deploy.Client(spec, data, hyper, m) for m in range(3)]
+    server = deploy.Server(spec, hyper)
+    sent, bits = np.zeros((10, 3), bool), np.zeros((10, 3), int)
+    for k in range(10):
+      for m, client in enumerate(clients):
+        kept = client.memory, client.previous, client.ran
+        up = client.round(server.broadcast(m))
+        if (k, m) in lost:
+          client.memory, client.previous, client.ran = kept
+          continue
+        sent[k, m], bits[k, m] = up.sent, up.bits
+        if (k, m) in refuse:
+          server.refuse(m, 'test')
+        else:
+          server.receive(m, up.sent, up.payload, up.bits)
+      server.finish_round()
+    taken = [(k, m) for k in range(10) for m in range(3)
+             if (k, m) not in lost]
+    self.assertEqual([sent[t] for t in taken], [want_sent[t] for t in taken])
+    self.assertEqual([bits[t] for t in taken], [want_bits[t] for t in taken])
+    self.assertTrue(want_sent.any() and not want_sent.all())
+    np.testing.assert_array_equal(np.asarray(server.theta_P),
+                                  np.asarray(want_server.theta_P))
+    for got, want in zip(clients, want_clients):
+      for a, b in zip(jax.tree.leaves(got.memory),
+                      jax.tree.leaves(want.memory)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    # a message for a round it has answered is refused
+    with self.assertRaisesRegex(ValueError, 'round 3 after answering round 9'):
+      clients[0].round(deploy.Message(3, np.asarray(server.theta_P),
+                                      np.asarray(server.state.history_D)))
 
   def test_undeployable_runs_refused_by_name(self):
     spec, data, hyper = built('ef_signsgd', batch_size=100)

@@ -35,11 +35,18 @@ RUNS = (('laq', dict(step_size=0.5)), ('fedlaq', {}))
 # The ClientApps' rounds (their processes) against the library's in this
 # process: compiled as they compile (tests/conftest.py).
 XLA_DEFAULTS = True
-ROUNDS = 8
-# LAQ's client 2, round by round: a byte short, b = 40, a NaN radius,
-# answering as client 0, the ClientApp raising, its process dying mid-round.
-HOW = {1: 'length', 2: 'width', 3: 'nan', 4: 'twice', 5: 'crash', 6: 'exit'}
+ROUNDS = 5
+# (round, client) -> how it misbehaves in LAQ's run, two clients a round:
+# a byte short, b = 40, a NaN radius, answering as client 0, the ClientApp
+# raising, its process dying mid-round; the last round is everyone's again
+# (after a lost process and a failed one).
+HOW = {(1, 2): 'length', (1, 1): 'width', (2, 2): 'nan', (2, 1): 'twice',
+       (3, 1): 'crash', (3, 2): 'exit'}
 WHOLE_MESSAGE = ('crash', 'exit')  # every preset's reply is lost
+# what each refusal's reason says (the lost process: no reply)
+REASON = {'length': 'bytes declared as ', 'width': 'bit width 40',
+          'nan': 'non-finite', 'twice': 'answered as client 0',
+          'crash': 'error reply', 'exit': 'no reply'}
 
 
 def _spec(runs):
@@ -49,9 +56,9 @@ def _spec(runs):
 
 
 def _misbehave_spec(how):
-  """LAQ's client 2 misbehaves at these rounds (crash and exit: the whole
-  message)."""
-  return ','.join(f'2:{h}@{k}/laq' for k, h in how.items())
+  """The app's `misbehave`: each (round, client)'s way in LAQ's run (crash
+  and exit: the whole message)."""
+  return ','.join(f'{m}:{h}@{k}/laq' for (k, m), h in how.items())
 
 
 def check_rounds(test, run, algo, overrides, rounds, refused):
@@ -138,7 +145,7 @@ class InProcessTest(absltest.TestCase):
     self.addCleanup(lambda: [setattr(TaskIdentity, k, v)
                              for k, v in saved.items()])
     rounds = 5
-    how = {1: 'length', 2: 'nan', 3: 'twice', 4: 'crash'}
+    how = {(1, 2): 'length', (2, 2): 'nan', (3, 2): 'twice', (4, 2): 'crash'}
     run_config = {'algo': _spec(RUNS), 'rounds': rounds, 'clients': 3,
                   'train-subset': 1800, 'config': '',
                   'misbehave': _misbehave_spec(how), 'round-timeout-s': 5.0,
@@ -148,7 +155,7 @@ class InProcessTest(absltest.TestCase):
       record = flower.serve(grid, laq_app.make_run, run_config)
     for algo, overrides in RUNS:
       with self.subTest(algo):
-        refused = ({(k, 2) for k in how} if algo == 'laq' else {(4, 2)})
+        refused = set(how) if algo == 'laq' else {(4, 2)}
         check_rounds(self, record[algo], algo, overrides, rounds, refused)
     reasons = [r['reason'] for r in record['laq']['refusals']]
     for pattern, reason in zip(('bytes declared as ', 'non-finite',
@@ -245,18 +252,17 @@ class FlowerDeploymentTest(absltest.TestCase):
   def test_deployed_runs_are_the_simulated_ones_and_bad_replies_refused(self):
     # One deployment, every preset side by side (each round one message per
     # client carries them all; a preset to deploy joins RUNS, it adds no
-    # deployment): LAQ's client 2 misbehaves, one way a round; fedlaq's
-    # (local steps, LAQ's quantizer, skipped uploads) is honest but for the
-    # rounds where client 2's whole ClientApp fails.
+    # deployment): LAQ's clients 1 and 2 misbehave, one way each a round;
+    # fedlaq's (local steps, LAQ's quantizer, skipped uploads) are honest
+    # but for the round where their whole ClientApps fail.
     record, output = self.deploy(
         _spec(RUNS), rounds=ROUNDS, misbehave=_misbehave_spec(HOW),
         **{'round-timeout-s': 40})
-    failed = {k for k, h in HOW.items() if h in WHOLE_MESSAGE}
+    failed = {km for km, h in HOW.items() if h in WHOLE_MESSAGE}
     for algo, overrides in RUNS:
       with self.subTest(algo):
         run = record[algo]
-        refused = ({(k, 2) for k in HOW} if algo == 'laq' else
-                   {(k, 2) for k in failed})
+        refused = set(HOW) if algo == 'laq' else failed
         spec, data, hyper = check_rounds(self, run, algo, overrides, ROUNDS,
                                          refused)
         rounds = run['rounds']
@@ -265,9 +271,10 @@ class FlowerDeploymentTest(absltest.TestCase):
         for r in rounds:
           for c in r['clients'].values():
             self.assertGreater(c['message_bytes'], c['payload_bytes'])
-        # before the first failed ClientApp, the simulated run itself
-        state, trace = loop.run(spec, data, hyper, min(failed))
-        for k in range(min(failed)):
+        # before its first refusal, the simulated run itself
+        first = min(k for k, _ in refused)
+        state, trace = loop.run(spec, data, hyper, first)
+        for k in range(first):
           for m in range(3):
             if (k, m) not in refused:
               self.assertEqual(rounds[k]['clients'][str(m)]['sent'],
@@ -277,18 +284,15 @@ class FlowerDeploymentTest(absltest.TestCase):
           self.assertIn(True, flags[3:])
           self.assertIn(False, flags)
     # one log line each, naming the client and the preset
-    reasons = [r['reason'] for r in record['laq']['refusals']]
-    for pattern, reason in zip(('bytes declared as ', 'bit width 40',
-                                'non-finite', 'answered as client 0',
-                                'error reply', ''), reasons):
-      self.assertIn(pattern, reason)
-    for k, h in HOW.items():
+    reasons = {(r['round'], r['client']): r['reason']
+               for r in record['laq']['refusals']}
+    for (k, m), h in HOW.items():
+      self.assertIn(REASON[h], reasons[k, m])
       for algo, _ in RUNS:
         self.assertEqual(
-            output.count(f'round {k}: refused client 2 ({algo}):')
-            + output.count(f'round {k}: client 2 absent ({algo})'),
+            output.count(f'round {k}: refused client {m} ({algo}):')
+            + output.count(f'round {k}: client {m} absent ({algo})'),
             1 if algo == 'laq' or h in WHOLE_MESSAGE else 0, output[-3000:])
-
 
 if __name__ == '__main__':
   absltest.main()
