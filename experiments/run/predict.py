@@ -104,6 +104,19 @@ def device_seconds(cost, device: dict, precision: str,
           * device['seconds_per_kernel'])
 
 
+_RATES: dict[bool, dict[str, Any]] = {}
+
+
+def measured_rates() -> dict[str, Any]:
+  """This machine's rates (`roofline.measure`, the report's probes: about
+  2 s), measured once per process and float64 mode: a study's sweeps, each
+  predicted, share them."""
+  x64 = bool(jax.config.jax_enable_x64)
+  if x64 not in _RATES:
+    _RATES[x64] = roofline.measure(repeats=2)
+  return _RATES[x64]
+
+
 def predict(built, points: Sequence[dict[str, Any]], num_iters: int,
             grid_axis: str, rates: dict[str, Any] | None = None, *,
             num_evals: int = 0, device: dict | None = None
@@ -115,7 +128,8 @@ def predict(built, points: Sequence[dict[str, Any]], num_iters: int,
     points: its grid points.
     num_iters: iterations of every point.
     grid_axis: the config's (`experiments.run.config.grid_axis`).
-    rates: this machine's (`roofline.measure`; measured when None).
+    rates: this machine's (`roofline.measure`; measured when None, once
+      per process: `measured_rates`).
     num_evals: test-accuracy evaluations of every point (their forward
       passes over the test set are added).
     device: an accelerator's datasheet (`DEVICES`): predict for it (every
@@ -123,7 +137,7 @@ def predict(built, points: Sequence[dict[str, Any]], num_iters: int,
   """
   spec = built.spec
   if rates is None and device is None:
-    rates = roofline.measure(repeats=2)  # the report's probes, about 2 s
+    rates = measured_rates()
   model = 'mlp' if 'mlp' in spec.problem.name else spec.problem.name
   precision = str(built.data.x_MxNxD.dtype)
   num_train = int(built.host_data.sample_counts().sum())
