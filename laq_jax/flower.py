@@ -19,17 +19,23 @@ What travels, per round, client and run (the run's name prefixes its
 records)::
 
   down  theta^k as a float32 ArrayRecord; a ConfigRecord with k, the
-        trigger's history (D floats) and whether the server took the
-        client's previous upload.
-  up    a ConfigRecord: the client's index, `sent`, and on an upload its
-        payload (bytes, `wire.encode`: ceil(bits / 8) of them), the bits its
-        compressor counted, its format (compressor, b); a skip is that
-        notice with no payload.
+        client's index (the server's: below), the trigger's history (D
+        floats) and the last round whose answer the server took from it.
+  up    a ConfigRecord: `sent`, and on an upload its payload (bytes,
+        `wire.encode`: ceil(bits / 8) of them), the bits its compressor
+        counted, its format (compressor, b); a skip is that notice with no
+        payload.
+
+A client's identity is the transport's: the server numbers the nodes it
+serves (the first `clients` of the SuperLink's node ids, in id order) and
+tells each its index; a reply is its node's, whatever it says (no field of
+it names a client), and a node it does not serve is not heard.
 
 The server refuses, in one log line naming the client, a reply it cannot
-take: a payload of the wrong length, a bit width or level or index out of
-range, a NaN or an infinity, a format that is not the run's, a second
-answer for the same client in a round, an error reply (the ClientApp
+take: a payload of the wrong length or of another length than the bits
+it declares, a bit width or level or index out of range, a NaN or an
+infinity or a value over `wire.bound`, a format that is not the run's, a
+second answer from the same node in a round, an error reply (the ClientApp
 failed); a client that does not answer before the round's timeout is absent
 too. A refused or absent client counts as absent for the round (its last
 upload stays where it was, `laq_jax.deploy`), and the round goes on.
@@ -118,9 +124,10 @@ def _load(context: Context, name: str, client: deploy.Client) -> None:
 
 def client_app(make_run: MakeRun, *, misbehave: Callable | None = None
                ) -> ClientApp:
-  """A ClientApp: worker `node_config['partition-id']`'s half of each round
-  of every run `make_run` names (`deploy.Client`), its memory kept in the
-  node's context between rounds.
+  """A ClientApp: the half of each round of every run `make_run` names
+  (`deploy.Client`) of the worker the server's message names (the server
+  numbers its nodes), its memory kept in the node's context between
+  rounds.
 
   `misbehave(run_config, step, reply, worker) -> reply`, if given,
   rewrites each run's reply (a dict with the run's `name`) before it
@@ -129,15 +136,15 @@ def client_app(make_run: MakeRun, *, misbehave: Callable | None = None
 
   @app.train()
   def train(msg: Message, context: Context):
-    worker = int(context.node_config['partition-id'])
     content = {}
     for name, (spec, data, hyper) in _runs(make_run,
                                            context.run_config).items():
       if f'{name}.round' not in msg.content:
         continue
+      round_ = msg.content[f'{name}.round']
+      worker = int(round_['worker'])
       client = deploy.Client(spec, data, hyper, worker)
       _load(context, name, client)
-      round_ = msg.content[f'{name}.round']
       message = deploy.Message(
           int(round_['step']),
           msg.content[f'{name}.theta'].to_numpy_ndarrays()[0],
@@ -145,7 +152,7 @@ def client_app(make_run: MakeRun, *, misbehave: Callable | None = None
           int(round_['last-taken']))
       upload = client.round(message)
       _save(context, name, client)
-      reply = {'worker': worker, 'sent': upload.sent,
+      reply = {'sent': upload.sent,
                'compressor': client.format.compressor,
                'width': client.format.bits, 'bits': upload.bits}
       if upload.sent:
@@ -211,13 +218,11 @@ class _Served:
     self.server = deploy.Server(spec, hyper, counts)
     self.rounds, self.refusals = [], []
 
-  def refuse(self, k, who, node, reason):
-    name = who if who is not None else f'on node {node}'
-    log.warning('round %d: refused client %s%s: %s', k, name,
+  def refuse(self, k, worker, reason):
+    log.warning('round %d: refused client %s%s: %s', k, worker,
                 '' if self.name == 'run' else f' ({self.name})', reason)
-    if who is not None:
-      self.server.refuse(who, reason)
-    self.refusals.append({'round': k, 'client': name, 'reason': reason})
+    self.server.refuse(worker, reason)
+    self.refusals.append({'round': k, 'client': worker, 'reason': reason})
 
 
 def serve(grid: Grid, make_run: MakeRun, run_config: dict) -> dict:
@@ -235,7 +240,11 @@ def serve(grid: Grid, make_run: MakeRun, run_config: dict) -> dict:
                      'deployment serves runs of the same clients')
   rounds = int(run_config.get('rounds', 20))
   timeout = float(run_config.get('round-timeout-s', 120))
-  wanted = int(run_config.get('clients', num_workers.pop()))
+  num_workers = num_workers.pop()
+  wanted = int(run_config.get('clients', num_workers))
+  if wanted != num_workers:
+    raise ValueError(f'clients={wanted}: the runs have {num_workers} '
+                     'workers, one a node')
   deadline = time.monotonic() + float(run_config.get('wait-s', 120))
   nodes = list(grid.get_node_ids())
   while len(nodes) < wanted and time.monotonic() < deadline:
@@ -243,23 +252,28 @@ def serve(grid: Grid, make_run: MakeRun, run_config: dict) -> dict:
     nodes = list(grid.get_node_ids())
   if len(nodes) < wanted:
     raise RuntimeError(f'{len(nodes)} of {wanted} clients connected')
-  node_of: dict[int, int] = {}  # worker -> node
+  # The clients are the transport's nodes, numbered by the server: a reply
+  # is its node's (Flower's SuperLink sets its source), never what it says.
+  nodes = sorted(nodes)
+  if len(nodes) > wanted:
+    log.warning('%d nodes connected: serving the first %d by node id',
+                len(nodes), wanted)
+    nodes = nodes[:wanted]
+  worker_of = {node: w for w, node in enumerate(nodes)}
   start = time.perf_counter()
   for k in range(rounds):
-    worker_of = {n: w for w, n in node_of.items()}
     messages = []
     for node in nodes:
-      w = worker_of.get(node)
+      w = worker_of[node]
       content = {}
       for s in served:
-        msg = s.server.broadcast(w if w is not None else 0)
-        # (a node not yet heard from: none of its answers was taken)
-        last_taken = msg.last_taken if w is not None else -1
+        msg = s.server.broadcast(w)
         content[f'{s.name}.theta'] = ArrayRecord(
             [np.asarray(msg.theta_P, np.float32)])
         content[f'{s.name}.round'] = ConfigRecord({
-            'step': k, 'history': [float(h) for h in msg.history_D],
-            'last-taken': last_taken})
+            'step': k, 'worker': w,
+            'history': [float(h) for h in msg.history_D],
+            'last-taken': msg.last_taken})
       messages.append(Message(content=RecordDict(content), dst_node_id=node,
                               message_type='train'))
     down_bytes = _message_bytes(messages[0].content)
@@ -270,31 +284,28 @@ def serve(grid: Grid, make_run: MakeRun, run_config: dict) -> dict:
     heard_nodes = set()
     for reply in replies:
       node = reply.metadata.src_node_id
+      w = worker_of.get(node)
+      if w is None:
+        log.warning('round %d: a reply from node %s, which this run does '
+                    'not serve, ignored', k, node)
+        continue
+      if node in heard_nodes:  # (its first answer is not taken either)
+        for s in served:
+          per_client[s.name].pop(w, None)
+          s.refuse(k, w, f'client {w} answered round {k} twice')
+        continue
       heard_nodes.add(node)
-      known = worker_of.get(node)  # who this node answered as before
       if reply.has_error():
         for s in served:
-          s.refuse(k, known, node, f'error reply: {reply.error.reason}')
+          s.refuse(k, w, f'error reply: {reply.error.reason}')
         continue
       for s in served:
-        who = known
         try:
           up = reply.content[f'{s.name}.upload']
-          w = up.get('worker')
-          if not isinstance(w, int):
-            raise wire.WireError(f'client index {w!r} is not an integer')
-          if who is None and node_of.get(w, node) == node:
-            who = w
-          if known is not None and w != known:
-            raise wire.WireError(f'node {node} answered as client {w}')
-          if node_of.get(w, node) != node:
-            raise wire.WireError(f'client {w} answered round {k} twice '
-                                 f'(again from node {node})')
           _check_format(s.server, up)
           payload = up.get('payload')
           s.server.receive(w, bool(up.get('sent')), payload,
                            up.get('bits') if up.get('sent') else None)
-          node_of.setdefault(w, node)
           per_client[s.name][w] = {
               'sent': bool(up.get('sent')), 'bits': int(up.get('bits', 0)),
               'payload_bytes': len(payload) if payload else 0,
@@ -304,9 +315,9 @@ def serve(grid: Grid, make_run: MakeRun, run_config: dict) -> dict:
               # it (through the SuperNode and the link)
               'upload_s': arrived[id(reply)] - float(up.get('sent-at', 0.0))}
         except (wire.WireError, KeyError, TypeError, ValueError) as e:
-          s.refuse(k, who, node, str(e))
+          s.refuse(k, w, str(e))
     for s in served:
-      for w, node in node_of.items():
+      for node, w in worker_of.items():
         if node not in heard_nodes:
           log.warning('round %d: client %d absent%s (no reply in %g s)', k,
                       w, '' if s.name == 'run' else f' ({s.name})', timeout)

@@ -37,15 +37,17 @@ RUNS = (('laq', dict(step_size=0.5)), ('fedlaq', {}))
 XLA_DEFAULTS = True
 ROUNDS = 5
 # (round, client) -> how it misbehaves in LAQ's run, two clients a round:
-# a byte short, b = 40, a NaN radius, answering as client 0, the ClientApp
-# raising, its process dying mid-round; the last round is everyone's again
-# (after a lost process and a failed one).
-HOW = {(1, 2): 'length', (1, 1): 'width', (2, 2): 'nan', (2, 1): 'twice',
+# a byte short, b = 40, a NaN radius, saying it is client 0 (not refused:
+# the server hears its node, and takes its answer as client 1's), the
+# ClientApp raising, its process dying mid-round; the last round is
+# everyone's again (after a lost process and a failed one).
+HOW = {(1, 2): 'length', (1, 1): 'width', (2, 2): 'nan', (2, 1): 'claim',
        (3, 1): 'crash', (3, 2): 'exit'}
 WHOLE_MESSAGE = ('crash', 'exit')  # every preset's reply is lost
-# what each refusal's reason says (the lost process: no reply)
+# what each refusal's reason says (the lost process: no reply; None: no
+# refusal)
 REASON = {'length': 'bytes declared as ', 'width': 'bit width 40',
-          'nan': 'non-finite', 'twice': 'answered as client 0',
+          'nan': 'non-finite', 'claim': None,
           'crash': 'error reply', 'exit': 'no reply'}
 
 
@@ -90,18 +92,21 @@ class _InProcessGrid:
   """Flower's Grid as `flower.serve` uses it, its SuperNodes in this
   process: a pushed message runs the ClientApp at once with its node's
   Context, which lives on between rounds as a SuperNode keeps it; a
-  ClientApp that raises gets the error reply a SuperNode sends."""
+  ClientApp that raises gets the error reply a SuperNode sends. The nodes'
+  ids are `node_ids` in that order (their configs empty: the server numbers
+  them); `duplicate`: (push, node) pairs whose reply arrives twice."""
 
-  def __init__(self, client, run_config, num_nodes=3):
+  def __init__(self, client, run_config, node_ids, duplicate=()):
     from flwr.app import Context, RecordDict  # pylint: disable=g-import-not-at-top
     self.client = client
     self.contexts = {
-        100 + i: Context(run_id=1, node_id=100 + i, node_config={
-            'partition-id': i, 'num-partitions': num_nodes},
-                         state=RecordDict(), run_config=dict(run_config))
-        for i in range(num_nodes)}
+        node: Context(run_id=1, node_id=node, node_config={},
+                      state=RecordDict(), run_config=dict(run_config))
+        for node in node_ids}
+    self.duplicate = set(duplicate)
     self.replies = {}
-    self.count = 0
+    self.count = self.pushes = 0
+    self.messaged = set()
 
   def get_node_ids(self):
     return list(self.contexts)
@@ -111,19 +116,23 @@ class _InProcessGrid:
     ids = []
     for message in messages:
       self.count += 1
+      node = message.metadata.dst_node_id
+      self.messaged.add(node)
       message.metadata.__dict__['_message_id'] = f'm{self.count}'
       try:
-        reply = self.client(message, self.contexts[
-            message.metadata.dst_node_id])
+        reply = self.client(message, self.contexts[node])
       except (Exception, SystemExit) as e:  # pylint: disable=broad-except
         reply = Message(Error(code=0, reason=f'the ClientApp failed: {e!r}'),
                         reply_to=message)
-      self.replies[f'm{self.count}'] = reply
+      self.replies[f'm{self.count}'] = [reply] * (
+          2 if (self.pushes, node) in self.duplicate else 1)
       ids.append(f'm{self.count}')
+    self.pushes += 1
     return ids
 
   def pull_messages(self, ids):
-    return [self.replies.pop(i) for i in list(ids) if i in self.replies]
+    return [r for i in list(ids) if i in self.replies
+            for r in self.replies.pop(i)]
 
 
 @absltest.skipUnless(HAVE_FLWR, 'flwr not installed: pip install .[flower]')
@@ -145,25 +154,38 @@ class InProcessTest(absltest.TestCase):
     self.addCleanup(lambda: [setattr(TaskIdentity, k, v)
                              for k, v in saved.items()])
     rounds = 5
-    how = {(1, 2): 'length', (2, 2): 'nan', (3, 2): 'twice', (4, 2): 'crash'}
+    # client 2 misbehaves; its claim to be client 0 is not heard (its
+    # node's answer, client 2's, is taken)
+    how = {(1, 2): 'length', (2, 2): 'nan', (3, 2): 'claim', (4, 2): 'crash'}
     run_config = {'algo': _spec(RUNS), 'rounds': rounds, 'clients': 3,
                   'train-subset': 1800, 'config': '',
                   'misbehave': _misbehave_spec(how), 'round-timeout-s': 5.0,
                   'wait-s': 5.0, 'out': ''}
-    grid = _InProcessGrid(laq_app.client, run_config)
+    # Four nodes for three clients: the first three by id are served,
+    # numbered in id order (node 205 is client 1); its reply in round 2
+    # arrives twice: client 1 is refused for the round.
+    grid = _InProcessGrid(laq_app.client, run_config,
+                          node_ids=(302, 999, 100, 205),
+                          duplicate={(2, 205)})
     with self.assertLogs('flwr.laq_jax', 'WARNING') as logs:
       record = flower.serve(grid, laq_app.make_run, run_config)
+    self.assertEqual(grid.messaged, {100, 205, 302})
     for algo, overrides in RUNS:
       with self.subTest(algo):
-        refused = set(how) if algo == 'laq' else {(4, 2)}
-        check_rounds(self, record[algo], algo, overrides, rounds, refused)
-    reasons = [r['reason'] for r in record['laq']['refusals']]
-    for pattern, reason in zip(('bytes declared as ', 'non-finite',
-                                'answered as client 0', 'error reply'),
-                               reasons):
-      self.assertIn(pattern, reason)
+        refused = ({(1, 2), (2, 2), (4, 2)} if algo == 'laq' else {(4, 2)})
+        check_rounds(self, record[algo], algo, overrides, rounds,
+                     refused | {(2, 1)})
+    reasons = {(r['round'], r['client']): r['reason']
+               for r in record['laq']['refusals']}
+    for (k, m), pattern in {(1, 2): 'bytes declared as ', (2, 2): 'non-finite',
+                            (2, 1): 'answered round 2 twice',
+                            (4, 2): 'error reply'}.items():
+      self.assertIn(pattern, reasons[k, m])
     self.assertLen([l for l in logs.output if 'refused client 2' in l],
-                   len(how) + 1)  # crash: both presets' replies
+                   4)  # crash: both presets' replies
+    self.assertLen([l for l in logs.output if 'refused client 1' in l], 2)
+    self.assertLen([l for l in logs.output
+                    if '4 nodes connected: serving the first 3' in l], 1)
 
 
 def _wait_port(port, timeout=60):
@@ -221,8 +243,7 @@ class FlowerDeploymentTest(absltest.TestCase):
     for i in range(3):
       start([os.path.join(BIN, 'flower-supernode'), '--insecure',
              '--superlink', f'127.0.0.1:{link}', '--port',
-             str(common.free_port()), '--node-config',
-             f'partition-id={i} num-partitions=3'], f'supernode{i}.log')
+             str(common.free_port())], f'supernode{i}.log')
 
   @classmethod
   def tearDownClass(cls):
@@ -262,7 +283,8 @@ class FlowerDeploymentTest(absltest.TestCase):
     for algo, overrides in RUNS:
       with self.subTest(algo):
         run = record[algo]
-        refused = set(HOW) if algo == 'laq' else failed
+        refused = ({km for km, h in HOW.items() if REASON[h]}
+                   if algo == 'laq' else failed)
         spec, data, hyper = check_rounds(self, run, algo, overrides, ROUNDS,
                                          refused)
         rounds = run['rounds']
@@ -287,12 +309,14 @@ class FlowerDeploymentTest(absltest.TestCase):
     reasons = {(r['round'], r['client']): r['reason']
                for r in record['laq']['refusals']}
     for (k, m), h in HOW.items():
-      self.assertIn(REASON[h], reasons[k, m])
+      if REASON[h]:
+        self.assertIn(REASON[h], reasons[k, m])
       for algo, _ in RUNS:
         self.assertEqual(
             output.count(f'round {k}: refused client {m} ({algo}):')
             + output.count(f'round {k}: client {m} absent ({algo})'),
-            1 if algo == 'laq' or h in WHOLE_MESSAGE else 0, output[-3000:])
+            1 if (algo == 'laq' and REASON[h]) or h in WHOLE_MESSAGE else 0,
+            output[-3000:])
 
 if __name__ == '__main__':
   absltest.main()

@@ -1,6 +1,7 @@
 """The Flower App's entry points: `client` (a ClientApp) and `server` (a
 ServerApp), laq-jax's presets on MNIST logistic regression, split over the
-SuperNodes by `partition-id` (the simulation's contiguous shards).
+SuperNodes (the simulation's contiguous shards: the server numbers its
+nodes, in node-id order, and node m computes on shard m).
 
 The run config (pyproject.toml, or `flwr run --run-config`) names the
 preset, the clients, the rounds; each process builds the same run from it
@@ -85,9 +86,9 @@ def make_run(run_config):
 def misbehave(run_config, step, reply, worker):
   """Rewrites a reply as run_config['misbehave'] says (tests of the
   server's gate): '<client>:<how>@<round>[/<preset>],...', how one of
-  length (a byte short), width (b = 40), nan (a NaN radius), twice
-  (answers as client 0), crash (the ClientApp raises), exit (its process
-  dies mid-round); with /<preset>, only that preset's reply (crash and exit
+  length (a byte short), width (b = 40), nan (a NaN radius), claim (says
+  it is client 0: the server hears its node, not what it says), crash (the
+  ClientApp raises), exit (its process dies mid-round); with /<preset>, only that preset's reply (crash and exit
   end the whole message: every preset's)."""
   plan = {}
   for item in filter(None, str(run_config.get('misbehave', '')).split(',')):
@@ -112,7 +113,7 @@ def misbehave(run_config, step, reply, worker):
     bits[start:start + 32] = np.unpackbits(
         np.frombuffer(np.array(np.nan, '>f4').tobytes(), np.uint8))
     reply['payload'] = np.packbits(bits).tobytes()
-  elif how == 'twice':
+  elif how == 'claim':
     reply['worker'] = 0
   elif how == 'crash':
     raise RuntimeError('the client failed mid-round')
