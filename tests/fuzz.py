@@ -100,12 +100,19 @@ def _nested_fields() -> tuple[str, ...]:
           + tuple(f for f in hyper_lib.DEFAULTS if '.' in f))
 
 
+# Sweep axes the cases set (a tuple of values, or one): the single run's
+# checks apply to every point (clients_per_round over the workers, the
+# memory's bound, a step counter's).
+SWEEP_AXES = ('bits', 'xi', 'algo', 'step_size', 'seed', 'clients_per_round',
+              'participation', 'num_workers', 'memory', 'deadline_s',
+              'num_iters', 'local.steps')
+
+
 def field_names(sweep: bool):
   names = _config_fields(sweep) + _nested_fields()
   nested = st.one_of(
       st.builds(lambda a: f'sweep.{a}', st.one_of(
-          st.sampled_from(('bits', 'xi', 'algo', 'step_size', 'seed')),
-          IDENTIFIER)),
+          st.sampled_from(SWEEP_AXES), IDENTIFIER)),
       st.builds(lambda a, b: f'algo_settings.{a}.{b}',
                 st.sampled_from(('laq', 'slaq', 'ef21', 'nope')),
                 st.sampled_from(('step_size', 'bits', 'bitz'))),
@@ -135,6 +142,13 @@ def cli_case(draw, launcher: str | None = None):
     value = draw(VALUE_TEXT)
     if field in _DEFAULTS and draw(st.integers(0, 1)) == 0:
       value = draw(good_value(field))  # one the run takes
+    if field.startswith('sweep.') and draw(st.booleans()):
+      # an axis: a tuple of values, some of them a run takes
+      axis = field.split('.', 1)[1]
+      value = '(' + ', '.join(draw(st.lists(
+          good_value(axis) if axis in _DEFAULTS else VALUE_TEXT,
+          min_size=1, max_size=3)) + [draw(st.sampled_from(
+              ('0', '-1', '10**12', '3', '0.5', "'laq'")))]) + ')'
     # The ':FIELD=VALUE' form splits on ',' and takes no nested fields.
     arg_form = ('.' not in field and not set(value) & set(',:')
                 and draw(st.booleans()))

@@ -170,6 +170,123 @@ def test_payloads_at_the_gate(name, flips, cut, junk, replace, big):
 _PAYLOADS = None
 
 
+# The server's gate: one preset per wire format, MNIST logistic regression,
+# M = 3 (tests/deploy_test.py's runs).
+_SERVED = {'identity': ('lag', {}), 'uniform': ('laq', dict(step_size=0.5)),
+           'qsgd': ('fedpaq', {}), 'top_k': ('ef21', {})}
+_ROUND0 = {}
+
+
+def _round0(name):
+  """(spec, hyper, the three clients' round-0 uploads) of format `name`."""
+  if name not in _ROUND0:
+    from laq_jax import deploy  # pylint: disable=g-import-not-at-top
+    from tests import deploy_test  # pylint: disable=g-import-not-at-top
+    algo, overrides = _SERVED[name]
+    spec, data, hyper = deploy_test.built(algo, **overrides)
+    server = deploy.Server(spec, hyper)
+    uploads = [deploy.Client(spec, data, hyper, m).round(server.broadcast(m))
+               for m in range(3)]
+    assert server.format.compressor == name and all(u.sent for u in uploads)
+    _ROUND0[name] = spec, hyper, uploads
+  return _ROUND0[name]
+
+
+@fuzz_settings(FAST)
+@given(st.sampled_from(tuple(_SERVED)), st.lists(st.integers(0, 10**7),
+                                                  max_size=4),
+       st.integers(-3, 3), st.booleans(),
+       st.one_of(st.none(), st.tuples(
+           st.integers(0, 10**7),
+           st.sampled_from((3e38, -3e38, 1e30, float('inf'), float('nan'),
+                            0.0)))),
+       st.sampled_from(('honest', 'length', 'random')),
+       st.integers(-10**9, 10**9))
+def test_a_refused_client_leaves_theta_alone(name, flips, cut, send, big,
+                                            declare, random_bits):
+  """Client 1's round-0 upload, damaged (bits flipped, cut, extended, a
+  float field at an extreme, its declared bits the honest count, its
+  length's or any number) at `deploy.Server`: taken, it decodes to finite
+  values within `wire.bound` and theta stays finite; refused, theta and the
+  server's state are exactly those of a round where client 1 was absent."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  from laq_jax import deploy, wire  # pylint: disable=g-import-not-at-top
+  spec, hyper, uploads = _round0(name)
+  data = bytearray(uploads[1].payload)
+  if big is not None:
+    slot = 4 * (big[0] % (len(data) // 4))
+    data[slot:slot + 4] = np.array(big[1], '>f4').tobytes()
+  for f in flips:
+    data[f % len(data)] ^= 1 << (f % 8)
+  data = bytes(data[:cut] if cut < 0 else data + bytes(cut))
+  bits = {'honest': uploads[1].bits, 'length': 8 * len(data),
+          'random': random_bits}[declare]
+
+  def round_(hostile):
+    server = deploy.Server(spec, hyper)
+    for m in (0, 2):
+      server.receive(m, True, uploads[m].payload, uploads[m].bits)
+    if hostile:
+      try:
+        server.receive(1, send, data if send else None, bits)
+      except wire.WireError as e:
+        server.refuse(1, str(e))
+    else:
+      server.refuse(1, 'absent')
+    taken = server.finish_round()
+    return server, bool(taken[1])
+
+  server, taken = round_(True)
+  if taken:
+    assert np.all(np.isfinite(np.asarray(server.theta_P)))
+    held = np.asarray(server.state.last_upload_MxP[1])
+    assert np.all(np.isfinite(held))
+    assert np.max(np.abs(held)) <= wire.bound(3)
+  else:
+    absent, _ = round_(False)
+    for got, want in zip(jax_leaves((server.theta_P, server.state)),
+                         jax_leaves((absent.theta_P, absent.state))):
+      np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+def jax_leaves(tree):
+  import jax  # pylint: disable=g-import-not-at-top
+  return jax.tree.leaves(tree)
+
+
+@pytest.mark.parametrize('name', ('identity', 'uniform', 'qsgd', 'top_k'))
+def test_decoding_holds_memory_to_its_format(name):
+  """What decoding a payload allocates (tracemalloc's peak, NumPy's arrays
+  included), whatever the payload: random bytes of the format's largest
+  valid length, at most 24x that length and the decoded vector's 4P bytes
+  together (measured: up to 15x, the uniform format's bit unpacking); 50x
+  that length, nothing (under 64 KiB): refused before it is read."""
+  import tracemalloc  # pylint: disable=g-import-not-at-top
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  from laq_jax import wire  # pylint: disable=g-import-not-at-top
+  p = 20_000
+  fmt = {'identity': wire.Format('identity', p),
+         'uniform': wire.Format('uniform', p, bits=4),
+         'qsgd': wire.Format('qsgd', p, levels=16),
+         'top_k': wire.Format('top_k', p, k=200)}[name]
+  largest = wire.payload_bytes(fmt.max_bits())
+  reference = np.zeros(p, np.float32)
+  rng = np.random.default_rng(0)
+  for size, allowed in ((largest, 24 * (largest + 4 * p)),
+                        (50 * largest, 64 * 1024)):
+    for _ in range(3):
+      payload = rng.bytes(size)
+      tracemalloc.start()
+      try:
+        wire.decode(fmt, payload, reference, num_workers=_WIRE_M)
+      except wire.WireError:
+        pass
+      finally:
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+      assert peak <= allowed, (size, peak, allowed)
+
+
 @pytest.mark.slow
 @fuzz_settings(FULL)
 @given(fuzz.cli_case())
