@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterable, Sequence
 
+import jax
 import jax.numpy as jnp
 import optax
 
@@ -90,6 +91,43 @@ def _gradient(params=None):
 def is_local(part: parts_lib.Part) -> bool:
   """Whether `part` runs local steps (every client part but `gradient`)."""
   return part.fn is not _gradient
+
+
+def work(part: parts_lib.Part, params, anchor_P, g0_P,
+         grad_at: Callable, own_P=None, control_P=None):
+  """One client's local work in a round: K = params['steps'] steps of the
+  part's client optimizer from thetahat^k = `anchor_P` on the local
+  objective f_m + mu/2 ||theta - thetahat||^2 (+ <c - c_m, theta> with
+  control variates); step 0's gradient is `g0_P`, step j's
+  `grad_at(theta_P, j)` (the minibatch keyed by j).
+
+  Returns (Delta_m = thetahat - theta_m^K, K, c_m+ or None): with a
+  stateful part, `own_P` (c_m) and `control_P` (c) correct the gradient
+  and c_m+ = c_m - c + Delta_m / (K eta_l) (SCAFFOLD's option II)."""
+  tx = part.fn(params)
+  num_steps = params['steps']
+  mu = params.get('mu')
+  correction_P = None if own_P is None else control_P - own_P
+
+  def local_step(theta_P, opt_state, g_P):
+    if mu is not None:
+      g_P = g_P + mu * (theta_P - anchor_P)
+    if correction_P is not None:
+      g_P = g_P + correction_P
+    updates, opt_state = tx.update(g_P, opt_state, theta_P)
+    return optax.apply_updates(theta_P, updates), opt_state
+
+  def body(j, carry):
+    theta_P, opt_state = carry
+    return local_step(theta_P, opt_state, grad_at(theta_P, j))
+
+  theta_P, _ = jax.lax.fori_loop(
+      1, num_steps, body, local_step(anchor_P, tx.init(anchor_P), g0_P))
+  delta_P = anchor_P - theta_P
+  if own_P is None:
+    return delta_P, num_steps, None
+  return delta_P, num_steps, own_P - control_P + delta_P / (
+      num_steps.astype(delta_P.dtype) * params['lr'])
 
 
 def _control_init(num_params, dtype):

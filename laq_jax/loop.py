@@ -21,7 +21,6 @@ from typing import Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from laq_jax import clients as clients_lib
 from laq_jax import collectives
@@ -319,42 +318,16 @@ def local_gradients(s: Setting) -> Callable:
       no_bits = jnp.int32(0)
       if not clients_lib.is_local(part):
         return g0_P, jnp.int32(1), no_bits, no_bits, own
-      params = parts_lib.own_params(hyper, part)
-      tx = part.fn(params)
-      num_steps = params['steps']
-      mu = params.get('mu')
-      correction_P = (server_controls[part.name] - own[part.name]
-                      if part.stateful else None)
-
-      def local_grad(theta_P, g_P):
-        if mu is not None:
-          g_P = g_P + mu * (theta_P - anchor_P)
-        if correction_P is not None:
-          g_P = g_P + correction_P
-        return g_P
-
-      def local_step(theta_P, opt_state, g_P):
-        updates, opt_state = tx.update(local_grad(theta_P, g_P), opt_state,
-                                       theta_P)
-        return optax.apply_updates(theta_P, updates), opt_state
-
-      carry = local_step(anchor_P, tx.init(anchor_P), g0_P)
-
-      def body(j, carry):
-        theta_P, opt_state = carry
-        g_P = grad_fn(theta_P, *batch(jax.random.fold_in(key0, j), x_NxD,
-                                      y_N, count))
-        return local_step(theta_P, opt_state, g_P)
-
-      theta_P, _ = jax.lax.fori_loop(1, num_steps, body, carry)
-      delta_P = anchor_P - theta_P
-      if not part.stateful:
+      grad_at = lambda theta_P, j: grad_fn(
+          theta_P, *batch(jax.random.fold_in(key0, j), x_NxD, y_N, count))
+      delta_P, num_steps, control_P = clients_lib.work(
+          part, parts_lib.own_params(hyper, part), anchor_P, g0_P, grad_at,
+          *((own[part.name], server_controls[part.name]) if part.stateful
+            else ()))
+      if control_P is None:
         return delta_P, num_steps, no_bits, no_bits, own
-      # SCAFFOLD's option II: c_m+ = c_m - c + Delta / (K eta_l).
-      own = {**own, part.name: own[part.name] - server_controls[part.name]
-             + delta_P / (num_steps.astype(delta_P.dtype) * params['lr'])}
-      full = jnp.int32(32 * num_params)
-      return delta_P, num_steps, full, full, own
+      full = jnp.int32(32 * num_params)  # c_m's change up, c's down
+      return delta_P, num_steps, full, full, {**own, part.name: control_P}
 
     index = parts_lib.local_index(hyper.client, clients,
                                   clients_lib.REGISTRY)
