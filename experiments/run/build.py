@@ -137,8 +137,9 @@ def _layout(data: Data, integer_scale: float | None, spec: RunSpec) -> Data:
   return fast_layout(data, integer_scale if choice == 'bf16_split' else None)
 
 
-def build(config) -> Built:
-  """Validates `config`, loads and shards its data, builds model and Hyper.
+def build(config, *, validated: bool = False) -> Built:
+  """Validates `config` (unless the caller did: `validated`, so a run checks
+  its config once), loads and shards its data, builds model and Hyper.
 
   float64 runs need `jax_enable_x64`, turned on once at startup (the
   launchers do it; nothing here flips it).
@@ -154,7 +155,8 @@ def build(config) -> Built:
       `validate_config`).
     laq_jax.data.DataError: the data are missing or corrupt.
   """
-  config_lib.validate_config(config)
+  if not validated:
+    config_lib.validate_config(config)
   get = lambda name: config_lib.get(config, name)
   dtype = jnp.float64 if get('precision') == 'float64' else jnp.float32
   if dtype == jnp.float64 and not jax.config.jax_enable_x64:

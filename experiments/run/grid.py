@@ -107,7 +107,8 @@ def sweep_and_evaluate(config, workdir: str | os.PathLike, *,
   config_dict = config_lib.to_dict(config)
   outputs.prepare_workdir(workdir, config_dict, overwrite=overwrite,
                           files=SWEEP_FILES)
-  built = build_lib.build(config_lib.point_config(config, points[0]))
+  built = build_lib.build(config_lib.point_config(config, points[0]),
+                          validated=True)  # (every point, above)
   writer = distributed.is_writer()
   if writer:
     outputs.write_json(workdir / 'config.json', config_dict)

@@ -228,7 +228,7 @@ def predictions(config, devices=('here', 'h200')) -> list[tuple[str, float
     config_lib.validate_config(config)
     first = config
     points = [{'algo': config.algo}]
-  built = build_lib.build(first)
+  built = build_lib.build(first, validated=True)
   num_evals = -(-config.num_iters // config.eval_every)
   out = []
   for device in devices:

@@ -132,7 +132,8 @@ def train_and_evaluate(config, workdir: str | os.PathLike, *,
   workdir = outputs.usable_workdir(workdir)
   config_dict = config_lib.to_dict(config)
   outputs.prepare_workdir(workdir, config_dict, overwrite=overwrite)
-  built = build_lib.build(config)  # DataError before any file is written
+  # (validated above) DataError before any file is written
+  built = build_lib.build(config, validated=True)
   if distributed.is_writer():
     outputs.write_json(workdir / 'config.json', config_dict)
   info('%s on %s, model %s (P=%d), M=%d, %s, %d iterations, workers on %s',
