@@ -241,9 +241,10 @@ CASES = {
         ('slaq-mlp16-M10-unequal-deadline', 'slaq', 'mlp', 10, 20, 16,
          None, None, dict(participation=0.7, deadline_s=0.4), None, False,
          True),
-        # A long convex LAQ run: the same uploads at every one of 400 steps.
-        ('laq-logreg-M10-long-fast-layout', 'laq', 'logreg', 10, 400, 16,
-         None, 100, None, None, True),
+        # A long convex LAQ run on clients of unequal sizes: the same
+        # uploads at every one of 400 steps.
+        ('laq-logreg-M10-unequal-long-fast-layout', 'laq', 'logreg', 10, 400,
+         16, None, 100, None, None, True, True),
         ('ssgd-qsgd-logreg-M10-grid', 'ssgd', 'logreg', 10, 20, 16, None,
          None, None, ('qsgd', 'ssgd', 'slaq', 'terngrad', 'topk_ef',
                       'ef_signsgd')),
@@ -259,8 +260,6 @@ CASES = {
         # PS's idle workers, split over the devices.
         ('lasg-mlp16-M10-grid', 'lasg_wk2', 'mlp', 10, 25, 16, None, None,
          None, ('lasg_wk2', 'lasg_wk1', 'lasg_ps', 'lasg_wk2_laq')),
-        ('laq-logreg-M10-unequal-fast-layout', 'laq', 'logreg', 10, 30, 16,
-         None, None, None, None, True, True),
         # Local work on clients of unequal sizes (sample-weighted means),
         # SCAFFOLD's control variates split over the devices, FedAdam's
         # server state replicated, LAQ on the model changes, a deadline.
