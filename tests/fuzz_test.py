@@ -390,6 +390,41 @@ def test_launcher_lines():
   assert afile.read_text() == 'not a folder'
 
 
+# Issue 52's hand-found command lines (a traceback, a hang or an unhelpful
+# line before), as the launchers parse and check them: one line each,
+# naming what is wrong. (End to end: test_launcher_lines; the workdirs and
+# data files: there and in the data tests.)
+HAND_FOUND = (
+    (('main', 'mnist_logreg', [('flag', 'memory', '10000000000')]),
+     'config.memory=10000000000 is not allowed'),  # an 80 GB allocation
+    (('main', 'mnist_logreg', [('flag', 'algo', 'fedavg'),
+                               ('flag', 'params.local.steps', '1000000000')]),
+     'config.params.local.steps=1000000000 is not allowed'),  # a hang
+    (('main', 'mnist_logreg', [('flag', 'num_iters', '3000000000'),
+                               ('flag', 'eval_every', '3000000000')]),
+     'config.num_iters=3000000000 is not allowed'),  # past the int32 counter
+    (('main', 'sweep_bits_xi', []), 'python -m experiments.sweep'),
+    (('main', 'mnist_logreg', [('flag', 'algo', 'l\u0430q')]),
+     "'\u0430' U+0430 CYRILLIC SMALL LETTER A"),  # printed like 'laq'
+    (('main', 'mnist_logreg', [('flag', 'num_workers', '10000000')]),
+     'config.num_workers=10000000 is not allowed'),  # a refused suggestion
+    (('sweep', 'sweep_algos', [
+        ('flag', 'num_workers', '20'), ('flag', 'batch_size', '10'),
+        ('flag', 'sweep', "{'algo': ('sgd',), 'clients_per_round': (5, 50)}")
+    ]), 'config.clients_per_round=50 is not allowed'),  # a grid's value
+)
+
+
+@pytest.mark.parametrize('case,want', HAND_FOUND)
+def test_hand_found_command_lines(case, want):
+  kind, message = fuzz.cli_outcome(case, str(TMP / 'never_written'))
+  assert kind == 'error' and want in message, (kind, message)
+  assert fuzz._one_line(message) is None, message  # pylint: disable=protected-access
+  if case[2]:  # names a field it sets
+    assert fuzz.cli_verdict(case, (kind, message)) is None, message
+  assert 'train_subset=10000000' not in message  # (itself refused)
+
+
 def _other_value(value):
   """A value of the same type as `value`, different from it."""
   if isinstance(value, bool):
