@@ -30,7 +30,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config = ml_collections.ConfigDict()
   # Algorithm (laq_jax.ALGORITHMS): the paper's gd, qgd, lag, laq, sgd,
   # sqgd, slag, slaq, qsgd, ssgd; the field's terngrad, ef_signsgd, topk_ef,
-  # ef21, ef21_sgd, clag, two_laq (docs/algorithm.md).
+  # ef21, ef21_sgd, clag, two_laq (docs/algorithm.md); or one with other
+  # parts in its slots: 'laq+server=adam' (hyper.compose).
   config.algo = 'laq'
   config.num_workers = 10  # M
   config.num_iters = 4000  # iterations T

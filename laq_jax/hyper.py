@@ -244,14 +244,61 @@ def register_algorithm(algorithm: Algorithm, *, replace: bool = False
   return algorithm
 
 
+# The slots of a preset a name may fill with another part
+# ('laq+server=adam'), each with its registry's module.
+SLOTS = {'compressor': compressors, 'trigger': trigger_lib,
+         'server': servers_lib, 'client': clients_lib}
+
+
+def compose(algo: str | Algorithm, **slots: str) -> Algorithm:
+  """The preset `algo` with other parts in its slots (compressor, trigger,
+  server, client): `compose('laq', server='adam')` is LAQ's uploads and
+  trigger stepped by Adam, named 'laq+server=adam', the name configs and
+  grids give it (`get_algorithm` reads such names). The preset's own
+  settings and parameters stay; a part put in a slot runs at its
+  parameters' defaults unless a config or grid names them.
+
+  Raises:
+    ValueError: a slot that is not one of SLOTS, or a part that is not
+      registered for it (named, with what is allowed).
+  """
+  base = algo if isinstance(algo, Algorithm) else get_algorithm(algo)
+  for slot, part in slots.items():
+    if slot not in SLOTS:
+      raise ValueError(f'slot {show(slot)} in {show(base.name)}: the slots '
+                       f'are {", ".join(SLOTS)}')
+    names = SLOTS[slot].REGISTRY.names
+    if part not in names:
+      raise ValueError(f'{slot}={show(part)} in {show(base.name)}: a '
+                       f'{slot} is one of {", ".join(names)}')
+  if not slots:
+    return base
+  name = '+'.join([base.name] + [f'{k}={slots[k]}' for k in SLOTS
+                                 if k in slots])
+  return dataclasses.replace(base, name=name, **slots)
+
+
 def get_algorithm(name: str) -> Algorithm:
-  """Returns the preset called `name`, or a ValueError listing the choices."""
+  """Returns the preset called `name` (or a composed one, 'laq+server=adam':
+  `compose`), or a ValueError listing the choices."""
   try:
     return ALGORITHMS[name]
   except (KeyError, TypeError):
-    raise ValueError(
-        f'unknown algorithm {show(name)}; allowed: {", ".join(ALGORITHMS)}'
-    ) from None
+    pass
+  if isinstance(name, str) and '+' in name:
+    base, *items = name.split('+')
+    slots = {}
+    for item in items:
+      slot, eq, part = item.partition('=')
+      if not eq or slot in slots:
+        raise ValueError(f'algorithm {show(name)}: after the preset, '
+                         "'+slot=part' once per slot (slots: "
+                         f'{", ".join(SLOTS)})')
+      slots[slot] = part
+    return compose(get_algorithm(base), **slots)
+  raise ValueError(
+      f'unknown algorithm {show(name)}; allowed: {", ".join(ALGORITHMS)}'
+      " (or a preset with parts in its slots: 'laq+server=adam')")
 
 
 # ----------------------------------------------------------------------------

@@ -113,7 +113,10 @@ def check_value(key: str, value, where: str | None = None) -> None:
   if key == 'algo':
     try:
       get_algorithm(value)
-    except ValueError:
+    except ValueError as e:
+      if isinstance(value, str) and '+' in value:  # a composed preset
+        raise ValueError(f'{where} value {value!r} is not allowed: {e}'
+                         ) from None
       raise ValueError(f'{where} value {value!r} is not allowed: use one of '
                        f'{", ".join(ALGORITHMS)}') from None
     return

@@ -1,5 +1,7 @@
 """laq_jax.hyper: the presets, the Hyper pytree, and the rules of every field."""
 
+import dataclasses
+
 from absl.testing import absltest
 from absl.testing import parameterized
 import jax.numpy as jnp
@@ -10,6 +12,58 @@ from laq_jax import hyper
 from tests import reference
 
 TABLE = reference.FAMILY  # docs/algorithm.md's presets
+
+
+class ComposeTest(absltest.TestCase):
+  """A preset with other parts in its slots ('laq+server=adam')."""
+
+  def test_a_composed_preset_runs_as_the_same_preset_registered(self):
+    # One grid, one program: composed presets beside plain ones; each runs
+    # bit for bit as the Algorithm with those parts registered by hand
+    # (dataclasses.replace of the preset), and adam really steps.
+    from laq_jax import registry, sweep  # pylint: disable=g-import-not-at-top
+    from tests import common  # pylint: disable=g-import-not-at-top
+    x, y = common.mnist_shards(common.SMALL_M, common.SMALL_N)
+    data = lj.Data(jnp.asarray(x), jnp.asarray(y))
+    spec = lj.RunSpec(lj.get_problem('logreg'), common.SMALL_M)
+    base = dict(hyper.DEFAULTS, algo='lag', step_size=0.01)
+    composed = ['lag', 'laq+server=adam', 'lag+compressor=uniform']
+    points = sweep.expand_grid({'algo': composed}, base)
+    self.assertEqual([p['algo'] for p in points], composed)
+    got = sweep.run_sweep(spec, data, points, 12)
+    with registry.scoped():
+      for name, preset, slots in (('laq_adam', 'laq', dict(server='adam')),
+                                  ('lag_uniform', 'lag',
+                                   dict(compressor='uniform'))):
+        hyper.register_algorithm(dataclasses.replace(
+            hyper.ALGORITHMS[preset], name=name, **slots))
+      want = sweep.run_sweep(spec, data, sweep.expand_grid(
+          {'algo': ['lag', 'laq_adam', 'lag_uniform']}, base), 12)
+    for field in ('loss_GxT', 'sent_GxTxM', 'bits_GxTxM'):
+      np.testing.assert_array_equal(getattr(got, field),
+                                    getattr(want, field), field)
+    plain = sweep.run_sweep(spec, data, sweep.expand_grid(
+        {'algo': ['laq']}, base), 12)
+    self.assertFalse(np.array_equal(plain.loss_GxT[0], got.loss_GxT[1]))
+    # 32-bit uploads where LAG sends floats; b-bit ones with uniform
+    self.assertEqual(set(got.bits_GxTxM[0].ravel()) - {0}, {32 * 7850})
+    self.assertEqual(set(got.bits_GxTxM[2].ravel()) - {0}, {4 * 7850 + 32})
+
+  def test_names_and_refusals(self):
+    a = hyper.get_algorithm('sgd+trigger=laq+compressor=top_k')
+    self.assertEqual((a.name, a.compressor, a.trigger, a.server),
+                     ('sgd+compressor=top_k+trigger=laq', 'top_k', 'laq',
+                      'sgd'))
+    self.assertEqual(hyper.compose('fedavg', server='fedadam').name,
+                     'fedavg+server=fedadam')
+    for name, message in (
+        ('laq+server=nope', "server='nope' in 'laq': a server is one of sgd"),
+        ('laq+slot=x', "slot 'slot' in 'laq': the slots are compressor"),
+        ('laq+server', "'\\+slot=part' once per slot"),
+        ('laq+server=adam+server=sgd', 'once per slot'),
+        ('nope+server=adam', "unknown algorithm 'nope'")):
+      with self.assertRaisesRegex(ValueError, message):
+        hyper.get_algorithm(name)
 
 
 class PresetTest(parameterized.TestCase):

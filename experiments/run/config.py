@@ -193,7 +193,14 @@ def validate_config(config, *, allow_extra: Iterable[str] = ()) -> None:
       raise bad(name, c[name], f'an integer >= {low}' + (
           f' and <= {high:,}' if high is not None else '') + extra)
 
-  choice('algo', tuple(ALGORITHMS))
+  if isinstance(c['algo'], str) and '+' in c['algo']:  # 'laq+server=adam'
+    try:
+      get_algorithm(c['algo'])
+    except ValueError as e:
+      raise ConfigError(f"config.algo={c['algo']!r} is not allowed: {e}"
+                        ) from None
+  else:
+    choice('algo', tuple(ALGORITHMS))
   choice('model', problems_lib.REGISTRY.names)
   choice('split', data_lib.SPLITS)
   choice('precision', PRECISIONS)
@@ -419,9 +426,12 @@ def apply_algo_settings(points: list[dict[str, Any]],
   settings = {algo: (sweep_lib.flatten(values) if hasattr(values, 'keys')
                     else values) for algo, values in settings.items()}
   for algo, values in settings.items():
-    if algo not in ALGORITHMS:
+    try:
+      get_algorithm(algo)
+    except (ValueError, TypeError):
       raise bad('algo_settings', algo, 'keyed by algorithms: one of '
-                f'{", ".join(ALGORITHMS)}')
+                f'{", ".join(ALGORITHMS)} (or a composed one: '
+                "'laq+server=adam')") from None
     for key, value in values.items():
       where = f'config.algo_settings.{algo}.{key}'
       if key not in keys_allowed:

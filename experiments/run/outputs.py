@@ -398,9 +398,14 @@ def _no_local_preset(config_dict: dict) -> bool:
   step_size where one was given (FedAvg at SGD's alpha), so a config that
   runs any preset with local steps ran otherwise then (conservatively: all
   of them); one without such a preset did not."""
-  from laq_jax.hyper import ALGORITHMS  # pylint: disable=g-import-not-at-top
-  return not any(a in ALGORITHMS and ALGORITHMS[a].local
-                 for a in _presets(config_dict))
+  from laq_jax.hyper import get_algorithm  # pylint: disable=g-import-not-at-top
+
+  def local(algo):
+    try:
+      return get_algorithm(algo).local
+    except (ValueError, TypeError):
+      return False
+  return not any(local(a) for a in _presets(config_dict))
 
 
 # Fields the config schema gained after checkpoints were first written:
