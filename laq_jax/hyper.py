@@ -271,6 +271,8 @@ def compose(algo: str | Algorithm, **slots: str) -> Algorithm:
     if part not in names:
       raise ValueError(f'{slot}={show(part)} in {show(base.name)}: a '
                        f'{slot} is one of {", ".join(names)}')
+  # (a slot given its preset's own part changes nothing: 'laq' stays 'laq')
+  slots = {k: v for k, v in slots.items() if getattr(base, k) != v}
   if not slots:
     return base
   name = '+'.join([base.name] + [f'{k}={slots[k]}' for k in SLOTS

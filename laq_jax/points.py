@@ -21,9 +21,9 @@ from laq_jax import parts as parts_lib
 from laq_jax import servers as servers_lib
 from laq_jax import show as show_lib
 from laq_jax import trigger as trigger_lib
-from laq_jax.hyper import (ALGORITHMS, DEFAULTS, Hyper, check_value as
-                           check_field, get_algorithm, make_hyper,
-                           stack_hypers)
+from laq_jax.hyper import (ALGORITHMS, DEFAULTS, SLOTS, Hyper,
+                           check_value as check_field, compose,
+                           get_algorithm, make_hyper, stack_hypers)
 
 HYPER_KEYS = tuple(DEFAULTS)  # step_size, bits, xi, ..., seed
 # Every built-in key a grid may vary, in the order points are enumerated (the
@@ -77,7 +77,8 @@ def check_grid(grid: Mapping[str, Sequence[Any]]) -> dict[str, list]:
     ValueError: an unknown key (named, with the closest allowed), an empty
       or non-list axis, a repeated value, or a value that is not allowed.
   """
-  allowed = grid_keys()
+  # (a preset's slots, right after algo: `expand_grid` composes them in)
+  allowed = ('algo',) + tuple(SLOTS) + grid_keys()[1:]
   if not isinstance(grid, Mapping) and not hasattr(grid, 'keys'):
     raise ValueError(f'sweep grid={grid!r} is not allowed: it must be a '
                      'mapping {key: [values]} with keys from '
@@ -110,6 +111,12 @@ def check_grid(grid: Mapping[str, Sequence[Any]]) -> dict[str, list]:
 def check_value(key: str, value, where: str | None = None) -> None:
   """Raises ValueError unless `value` is allowed for grid key `key`."""
   where = where or key
+  if key in SLOTS:
+    names = SLOTS[key].REGISTRY.names
+    if value not in names:
+      raise ValueError(f'{where} value {value!r} is not allowed: a {key} is '
+                       f'one of {", ".join(names)}')
+    return
   if key == 'algo':
     try:
       get_algorithm(value)
@@ -182,6 +189,9 @@ def expand_grid(grid: Mapping[str, Sequence[Any]], base: Any
 
   Args:
     grid: {key: [values]} (see `check_grid`); {} gives the single base point.
+      A slot of the presets (`hyper.SLOTS`: {'server': ['sgd', 'adam']})
+      composes each preset with each of its parts ('laq+server=adam',
+      `hyper.compose`), as an `algo` axis would list them.
     base: a run config (ConfigDict, mapping or attribute object) holding
       `algo` and every Hyper field (step_size, bits, ..., seed): the values of
       the keys the grid does not vary; its optional `params` group
@@ -208,6 +218,12 @@ def expand_grid(grid: Mapping[str, Sequence[Any]], base: Any
     value = _base_value(base, key)
     check_value(key, value, where=f'config.{key}')
     fixed[key] = value
+  slots = {k: axes.pop(k) for k in list(axes) if k in SLOTS}
+  if slots:  # each preset with each combination of the slots' parts
+    algos = axes.pop('algo') if 'algo' in axes else [fixed.pop('algo')]
+    axes = {'algo': list(dict.fromkeys(
+        compose(a, **dict(zip(slots, combo))).name for a in algos
+        for combo in itertools.product(*slots.values()))), **axes}
   explicit = part_values(base)
   algos = axes.get('algo', [fixed.get('algo')])
   used = {name for algo in algos for name in algorithm_parts(algo)}

@@ -49,6 +49,23 @@ class ComposeTest(absltest.TestCase):
     self.assertEqual(set(got.bits_GxTxM[0].ravel()) - {0}, {32 * 7850})
     self.assertEqual(set(got.bits_GxTxM[2].ravel()) - {0}, {4 * 7850 + 32})
 
+  def test_a_grid_over_a_slot_composes_each_preset(self):
+    from laq_jax import sweep  # pylint: disable=g-import-not-at-top
+    base = dict(hyper.DEFAULTS, algo='lag')
+    points = sweep.expand_grid({'algo': ['laq', 'lag'],
+                                'server': ['sgd', 'adam'], 'bits': [3, 4]},
+                               base)
+    self.assertEqual([(p['algo'], p['bits']) for p in points], [
+        ('laq', 3), ('laq', 4), ('laq+server=adam', 3),
+        ('laq+server=adam', 4), ('lag', 3), ('lag', 4), ('lag+server=adam', 3),
+        ('lag+server=adam', 4)])
+    self.assertEqual([p['algo'] for p in sweep.expand_grid(
+        {'compressor': ['top_k']}, base)], ['lag+compressor=top_k'])
+    with self.assertRaisesRegex(ValueError, r"sweep\['server'\] value "
+                                "'adagrad' is not allowed: a server is one "
+                                'of sgd'):
+      sweep.expand_grid({'server': ['adagrad']}, base)
+
   def test_names_and_refusals(self):
     a = hyper.get_algorithm('sgd+trigger=laq+compressor=top_k')
     self.assertEqual((a.name, a.compressor, a.trigger, a.server),
