@@ -33,6 +33,13 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # ef21, ef21_sgd, clag, two_laq (docs/algorithm.md); or one with other
   # parts in its slots: 'laq+server=adam' (hyper.compose).
   config.algo = 'laq'
+  # Other parts in the preset's slots ('': the preset's own), as the name
+  # 'laq+server=adam' would put them (laq_jax.hyper.compose):
+  # --config.compressor=top_k --config.server=fedadam.
+  config.compressor = ''
+  config.trigger = ''
+  config.server = ''
+  config.client = ''
   config.num_workers = 10  # M
   config.num_iters = 4000  # iterations T
   # Every numeric hyperparameter, with its default and doc, from the one

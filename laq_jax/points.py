@@ -219,6 +219,11 @@ def expand_grid(grid: Mapping[str, Sequence[Any]], base: Any
     check_value(key, value, where=f'config.{key}')
     fixed[key] = value
   slots = {k: axes.pop(k) for k in list(axes) if k in SLOTS}
+  for slot in SLOTS:  # a base's slot field ('': the preset's part)
+    value = _get(base, slot, '')
+    if slot not in slots and isinstance(value, str) and value:
+      check_value(slot, value, where=f'config.{slot}')
+      slots[slot] = [value]
   if slots:  # each preset with each combination of the slots' parts
     algos = axes.pop('algo') if 'algo' in axes else [fixed.pop('algo')]
     axes = {'algo': list(dict.fromkeys(

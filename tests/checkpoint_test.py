@@ -122,39 +122,52 @@ class CheckpointerTest(absltest.TestCase):
 
   def test_a_field_added_since_at_its_old_behaviour_resumes(self):
     """A checkpoint written before the schema grew `server_lr` (its config
-    without the field) resumes under the same config, which now holds it at
-    0 (the preset's, the behaviour before it); not under server_lr = 0.5."""
+    without the field, nor the slot fields that came after it) resumes
+    under the same config, which now holds it at 0 (the preset's, the
+    behaviour before it), and so does one written between the two; not
+    under server_lr = 0.5."""
     from experiments.run import outputs  # pylint: disable=g-import-not-at-top
     import configs  # pylint: disable=g-import-not-at-top
     now = configs.load('mnist_logreg', 'tiny').to_dict()
     self.assertEqual(now['server_lr'], 0.0)
-    before = {k: v for k, v in now.items() if k != 'server_lr'}
+    slots = ('compressor', 'trigger', 'server', 'client')
+    self.assertEqual([now[s] for s in slots], [''] * 4)
+    between = {k: v for k, v in now.items() if k not in slots}
+    before = {k: v for k, v in between.items() if k != 'server_lr'}
     arrays = {'loss': self.trace.loss}
-    with checkpoint.Checkpointer(self.folder('added'),
-                                 checkpoint.fingerprint(before)) as ckpt:
-      ckpt.save(6, self.state, arrays)
-    with checkpoint.Checkpointer(
-        self.folder('added'), checkpoint.fingerprint(now),
-        also=outputs.legacy_fingerprints(now)) as ckpt:
-      self.assertEqual(ckpt.restore(self.like).step, 6)
-    # The finished results of that config are kept too (same_config).
-    self.assertTrue(outputs.same_config(before, now))
+    for era, written in (('before', before), ('between', between)):
+      with checkpoint.Checkpointer(self.folder(era),
+                                   checkpoint.fingerprint(written)) as ckpt:
+        ckpt.save(6, self.state, arrays)
+      with checkpoint.Checkpointer(
+          self.folder(era), checkpoint.fingerprint(now),
+          also=outputs.legacy_fingerprints(now)) as ckpt:
+        self.assertEqual(ckpt.restore(self.like).step, 6)
+      # The finished results of that config are kept too (same_config).
+      self.assertTrue(outputs.same_config(written, now))
     # A config that runs a preset with local steps ran otherwise before
     # server_lr (its server stepped by step_size): neither its checkpoint
-    # nor its results stand for it now.
+    # nor its results from then stand for it now (from between, they do).
     fed_now = dict(now, algo='fedavg')
-    fed_before = {k: v for k, v in fed_now.items() if k != 'server_lr'}
-    self.assertEqual(outputs.legacy_fingerprints(fed_now), ())
+    fed_between = {k: v for k, v in fed_now.items() if k not in slots}
+    fed_before = {k: v for k, v in fed_between.items() if k != 'server_lr'}
+    self.assertNotIn(checkpoint.fingerprint(fed_before),
+                     outputs.legacy_fingerprints(fed_now))
+    self.assertIn(checkpoint.fingerprint(fed_between),
+                  outputs.legacy_fingerprints(fed_now))
     self.assertFalse(outputs.same_config(fed_before, fed_now))
     grid_now = dict(now, sweep={'algo': ['sgd', 'fedavg']})
-    self.assertEqual(outputs.legacy_fingerprints(grid_now), ())
+    self.assertNotIn(checkpoint.fingerprint(
+        {k: v for k, v in grid_now.items()
+         if k not in slots and k != 'server_lr'}),
+                     outputs.legacy_fingerprints(grid_now))
     self.assertTrue(outputs.same_config(
         {k: v for k, v in dict(now, sweep={'algo': ['sgd', 'slaq']}).items()
-         if k != 'server_lr'}, dict(now, sweep={'algo': ['sgd', 'slaq']})))
+         if k != 'server_lr' and k not in slots},
+        dict(now, sweep={'algo': ['sgd', 'slaq']})))
     other = dict(now, server_lr=0.5)
-    self.assertEqual(outputs.legacy_fingerprints(other), ())
     with checkpoint.Checkpointer(
-        self.folder('added'), checkpoint.fingerprint(other),
+        self.folder('before'), checkpoint.fingerprint(other),
         also=outputs.legacy_fingerprints(other)) as ckpt:
       with self.assertRaisesRegex(checkpoint.CheckpointError,
                                   'saved by another config'):

@@ -233,6 +233,37 @@ def _case(name, overrides, field, value, allowed):
   return (name, overrides, field, value, allowed)
 
 
+class SlotFieldsTest(absltest.TestCase):
+  """--config.server=adam: a preset's slot filled by the config."""
+
+  def test_slot_fields_compose_the_preset(self):
+    c = default_config.get_config()
+    c.server, c.compressor = 'adam', 'top_k'
+    self.assertEqual(config_lib.algorithm_of(c).name,
+                     'laq+compressor=top_k+server=adam')
+    config_lib.validate_config(c)
+    folded = config_lib.with_slots_in_algo(c)
+    self.assertEqual((folded.algo, folded.server, folded.compressor),
+                     ('laq+compressor=top_k+server=adam', '', ''))
+    self.assertEqual((c.algo, c.server), ('laq', 'adam'))  # a copy
+    # the same run as the composed name (what the build runs)
+    named = default_config.get_config()
+    named.algo = 'laq+compressor=top_k+server=adam'
+    self.assertEqual(config_lib.algorithm_of(named),
+                     config_lib.algorithm_of(c))
+    # a sweep: every point's preset with the config's part in the slot
+    sweep = sweep_algos.get_config()
+    sweep.server = 'adam'
+    self.assertEqual(
+        [p['algo'] for p in config_lib.points_from_config(sweep)],
+        [f'{a}+server=adam' for a in sweep.sweep.algo])
+    c.server = 'adagrad'
+    with self.assertRaisesRegex(config_lib.ConfigError,
+                                "config.server='adagrad' is not allowed: it "
+                                "must be one of '', 'sgd', 'momentum'"):
+      config_lib.validate_config(c)
+
+
 class ValidationTest(parameterized.TestCase):
   """One case per rule of validate_config; nothing is loaded."""
 

@@ -24,7 +24,7 @@ from laq_jax import layouts
 from laq_jax import participation
 from laq_jax import sharding
 from laq_jax import sweep as sweep_lib
-from laq_jax.hyper import (DEFAULTS, Algorithm, Hyper, get_algorithm,
+from laq_jax.hyper import (DEFAULTS, Algorithm, Hyper,
                            make_hyper)
 from laq_jax.loop import Data, RunSpec, fast_layout
 from laq_jax.problems import Problem, get_problem
@@ -187,13 +187,13 @@ def build(config, *, validated: bool = False) -> Built:
       raise config_lib.bad('train_subset', subset, f'a multiple of num_workers={workers} '
                  f'(the data have {len(y)} samples; try '
                  f'train_subset={len(y) // workers * workers})')
-    config_lib.check_batch_size(get('algo'), get('batch_size'),
-                                len(y) // workers)
+    config_lib.check_batch_size(config_lib.algorithm_of(config).name,
+                                get('batch_size'), len(y) // workers)
   x_MxNxD, y_MxN, count_M = data_lib.split_clients(
       x, y, workers, get('split'), seed=get('data_seed'),
       dirichlet_alpha=get('dirichlet_alpha'),
       size_alpha=get('dirichlet_size_alpha'), owner=owner)
-  algorithm = get_algorithm(get('algo'))
+  algorithm = config_lib.algorithm_of(config)  # (its slot fields composed)
   num_classes = loaded.num_classes or int(max(y.max(), y_test.max())) + 1
   try:
     problem = get_problem(get('model'), input_dim=x.shape[1],

@@ -24,9 +24,10 @@ from laq_jax import data as data_lib
 from laq_jax import parts as parts_lib
 from laq_jax import sharding
 from laq_jax import sweep as sweep_lib
-from laq_jax.hyper import (ALGORITHMS, DEFAULTS, check_value,
-                           check_participation, get_algorithm, is_integer,
-                           is_number, make_network)
+from laq_jax.hyper import (ALGORITHMS, DEFAULTS, SLOTS, Algorithm,
+                           check_value, check_participation, compose,
+                           get_algorithm, is_integer, is_number,
+                           make_network)
 from laq_jax.loop import GRID_AXES, MINIBATCH_LOSS_EVERY
 from laq_jax import problems as problems_lib
 
@@ -122,6 +123,39 @@ def fstar_value(fstar) -> float | None:
   return float(fstar)
 
 
+def algorithm_of(config) -> Algorithm:
+  """The preset a run config runs: `algo` with the parts its slot fields
+  (compressor, trigger, server, client; '' is the preset's) name, as
+  `laq_jax.hyper.compose` ('laq' with server='adam' is 'laq+server=adam').
+
+  Raises:
+    ConfigError: a part that is not registered for its slot.
+  """
+  try:
+    return compose(get(config, 'algo'), **{
+        slot: get(config, slot) for slot in SLOTS
+        if slot in keys(config) and get(config, slot)})
+  except ValueError as e:
+    raise ConfigError(f'config.{e}') from None
+
+
+def with_slots_in_algo(config):
+  """`config` with its slot fields folded into `algo` ('laq' and
+  server='adam' as algo='laq+server=adam', the slots ''), so that what reads
+  `config.algo` (results, labels, reports) names the parts it runs; a copy
+  where there is something to fold, else `config` itself."""
+  if not any(slot in keys(config) and get(config, slot) for slot in SLOTS):
+    return config
+  name = algorithm_of(config).name
+  if not hasattr(config, 'copy_and_resolve_references'):  # a mapping
+    return {**config, 'algo': name, **{slot: '' for slot in SLOTS}}
+  config = config.copy_and_resolve_references()
+  config.algo = name
+  for slot in SLOTS:
+    config[slot] = ''
+  return config
+
+
 def check_batch_size(algo: str, batch_size: int, shard_size: int) -> None:
   """A minibatch is drawn without replacement from one worker's shard."""
   if get_algorithm(algo).stochastic and batch_size > shard_size:
@@ -201,6 +235,10 @@ def validate_config(config, *, allow_extra: Iterable[str] = ()) -> None:
                         ) from None
   else:
     choice('algo', tuple(ALGORITHMS))
+  for slot, module in SLOTS.items():
+    if c[slot] != '':
+      choice(slot, ('',) + tuple(module.REGISTRY.names))
+  algorithm = algorithm_of(c)
   choice('model', problems_lib.REGISTRY.names)
   choice('split', data_lib.SPLITS)
   choice('precision', PRECISIONS)
@@ -231,11 +269,11 @@ def validate_config(config, *, allow_extra: Iterable[str] = ()) -> None:
     except ValueError as e:
       raise ConfigError(str(e)) from None
   try:  # a ring needs a preset that can all-reduce, and no deadline
-    make_network(c, get_algorithm(c['algo']))
+    make_network(c, algorithm)
   except ValueError as e:
     raise ConfigError(f'config.{e}') from None
   try:
-    check_participation(c, get_algorithm(c['algo']), c['num_workers'],
+    check_participation(c, algorithm, c['num_workers'],
                         where='config.')
   except ValueError as e:
     raise ConfigError(str(e)) from None
@@ -254,11 +292,11 @@ def validate_config(config, *, allow_extra: Iterable[str] = ()) -> None:
   except ValueError as e:
     raise ConfigError(str(e)) from None
   if not allow_extra:  # a single run: only its own parts' parameters
-    used = sweep_lib.algorithm_parts(c['algo'])
+    used = sweep_lib.algorithm_parts(algorithm.name)
     for key in explicit:
       if key.split('.')[0] not in used:
         raise bad(f'params.{key}', explicit[key], 'its default: '
-                  f"algo={c['algo']!r} does not use the part "
+                  f"algo={algorithm.name!r} does not use the part "
                   f"{key.split('.')[0]!r} (it uses {', '.join(used)})")
 
   kind, rest = parse_dataset(c['dataset'])
@@ -310,7 +348,7 @@ def validate_config(config, *, allow_extra: Iterable[str] = ()) -> None:
         raise bad('num_workers', workers, f'a divisor of the {num_train} '
                   'training samples, or set train_subset to a multiple of '
                   'it')
-      check_batch_size(c['algo'], c['batch_size'], num_train // workers)
+      check_batch_size(algorithm.name, c['batch_size'], num_train // workers)
   if c['workers_on'] == 'devices':
     import jax  # pylint: disable=g-import-not-at-top
     try:
@@ -333,6 +371,9 @@ def point_config(config, point: Mapping[str, Any]
     values.pop(name, None)
   for key in sweep_lib.GRID_KEYS:
     set_path(values, key, point[key])
+  for slot in SLOTS:  # (the point's algo names them: expand_grid)
+    if slot in values:
+      values[slot] = ''
   params = parts_lib.default_groups()
   for key, value in point.items():
     if '.' in key and key not in sweep_lib.GRID_KEYS:  # a part's parameter

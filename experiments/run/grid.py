@@ -102,6 +102,7 @@ def sweep_and_evaluate(config, workdir: str | os.PathLike, *,
   """
   wall_start = time.perf_counter()
   points = config_lib.points_from_config(config)
+  config = config_lib.with_slots_in_algo(config)  # (the points' names)
   progress_lib.quiet_start()
   workdir = outputs.usable_workdir(workdir)
   config_dict = config_lib.to_dict(config)

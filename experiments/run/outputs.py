@@ -413,7 +413,10 @@ def _no_local_preset(config_dict: dict) -> bool:
 # config ran the same before the field existed). A checkpoint or result
 # written then stands for a config that leaves the field at that value and
 # for which the field's arrival changed nothing.
-ADDED_FIELDS = {'server_lr': (0.0, _no_local_preset)}
+ADDED_FIELDS = {'server_lr': (0.0, _no_local_preset),
+                # a preset's slots, '' its own parts (as before them)
+                **{slot: ('', lambda _: True)
+                   for slot in ('compressor', 'trigger', 'server', 'client')}}
 
 
 def behaves_as_before(name: str, config_dict: dict) -> bool:
@@ -429,7 +432,8 @@ def legacy_fingerprints(config_dict: dict) -> tuple[str, ...]:
   changed what the config runs (`behaves_as_before`)."""
   from laq_jax import checkpoint as checkpoint_lib  # pylint: disable=g-import-not-at-top
   out, older = [], dict(config_dict)
-  for name, (value, _) in ADDED_FIELDS.items():
+  # (the newest first: a checkpoint of each era between two fields matches)
+  for name, (value, _) in reversed(ADDED_FIELDS.items()):
     if (name in older and older[name] == value
         and behaves_as_before(name, config_dict)):
       del older[name]

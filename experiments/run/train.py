@@ -128,6 +128,7 @@ def train_and_evaluate(config, workdir: str | os.PathLike, *,
   """
   wall_start = time.perf_counter()
   config_lib.validate_config(config)
+  config = config_lib.with_slots_in_algo(config)  # 'laq+server=adam
   progress_lib.quiet_start()
   workdir = outputs.usable_workdir(workdir)
   config_dict = config_lib.to_dict(config)
