@@ -14,7 +14,7 @@ regression, full batch, PowerSGD with error feedback:
     python -m experiments.main --config=configs/user_parts.py:algo=rand_k_gd \\
         --config.params.rand_k.k=500 --workdir=runs/user_parts/rand_k
     python -m experiments.main --config=configs/user_parts.py:algo=gd_momentum,quick \\
-        --config.params.momentum.momentum=0.5 --workdir=runs/user_parts/momentum
+        --config.params.heavy_ball.momentum=0.5 --workdir=runs/user_parts/momentum
 
 Any module of yours works the same way: import it here and list it in
 `config.modules` (comma-separated), on PYTHONPATH or beside the launch.

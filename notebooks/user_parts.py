@@ -1,6 +1,6 @@
 """A user's own parts, written outside the library (notebooks/extend.ipynb).
 
-Importing this module registers six parts and a preset for each, the way a
+Importing this module registers seven parts and presets for them, the way a
 researcher adds methods from their own code, with no edit of `laq_jax`:
 
   rand_k      compressor with its OWN parameter k: k random coordinates,
@@ -14,10 +14,12 @@ researcher adds methods from their own code, with no edit of `laq_jax`:
               at least `weight` times its running average (decay `decay`)
   local_adam  a client part: K local steps of Adam (optax.adam, fresh every
               round) on the client's minibatches, uploading the model change
+  heavy_ball  a server part: heavy-ball momentum written out as an optax
+              GradientTransformation, with its OWN parameter and state
 
 and the presets `rand_k_gd`, `natural_gd`, `powersgd_ef` (PowerSGD with
 error feedback), `laq_ema` (LAQ's quantizer under the ema trigger) and
-`gd_momentum` (GD with an optax momentum server, a part of the library),
+`gd_momentum` (GD with the heavy_ball server),
 and `fedavg_adam` (FedAvg whose clients run local_adam).
 Launchers see them through a config that names this module
 (`config.modules = 'notebooks.user_parts'`, configs/user_parts.py).
@@ -42,7 +44,7 @@ import jax.numpy as jnp
 import optax
 
 import laq_jax
-from laq_jax import clients, compressors, parts, trigger
+from laq_jax import clients, compressors, parts, servers, trigger
 from laq_jax.compressors import Compressed
 
 
@@ -159,6 +161,29 @@ LOCAL_ADAM = clients.client(
     doc='K local steps of Adam, its moments reset every round')
 
 
+def heavy_ball(learning_rate, momentum) -> optax.GradientTransformation:
+  """Heavy-ball momentum written out as an optax transformation: v <- g +
+  momentum v, the step -learning_rate v (what optax.sgd(lr, momentum)
+  computes, in the same order)."""
+
+  def init(params):
+    return jax.tree.map(jnp.zeros_like, params)
+
+  def update(updates, velocity, params=None):
+    del params
+    velocity = jax.tree.map(lambda g, v: g + momentum * v, updates, velocity)
+    return jax.tree.map(lambda v: -learning_rate * v, velocity), velocity
+
+  return optax.GradientTransformation(init, update)
+
+
+HEAVY_BALL = servers.optax_server(
+    'heavy_ball', heavy_ball,
+    [parts.Param('momentum', 0.9, check=lambda a: (a >= 0) & (a < 1),
+                 allowed='a number in [0, 1)')],
+    doc='heavy-ball momentum, written in user code')
+
+
 def register() -> None:
   """Registers the parts and presets (again: a re-run cell replaces them,
   and a RunSpec made afterwards compiles the new ones)."""
@@ -166,6 +191,7 @@ def register() -> None:
     compressors.REGISTRY.register(part.name, part, replace=True)
   trigger.REGISTRY.register(EMA.name, EMA, replace=True)
   clients.REGISTRY.register(LOCAL_ADAM.name, LOCAL_ADAM, replace=True)
+  servers.REGISTRY.register(HEAVY_BALL.name, HEAVY_BALL, replace=True)
   A = laq_jax.Algorithm
   for preset in (
       A('rand_k_gd', False, 'rand_k', False, reference='rand-k'),
@@ -175,9 +201,9 @@ def register() -> None:
         reference='Vogels et al. 2019: PowerSGD'),
       A('laq_ema', False, 'uniform', True, 'ema',
         reference="LAQ's quantizer, an EMA trigger"),
-      A('gd_momentum', False, 'identity', False, server='momentum',
-        params={'momentum.momentum': 0.9},
-        reference='GD with server momentum (optax)'),
+      A('gd_momentum', False, 'identity', False, server='heavy_ball',
+        params={'heavy_ball.momentum': 0.9},
+        reference='GD with heavy-ball server momentum'),
       A('fedavg_adam', True, 'identity', False, client='local_adam',
         absent='drop', weighting='samples', settings={'step_size': 1.0},
         reference='FedAvg with local Adam'),

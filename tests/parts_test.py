@@ -84,10 +84,28 @@ class ParamsTest(absltest.TestCase):
     self.assertIn('rand_k.k: int = 100', hyper_lib.describe())
 
   def test_a_preset_sets_its_parts_parameters(self):
-    self.assertAlmostEqual(float(hyper('gd_momentum').params['momentum'][
+    self.assertAlmostEqual(float(hyper('gd_momentum').params['heavy_ball'][
         'momentum']), 0.9)
     self.assertAlmostEqual(float(hyper('gd_momentum', **{
-        'momentum.momentum': 0.5}).params['momentum']['momentum']), 0.5)
+        'heavy_ball.momentum': 0.5}).params['heavy_ball']['momentum']), 0.5)
+
+  def test_a_user_written_server_is_the_librarys_momentum(self):
+    # heavy_ball (user code: the velocity written out) against the
+    # library's optax.sgd momentum server, composed onto GD: bit for bit.
+    from tests import common  # pylint: disable=g-import-not-at-top
+    x, y = common.mnist_shards(common.SMALL_M, common.SMALL_N)
+    data = lj.Data(jnp.asarray(x), jnp.asarray(y))
+    base = dict(hyper_lib.DEFAULTS, algo='gd', step_size=0.002)
+    points = sweep.expand_grid(
+        {'algo': ['gd_momentum', 'gd+server=momentum'],
+         'heavy_ball.momentum': [0.5], 'momentum.momentum': [0.5]}, base)
+    got = sweep.run_sweep(lj.RunSpec(lj.get_problem('logreg'),
+                                     common.SMALL_M), data, points, 20)
+    np.testing.assert_array_equal(got.loss_GxT[0], got.loss_GxT[1])
+    plain = sweep.run_sweep(lj.RunSpec(lj.get_problem('logreg'),
+                                       common.SMALL_M), data,
+                            sweep.expand_grid({}, base), 20)
+    self.assertFalse(np.array_equal(plain.loss_GxT[0], got.loss_GxT[0]))
 
   def test_a_grid_varies_a_part_parameter_only_where_it_is_used(self):
     base = dict(hyper_lib.DEFAULTS, algo='laq')
@@ -159,7 +177,7 @@ class StaleProgramsTest(absltest.TestCase):
       with self.assertRaisesRegex(ValueError, r"hyper uses compressor\(s\) "
                                   r"uniform but RunSpec.compressors="):
         call()
-    with self.assertRaisesRegex(ValueError, r"server\(s\) momentum"):
+    with self.assertRaisesRegex(ValueError, r"server\(s\) heavy_ball"):
       lj.run_chunk(spec, state, d, hyper('gd_momentum'), 2)
 
   def test_opt_in_parts_are_compiled_in_only_where_named(self):
@@ -373,7 +391,7 @@ class SweepTest(absltest.TestCase):
         np.testing.assert_array_equal(trace.bits_M[g], want.bits_M)
         np.testing.assert_array_equal(trace.sent_M[g], want.sent_M)
     # The servers' and parts' state is in the loop state.
-    self.assertIn('momentum', state.rule.server)
+    self.assertIn('heavy_ball', state.rule.server)
     self.assertIn('powersgd_r2', state.rule.parts_M)
     self.assertIn('ema', state.rule.parts_M)
 
