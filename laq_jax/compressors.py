@@ -50,6 +50,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from laq_jax import codecs
 from laq_jax import collectives
 from laq_jax import parts as parts_lib
 from laq_jax import quantize
@@ -258,16 +259,45 @@ def terngrad(grad_P, ref_P, key, hyper) -> Compressed:
   return Compressed(ref_P + value, jnp.int32(2 * v.shape[-1] + 32))
 
 
+MAX_LEVELS = 2**24  # s: l_i <= s fits a float32 exactly
+
+
+def _innovation_codes(grad_P, ref_P, bits):
+  return quantize.quantize_innovation(jnp.asarray(grad_P, jnp.float32),
+                                      jnp.asarray(ref_P, jnp.float32),
+                                      jnp.int32(bits))
+
+
+_RECONSTRUCT = []
+
+
+def _reconstruct(ref_P, codes_P, radius, bits):
+  """`quantize.reconstruct`, jitted once per process (the quantizer's own
+  expression, so a server rounds as the worker did)."""
+  if not _RECONSTRUCT:
+    _RECONSTRUCT.append(jax.jit(quantize.reconstruct))
+  return _RECONSTRUCT[0](ref_P, codes_P, radius, np.int32(bits))
+
+
+def _norm(v_P):
+  return jnp.sqrt(collectives.sum_sq(jnp.asarray(v_P, jnp.float32)))
+
+
 # Every compressor: a `laq_jax.parts.Part` (a plain function
 # (grad_P, ref_P, key, hyper) -> Compressed registers as one without
-# parameters or state). Add one with `REGISTRY.register(name, part)`; a preset
-# that uses it with `hyper.register_algorithm`.
-MAX_LEVELS = 2**24  # s: l_i <= s fits a float32 exactly
+# parameters, state or wire format). Add one with
+# `REGISTRY.register(name, part)`; a preset that uses it with
+# `hyper.register_algorithm`. `wire=`: its wire format (`laq_jax.codecs`).
+_IDENTITY = parts_lib.compressor('identity', identity, wire=codecs.Identity(),
+                                 doc='full precision')
+_UNIFORM = parts_lib.compressor(
+    'uniform', uniform, wire=codecs.Uniform(_innovation_codes, _reconstruct),
+    doc="LAQ's b-bit uniform quantizer")
 _QSGD = parts_lib.compressor('qsgd', qsgd, params=[parts_lib.Param(
     'levels', 10_000, 'int', lambda a: (a >= 1) & (a <= MAX_LEVELS),
     f'an integer in 1..{MAX_LEVELS}',
     "s, levels of the qsgd compressor (authors': 1e4)")],
-    doc='QSGD (Alistarh et al. 2017)')
+    wire=codecs.Qsgd(_norm, MAX_LEVELS), doc='QSGD (Alistarh et al. 2017)')
 _RAND_P = parts_lib.compressor('rand_p', rand_p, params=[parts_lib.Param(
     'keep_prob', 0.5, check=lambda a: (a > 0) & (a <= 1),
     allowed='a number in (0, 1]',
@@ -277,9 +307,9 @@ _TOP_K = parts_lib.compressor('top_k', top_k, params=[parts_lib.Param(
     'k', 0.01, check=lambda a: (a > 0) & ((a < 1) | (a == np.round(a))),
     allowed='a fraction of p in (0, 1) or a whole count >= 1',
     doc='k: a fraction of p (< 1) or a count (>= 1)')],
-    doc='top-k sparsification')
+    wire=codecs.TopK(top_k_count), doc='top-k sparsification')
 REGISTRY: parts_lib.PartRegistry = parts_lib.PartRegistry(
-    'compressor', [('identity', identity), ('uniform', uniform),
+    'compressor', [('identity', _IDENTITY), ('uniform', _UNIFORM),
                    ('qsgd', _QSGD), ('rand_p', _RAND_P), ('top_k', _TOP_K),
                    ('sign', sign), ('terngrad', terngrad)])
 # COMPRESSORS: the registry's names (a compressor registered later is in it).

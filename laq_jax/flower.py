@@ -23,8 +23,8 @@ records)::
         floats) and the last round whose answer the server took from it.
   up    a ConfigRecord: `sent`, and on an upload its payload (bytes,
         `wire.encode`: ceil(bits / 8) of them), the bits its compressor
-        counted, its format (compressor, b); a skip is that notice with no
-        payload.
+        counted, its format (the compressor and its codec's values,
+        `format.bits`...); a skip is that notice with no payload.
 
 A client's identity is the transport's: the server numbers the nodes it
 serves (the first `clients` of the SuperLink's node ids, in id order) and
@@ -33,7 +33,8 @@ it names a client), and a node it does not serve is not heard.
 
 The server refuses, in one log line naming the client, a reply it cannot
 take: a payload of the wrong length or of another length than the bits
-it declares, a bit width or level or index out of range, a NaN or an
+it declares, a format value (a bit width, levels, k) not the run's, a
+level or index out of range, a NaN or an
 infinity or a value over `wire.bound`, a format that is not the run's, a
 second answer from the same node in a round, an error reply (the ClientApp
 failed); a client that does not answer before the round's timeout is absent
@@ -153,8 +154,8 @@ def client_app(make_run: MakeRun, *, misbehave: Callable | None = None
       upload = client.round(message)
       _save(context, name, client)
       reply = {'sent': upload.sent,
-               'compressor': client.format.compressor,
-               'width': client.format.bits, 'bits': upload.bits}
+               'compressor': client.format.compressor, 'bits': upload.bits,
+               **{f'format.{n}': v for n, v in client.format.values.items()}}
       if upload.sent:
         reply['payload'] = upload.payload
       if misbehave is not None:
@@ -177,12 +178,11 @@ def _check_format(server: deploy.Server, reply) -> None:
   if reply.get('compressor') != fmt.compressor:
     raise wire.WireError(f'compressor {reply.get("compressor")!r}: the run '
                          f'sends {fmt.compressor!r}')
-  width = int(reply.get('width', 0))
-  if fmt.compressor == 'uniform' and width != fmt.bits:
-    raise wire.WireError(
-        f'bit width {width} ' + ('out of range 1..32 ' if not
-                                 1 <= width <= 32 else '')
-        + f'(the run\'s b = {fmt.bits})')
+  for name, value in fmt.values.items():  # b, s, k: the codec's values
+    if reply.get(f'format.{name}') != value:
+      raise wire.WireError(f'format value {name}='
+                           f'{reply.get(f"format.{name}")!r} (the run\'s '
+                           f'{value})')
   if reply.get('sent') and 'payload' in reply:
     bits = int(reply.get('bits', -1))
     if fmt.fixed_bits() is not None and bits != fmt.fixed_bits():

@@ -128,6 +128,8 @@ class Part:
       points use them or not (LASG's and CADA's triggers take a second
       gradient every step and keep a copy of theta per worker; a vmapped
       grid computes every compiled branch).
+    wire: a compressor's wire format (a `laq_jax.codecs.Codec`), or None:
+      it has none and is not deployable (`laq_jax.wire`).
   """
   kind: str
   name: str
@@ -136,6 +138,7 @@ class Part:
   init: Callable | None = None
   doc: str = ''
   opt_in: bool = False
+  wire: Any = None
 
   def __post_init__(self):
     if self.kind not in KINDS:
@@ -154,6 +157,9 @@ class Part:
       raise ValueError(f'{self.kind} {show(self.name)} declares a parameter '
                        f'twice: {names}')
     object.__setattr__(self, 'params', params)
+    if self.wire is not None and self.kind != 'compressor':
+      raise ValueError(f'{self.kind} {show(self.name)}: only a compressor '
+                       'has a wire format')
 
   def __call__(self, *args, **kwargs):
     return self.fn(*args, **kwargs)
@@ -197,7 +203,8 @@ class Part:
     extras = ''.join(
         [f', params={self.param_names}' if self.params else '',
          ', stateful' if self.stateful else '',
-         ', opt_in' if self.opt_in else ''])
+         ', opt_in' if self.opt_in else '',
+         ', wire' if self.wire is not None else ''])
     return f'Part({self.kind}, {self.name!r}{extras})'
 
 
@@ -210,9 +217,10 @@ def show_unknown(name, allowed, what) -> str:
 
 def compressor(name: str, fn: Callable, *, params: Iterable[Param] = (),
                init: Callable | None = None, doc: str = '',
-               opt_in: bool = False) -> Part:
-  """A compressor part (register it in `compressors.REGISTRY`)."""
-  return Part('compressor', name, fn, tuple(params), init, doc, opt_in)
+               opt_in: bool = False, wire=None) -> Part:
+  """A compressor part (register it in `compressors.REGISTRY`); `wire`, its
+  wire format (a `laq_jax.codecs.Codec`), makes it deployable."""
+  return Part('compressor', name, fn, tuple(params), init, doc, opt_in, wire)
 
 
 def trigger(name: str, fn: Callable, *, params: Iterable[Param] = (),

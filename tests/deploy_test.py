@@ -127,6 +127,59 @@ class DeployedIsSimulatedTest(parameterized.TestCase):
       clients[0].round(deploy.Message(3, np.asarray(server.theta_P),
                                       np.asarray(server.state.history_D)))
 
+  def test_a_users_compressor_with_a_codec_deploys(self):
+    # float16 innovations: the compressor and its wire format, both written
+    # here, none of it in the library; 'laq+compressor=half' deployed is
+    # its simulated run
+    import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+    from laq_jax import codecs, compressors, parts, registry  # pylint: disable=g-import-not-at-top
+
+    def half(grad_P, ref_P, key, hyper):
+      del key, hyper
+      v = (grad_P - ref_P).astype(jnp.float16).astype(grad_P.dtype)
+      return compressors.Compressed(ref_P + v,
+                                    jnp.int32(16 * grad_P.shape[-1]))
+
+    class Half(codecs.Codec):
+
+      def fixed_bits(self, fmt):
+        return 16 * fmt.num_params
+
+      def fields(self, fmt, grad_P, ref_P, value_P, norm=None):
+        v = np.asarray(grad_P, np.float32) - np.asarray(ref_P, np.float32)
+        return {'half_P': v.astype(np.float16)}
+
+      def encode(self, fmt, fields):
+        return np.asarray(fields['half_P'], '>f2').tobytes()
+
+      def decode(self, fmt, payload, ref_P, ends=None):
+        codecs.unpack(payload, 16 * fmt.num_params, 'half')
+        return ref_P + np.frombuffer(payload, '>f2').astype(np.float32)
+
+    with registry.scoped():
+      compressors.REGISTRY.register('half', parts.compressor(
+          'half', half, wire=Half()))
+      self.assertIn('half', wire.FORMATS)
+      spec, data, hyper = built('laq+compressor=half', step_size=0.5)
+      state, trace = loop.run(spec, data, hyper, ROUNDS)
+      server, clients, sent, bits, sizes = deployed(spec, data, hyper)
+    np.testing.assert_array_equal(sent, np.asarray(trace.sent_M))
+    np.testing.assert_array_equal(bits, np.asarray(trace.bits_M))
+    self.assertGreater(sent.sum(), 3)  # not only the first round's
+    self.assertTrue(np.all(sizes[sent] == 2 * spec.problem.num_params()))
+    # the server holds exactly what each client sent...
+    for m, client in enumerate(clients):
+      np.testing.assert_array_equal(np.asarray(client.memory.last_upload_P),
+                                    np.asarray(server.state.last_upload_MxP[m]))
+    # ...and theta is the simulation's but where a gradient entry that the
+    # client's program and the simulation's (fused apart) round a last bit
+    # apart falls on either side of a float16 rounding tie: one float16
+    # step there (measured: 9 of 7,850 entries, at most 3.1e-5)
+    gap = np.abs(np.asarray(server.theta_P) - np.asarray(state.theta_P))
+    self.assertLess(gap.max(), 2e-4)
+    self.assertLess(np.mean(gap > 1e-6), 0.01)
+    self.assertNotIn('half', wire.FORMATS)  # gone with its scope
+
   def test_undeployable_runs_refused_by_name(self):
     spec, data, hyper = built('ef_signsgd', batch_size=100)
     with self.assertRaisesRegex(ValueError, "'sign' has no wire format"):

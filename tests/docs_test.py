@@ -92,6 +92,7 @@ class ApiPagesTest(absltest.TestCase):
     for name in ('parts', 'compressors', 'trigger', 'servers', 'clients',
                  'participation', 'network', 'hyper', 'loop', 'rules',
                  'problems', 'models', 'record', 'sweep', 'data', 'wire',
+                 'codecs',
                  'deploy', 'flower'):
       self.assertIn(f'laq_jax.{name}', pages())
 

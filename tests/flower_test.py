@@ -46,7 +46,7 @@ HOW = {(1, 2): 'length', (1, 1): 'width', (2, 2): 'nan', (2, 1): 'claim',
 WHOLE_MESSAGE = ('crash', 'exit')  # every preset's reply is lost
 # what each refusal's reason says (the lost process: no reply; None: no
 # refusal)
-REASON = {'length': 'bytes declared as ', 'width': 'bit width 40',
+REASON = {'length': 'bytes declared as ', 'width': 'format value bits=40',
           'nan': 'non-finite', 'claim': None,
           'crash': 'error reply', 'exit': 'no reply'}
 

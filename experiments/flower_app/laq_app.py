@@ -105,7 +105,7 @@ def misbehave(run_config, step, reply, worker):
   if how == 'length':
     reply.update(sent=True, payload=payload[:-1] or b'\0')
   elif how == 'width':
-    reply['width'] = 40
+    reply['format.bits'] = 40
   elif how == 'nan':  # uniform's radius: the 32 bits after the b p codes
     import numpy as np  # pylint: disable=g-import-not-at-top
     bits = np.unpackbits(np.frombuffer(payload, np.uint8))
