@@ -14,6 +14,32 @@ from tests import reference
 TABLE = reference.FAMILY  # docs/algorithm.md's presets
 
 
+class ModulesTest(absltest.TestCase):
+  """hyper serves the names of fields.py and presets.py, the same objects:
+  a preset registered through either module is the other's too."""
+
+  def test_one_table_served_by_three_modules(self):
+    from laq_jax import fields, presets, registry  # pylint: disable=g-import-not-at-top
+    for name in ('FIELDS', 'FIELD', 'DEFAULTS', 'ARRAYS', 'Field',
+                 'check_value', 'validate', 'hyper_keys'):
+      self.assertIs(getattr(hyper, name), getattr(fields, name), name)
+    for name in ('ALGORITHMS', 'SLOTS', 'Algorithm', 'compose',
+                 'get_algorithm', 'register_algorithm'):
+      self.assertIs(getattr(hyper, name), getattr(presets, name), name)
+    with registry.scoped():
+      presets.register_algorithm(dataclasses.replace(
+          presets.get_algorithm('laq'), name='laq_again'))
+      again = hyper.make_hyper('laq_again', bits=3)
+      self.assertIn('laq_again', lj.ALGORITHMS)
+    self.assertNotIn('laq_again', hyper.ALGORITHMS)
+    want = hyper.make_hyper('laq', bits=3)
+    for a, b in zip(again, want):
+      if not isinstance(a, dict):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    with self.assertRaisesRegex(ValueError, 'bits=0 is not allowed'):
+      fields.check_value('bits', 0)
+
+
 class ComposeTest(absltest.TestCase):
   """A preset with other parts in its slots ('laq+server=adam')."""
 

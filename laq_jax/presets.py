@@ -1,0 +1,295 @@
+"""The algorithm presets: each a named bundle of parts (compressor,
+trigger, server, client) and their settings, and their composition by slot
+('laq+server=adam'). ::
+
+    presets.get_algorithm('laq')              # the Algorithm
+    presets.compose('laq', server='adam')     # 'laq+server=adam'
+
+Its names are `laq_jax.hyper`'s too, where they are documented.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from laq_jax import clients as clients_lib
+from laq_jax import compressors
+from laq_jax import participation as participation_lib
+from laq_jax import parts as parts_lib
+from laq_jax import registry
+from laq_jax import servers as servers_lib
+from laq_jax import trigger as trigger_lib
+from laq_jax.fields import check_value
+from laq_jax.show import show
+
+
+@dataclasses.dataclass(frozen=True)
+class Algorithm:
+  """A preset of the one rule: which parts it plugs in.
+
+  Attributes:
+    name: what configs and sweeps call it.
+    stochastic: minibatch gradients (else full shards).
+    compressor: one of `compressors.COMPRESSORS`.
+    innovation: compress g - Qhat (LAQ, EF21) rather than g itself (QSGD).
+    trigger: one of `trigger.TRIGGERS`: 'eager' (always upload), 'laq' (the LAG/LAQ
+      rule), 'clag' (CLAG's, Richtarik et al. 2022).
+    server: one of `servers.SERVERS`: how the server steps ('sgd': theta -
+      alpha * aggregate; 'momentum', 'adam', 'amsgrad', ... through optax).
+    params: the preset's values of its parts' own parameters, dotted
+      ({'momentum.momentum': 0.9}); a config or grid may override them.
+    error_feedback: add what earlier compressions dropped before compressing.
+    downlink: the server's broadcast is quantized too (b bits, LAQ's
+      quantizer on the parameters' innovation).
+    reference: where it comes from.
+    client: one of `clients.CLIENTS`: what a participant computes
+      ('gradient': one gradient; 'local', 'scaffold', ...: K local steps,
+      uploading the model change).
+    absent: what `absent='auto'` means for it ('stale' or 'drop').
+    weighting: what `weighting='auto'` means for it ('sum', 'samples' or
+      'uniform').
+    settings: its paper's values of Hyper fields, which `make_hyper` takes
+      for the fields it is not given; `server_lr` (eta_s, the server's
+      step on a local client's model change) also where it is given as 0,
+      its default, so that a config or a sweep over presets runs each at
+      its own server step unless one is named.
+  """
+  name: str
+  stochastic: bool
+  compressor: str
+  innovation: bool
+  trigger: str = 'eager'
+  error_feedback: bool = False
+  downlink: bool = False
+  reference: str = ''
+  server: str = 'sgd'
+  params: tuple[tuple[str, Any], ...] = ()
+  client: str = 'gradient'
+  absent: str = 'stale'
+  weighting: str = 'sum'
+  settings: tuple[tuple[str, Any], ...] = ()
+
+  def __post_init__(self):
+    object.__setattr__(self, 'params', tuple(
+        dict(self.params).items()))  # a dict or pairs, kept as pairs
+    object.__setattr__(self, 'settings', tuple(dict(self.settings).items()))
+    if self.absent not in participation_lib.ABSENT:
+      raise ValueError(f'Algorithm {self.name!r}: absent={self.absent!r} is '
+                       f'not allowed; allowed: {", ".join(participation_lib.ABSENT)}')
+    if self.weighting not in participation_lib.WEIGHTING:
+      raise ValueError(f'Algorithm {self.name!r}: weighting={self.weighting!r} '
+                       'is not allowed; allowed: '
+                       f'{", ".join(participation_lib.WEIGHTING)}')
+
+  @property
+  def local(self) -> bool:
+    """Whether participants run local steps (upload a model change)."""
+    return self.client != 'gradient'
+
+  @property
+  def lazy(self) -> bool:
+    """Whether workers may skip an upload."""
+    return self.trigger != 'eager'
+
+  @property
+  def quantize(self) -> bool:
+    """Whether uploads go through LAQ's innovation quantizer."""
+    return self.compressor == 'uniform'
+
+
+_A = Algorithm
+
+
+def _local_presets() -> tuple[Algorithm, ...]:
+  """FedAvg and friends: client part, server, weighting and the papers'
+  settings (docs/algorithm.md, "Local work", cites each)."""
+  fed = dict(client='local', absent='drop', weighting='samples')
+  # McMahan et al. 2017 (MNIST, B = 10, E = 1 on 600 samples: 60 steps; a
+  # CPU run takes K = 10 by default): client SGD, server step 1.
+  local = {'local.steps': 10, 'local.lr': 0.1}
+  return (
+      _A('fedavg', True, 'identity', False, params=local,
+         settings={'server_lr': 1.0}, **fed,
+         reference='McMahan et al. 2017: FedAvg'),
+      _A('fedavgm', True, 'identity', False, server='momentum',
+         params={**local, 'momentum.momentum': 0.9},
+         settings={'server_lr': 1.0}, **fed,
+         reference='Hsu, Qi, Brown 2019: FedAvgM (server momentum 0.9)'),
+      _A('fedadam', True, 'identity', False, server='fedadam',
+         params={'local.steps': 10, 'local.lr': 10 ** -1.5},
+         settings={'server_lr': 0.01}, **fed,
+         reference='Reddi et al. 2021: FedAdam'),
+      _A('fedyogi', True, 'identity', False, server='fedyogi',
+         params={'local.steps': 10, 'local.lr': 10 ** -1.5},
+         settings={'server_lr': 0.01}, **fed,
+         reference='Reddi et al. 2021: FedYogi'),
+      _A('fedprox', True, 'identity', False,
+         params={**local, 'local.mu': 1.0}, settings={'server_lr': 1.0},
+         **fed, reference='Li et al. 2020: FedProx'),
+      _A('scaffold', True, 'identity', False, client='scaffold',
+         params={'scaffold.steps': 10, 'scaffold.lr': 0.1},
+         settings={'server_lr': 1.0}, absent='drop', weighting='samples',
+         reference='Karimireddy et al. 2020: SCAFFOLD, option II'),
+      _A('fedpaq', True, 'qsgd', False, params=local,
+         settings={'server_lr': 1.0}, **fed,
+         reference='Reisizadeh et al. 2020: FedPAQ (QSGD\'s quantizer on '
+                   'the model change)'),
+      _A('local_sgd', True, 'identity', False, client='local', params=local,
+         settings={'server_lr': 1.0}, absent='drop', weighting='uniform',
+         reference='local SGD: every client, every round, K steps, the '
+                   'models averaged (the LASG code\'s baseline)'),
+      _A('fedlaq', True, 'uniform', True, 'laq', params=local,
+         settings={'server_lr': 1.0}, **fed,
+         reference='ours: LAQ\'s quantizer and trigger on the model change'),
+  )
+
+
+ALGORITHMS: dict[str, Algorithm] = registry.track({
+    a.name: a for a in (
+        # The LAQ paper's family (Sun et al. 2019).
+        _A('gd', False, 'identity', False, 'eager', reference='GD'),
+        _A('qgd', False, 'uniform', True, 'eager',
+           reference='Sun et al. 2019: QGD, the quantizer that never skips'),
+        _A('lag', False, 'identity', False, 'laq',
+           reference='Chen et al. 2018: LAG-WK'),
+        _A('laq', False, 'uniform', True, 'laq', reference='Sun et al. 2019'),
+        _A('sgd', True, 'identity', False, 'eager', reference='SGD'),
+        _A('sqgd', True, 'uniform', True, 'eager',
+           reference='QGD with minibatch gradients'),
+        _A('slag', True, 'identity', False, 'laq',
+           reference='LAG with minibatch gradients'),
+        _A('slaq', True, 'uniform', True, 'laq',
+           reference='Sun et al. 2019: SLAQ'),
+        # The field's compressors and rules.
+        _A('qsgd', True, 'qsgd', False, 'eager',
+           reference='Alistarh et al. 2017: QSGD'),
+        _A('ssgd', True, 'rand_p', False, 'eager',
+           reference='Wangni et al. 2018: sparsified SGD'),
+        _A('terngrad', True, 'terngrad', False, 'eager',
+           reference='Wen et al. 2017: TernGrad'),
+        _A('ef_signsgd', True, 'sign', False, 'eager', error_feedback=True,
+           reference='Karimireddy et al. 2019: EF-SignSGD'),
+        _A('topk_ef', True, 'top_k', False, 'eager', error_feedback=True,
+           reference='Stich et al. 2018; Lin et al. 2018 (DGC\'s core)'),
+        _A('ef21', False, 'top_k', True, 'eager',
+           reference='Richtarik, Sokolov, Fatkhullin 2021: EF21'),
+        _A('ef21_sgd', True, 'top_k', True, 'eager',
+           reference='EF21 with minibatch gradients'),
+        _A('clag', False, 'top_k', True, 'clag',
+           reference='Richtarik et al. 2022 (3PC): CLAG'),
+        _A('two_laq', False, 'uniform', True, 'laq', downlink=True,
+           reference='Sun et al., TPAMI 2020: LAQ with a quantized '
+                     'broadcast'),
+        # The LAQ authors' follow-ups: two gradients on the same sample.
+        _A('lasg_wk2', True, 'identity', False, 'lasg_wk2',
+           reference='Chen, Sun, Yin 2020: LASG-WK2'),
+        _A('lasg_wk1', True, 'identity', False, 'lasg_wk1',
+           reference='Chen, Sun, Yin 2020: LASG-WK1'),
+        _A('lasg_ps', True, 'identity', False, 'lasg_ps',
+           reference='Chen, Sun, Yin 2020: LASG-PS'),
+        _A('lasg_wk2_laq', True, 'uniform', True, 'lasg_wk2',
+           reference='LASG-WK2 with LAQ\'s quantizer (ours: the journal '
+                     'version names the combination)'),
+        _A('lasg_wk1_laq', True, 'uniform', True, 'lasg_wk1',
+           reference='LASG-WK1 with LAQ\'s quantizer'),
+        _A('lasg_ps_laq', True, 'uniform', True, 'lasg_ps',
+           reference='LASG-PS with LAQ\'s quantizer'),
+        _A('cada1', True, 'identity', False, 'cada_wk1',
+           server='cada_amsgrad',
+           reference='Chen, Guo, Sun, Yin 2021: CADA1'),
+        _A('cada2', True, 'identity', False, 'cada_wk2',
+           server='cada_amsgrad',
+           reference='Chen, Guo, Sun, Yin 2021: CADA2'),
+        _A('cada_adam', True, 'identity', False, 'eager',
+           server='cada_amsgrad',
+           reference='CADA\'s baseline: distributed Adam (AMSGrad, no '
+                     'bias correction), every worker every step'),
+        # Rounds with local work (docs/algorithm.md, "Local work"): the
+        # upload is the model change Delta_m after K local steps.
+        *_local_presets(),
+    )
+})
+
+
+def register_algorithm(algorithm: Algorithm, *, replace: bool = False
+                       ) -> Algorithm:
+  """Adds a preset (e.g. of a compressor or trigger registered from user
+  code) so that configs, sweeps and `make_hyper` can name it.
+
+  Raises:
+    ValueError: its compressor or trigger is not registered, or its name is
+      taken (unless replace=True).
+  """
+  compressors.index(algorithm.compressor)
+  trigger_lib.index(algorithm.trigger)
+  servers_lib.index(algorithm.server)
+  clients_lib.index(algorithm.client)
+  for key, value in algorithm.settings:
+    check_value(key, value, f'{algorithm.name}.settings[{key!r}]')
+  for key, value in algorithm.params:
+    parts_lib.check_value(key, value, f'{algorithm.name}.params[{key!r}]')
+  if algorithm.name in ALGORITHMS and not replace:
+    raise ValueError(f'algorithm {show(algorithm.name)} is already registered; '
+                     'pass replace=True to replace it')
+  ALGORITHMS[algorithm.name] = algorithm
+  return algorithm
+
+
+# The slots of a preset a name may fill with another part
+# ('laq+server=adam'), each with its registry's module.
+SLOTS = {'compressor': compressors, 'trigger': trigger_lib,
+         'server': servers_lib, 'client': clients_lib}
+
+
+def compose(algo: str | Algorithm, **slots: str) -> Algorithm:
+  """The preset `algo` with other parts in its slots (compressor, trigger,
+  server, client): `compose('laq', server='adam')` is LAQ's uploads and
+  trigger stepped by Adam, named 'laq+server=adam', the name configs and
+  grids give it (`get_algorithm` reads such names). The preset's own
+  settings and parameters stay; a part put in a slot runs at its
+  parameters' defaults unless a config or grid names them.
+
+  Raises:
+    ValueError: a slot that is not one of SLOTS, or a part that is not
+      registered for it (named, with what is allowed).
+  """
+  base = algo if isinstance(algo, Algorithm) else get_algorithm(algo)
+  for slot, part in slots.items():
+    if slot not in SLOTS:
+      raise ValueError(f'slot {show(slot)} in {show(base.name)}: the slots '
+                       f'are {", ".join(SLOTS)}')
+    names = SLOTS[slot].REGISTRY.names
+    if part not in names:
+      raise ValueError(f'{slot}={show(part)} in {show(base.name)}: a '
+                       f'{slot} is one of {", ".join(names)}')
+  # (a slot given its preset's own part changes nothing: 'laq' stays 'laq')
+  slots = {k: v for k, v in slots.items() if getattr(base, k) != v}
+  if not slots:
+    return base
+  name = '+'.join([base.name] + [f'{k}={slots[k]}' for k in SLOTS
+                                 if k in slots])
+  return dataclasses.replace(base, name=name, **slots)
+
+
+def get_algorithm(name: str) -> Algorithm:
+  """Returns the preset called `name` (or a composed one, 'laq+server=adam':
+  `compose`), or a ValueError listing the choices."""
+  try:
+    return ALGORITHMS[name]
+  except (KeyError, TypeError):
+    pass
+  if isinstance(name, str) and '+' in name:
+    base, *items = name.split('+')
+    slots = {}
+    for item in items:
+      slot, eq, part = item.partition('=')
+      if not eq or slot in slots:
+        raise ValueError(f'algorithm {show(name)}: after the preset, '
+                         "'+slot=part' once per slot (slots: "
+                         f'{", ".join(SLOTS)})')
+      slots[slot] = part
+    return compose(get_algorithm(base), **slots)
+  raise ValueError(
+      f'unknown algorithm {show(name)}; allowed: {", ".join(ALGORITHMS)}'
+      " (or a preset with parts in its slots: 'laq+server=adam')")
