@@ -9,7 +9,7 @@ functions, so a deployed run is the simulated one. ::
     server.receive(m, upload.sent, upload.payload, upload.bits)  # or WireError
     server.finish_round()                       # aggregate, step, history
 
-The worker's half is `loop.gradient_part` on its own shard (its gradient, or
+The worker's half is `stages.gradient_part` on its own shard (its gradient, or
 its K local steps) and `rules.workers_stage` on its own memory (its
 compressor, error feedback, its trigger): the simulation's stages on one
 row. The server's half is the rest of `rules.step`: the aggregate of the
@@ -46,6 +46,7 @@ from laq_jax import loop
 from laq_jax import participation as participation_lib
 from laq_jax import rules
 from laq_jax import servers as servers_lib
+from laq_jax import stages
 from laq_jax import trigger as trigger_lib
 from laq_jax import wire
 from laq_jax.hyper import Hyper
@@ -122,7 +123,7 @@ def _row(tree):
 def _client_round(spec: RunSpec, data, hyper: Hyper, worker, step, theta_P,
                   history_D, memory: Memory):
   """The worker's half of `loop.make_step`'s round, on its one row."""
-  s = loop.Setting(spec, data, hyper_lib.cast(hyper, theta_P.dtype),
+  s = stages.Setting(spec, data, hyper_lib.cast(hyper, theta_P.dtype),
                    worker[None], None, False)
   # (the server's step, as rules.step reads it: eta_s for local work)
   server_hyper = rules.server_hyper(s.hyper, spec.parts)
@@ -130,7 +131,7 @@ def _client_round(spec: RunSpec, data, hyper: Hyper, worker, step, theta_P,
       memory.last_upload_P[None], memory.last_error[None],
       memory.clock[None], memory.error_P[None],
       jnp.zeros_like(theta_P), history_D, theta_P, _one(memory.parts), {})
-  gradients = loop.gradient_part(s)
+  gradients = stages.gradient_part(s)
   local = None
   if spec.local:
     _, grads_1xP, same, local = gradients(step, theta_P, theta_P, state)

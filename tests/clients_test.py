@@ -15,7 +15,7 @@ import pytest
 
 import laq_jax as lj
 from laq_jax import data as data_lib
-from laq_jax import loop
+from laq_jax import stages
 from tests import common
 
 _ENV = common.IsolatedEnv('laq_clients_test_')
@@ -165,7 +165,7 @@ class ObjectiveTest(parameterized.TestCase):
 class MinibatchTest(parameterized.TestCase):
 
   def test_rows_are_distinct_own_rows(self):
-    draw = jax.jit(lambda k, c: loop.client_batch_rows(k, c, 40, 8),
+    draw = jax.jit(lambda k, c: stages.client_batch_rows(k, c, 40, 8),
                    static_argnums=())
     for count in (1, 5, 8, 9, 40):
       seen = np.zeros(40)
@@ -187,7 +187,7 @@ class MinibatchTest(parameterized.TestCase):
     for count in (3, 8, 17, 40):
       blocks = set()
       for i in range(100):
-        rows, used = loop.client_batch_rows(jax.random.key(i), count, 40, 8,
+        rows, used = stages.client_batch_rows(jax.random.key(i), count, 40, 8,
                                             True)
         rows = np.asarray(rows)[:int(used)]
         self.assertTrue((rows < count).all())
