@@ -35,7 +35,8 @@ from laq_jax.fields import (ARRAYS, CONFIG_FIELDS, DEFAULTS, FIELD, FIELDS,  # p
                             check_value, hyper_keys, is_integer, is_number,
                             validate)
 from laq_jax.presets import (ALGORITHMS, SLOTS, Algorithm, compose,  # pylint: disable=unused-import
-                             get_algorithm, register_algorithm)
+                             get_algorithm, parse_slot, register_algorithm,
+                             slot_value)
 
 
 class Hyper(collections.namedtuple('Hyper', ARRAYS)):

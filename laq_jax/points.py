@@ -24,6 +24,7 @@ from laq_jax import trigger as trigger_lib
 from laq_jax.hyper import (ALGORITHMS, DEFAULTS, SLOTS, Hyper,
                            check_value as check_field, compose,
                            get_algorithm, make_hyper, stack_hypers)
+from laq_jax.presets import parse_slot
 
 HYPER_KEYS = tuple(DEFAULTS)  # step_size, bits, xi, ..., seed
 # Every built-in key a grid may vary, in the order points are enumerated (the
@@ -112,10 +113,11 @@ def check_value(key: str, value, where: str | None = None) -> None:
   """Raises ValueError unless `value` is allowed for grid key `key`."""
   where = where or key
   if key in SLOTS:
-    names = SLOTS[key].REGISTRY.names
-    if value not in names:
-      raise ValueError(f'{where} value {value!r} is not allowed: a {key} is '
-                       f'one of {", ".join(names)}')
+    try:
+      parse_slot(key, value)
+    except ValueError as e:
+      raise ValueError(f'{where} value {value!r} is not allowed: '
+                       f'{str(e).partition(": ")[2]}') from None
     return
   if key == 'algo':
     try:

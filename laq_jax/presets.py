@@ -240,14 +240,55 @@ def register_algorithm(algorithm: Algorithm, *, replace: bool = False
 # ('laq+server=adam'), each with its registry's module.
 SLOTS = {'compressor': compressors, 'trigger': trigger_lib,
          'server': servers_lib, 'client': clients_lib}
+# Error feedback is a wrapper in the compressor slot: 'ef(top_k)' is top_k
+# with the worker's error memory added before compressing (the preset's
+# `error_feedback`); a preset that has it holds 'ef(...)' in that slot.
+
+
+def slot_value(algorithm: Algorithm, slot: str) -> str:
+  """What `algorithm` holds in `slot`: its part's name, 'ef(top_k)' for a
+  compressor with error feedback."""
+  if slot == 'compressor' and algorithm.error_feedback:
+    return f'ef({algorithm.compressor})'
+  return getattr(algorithm, slot)
+
+
+def parse_slot(slot: str, value: str, where: str = '') -> dict[str, Any]:
+  """The Algorithm fields a slot's value sets ('ef(top_k)' in the
+  compressor slot: compressor='top_k', error_feedback=True; a plain
+  compressor: error_feedback=False).
+
+  Raises:
+    ValueError: a slot that is not one of SLOTS, or a part not registered
+      for it (named, with what is allowed).
+  """
+  where = f' in {show(where)}' if where else ''
+  if slot not in SLOTS:
+    raise ValueError(f'slot {show(slot)}{where}: the slots are '
+                     f'{", ".join(SLOTS)}')
+  names = SLOTS[slot].REGISTRY.names
+  part, fields = value, {}
+  if slot == 'compressor':
+    inner = (value[3:-1] if isinstance(value, str)
+             and value.startswith('ef(') and value.endswith(')') else None)
+    part = value if inner is None else inner
+    fields['error_feedback'] = inner is not None
+  if part not in names:
+    raise ValueError(
+        f'{slot}={show(value)}{where}: a {slot} is one of {", ".join(names)}'
+        + (' (or ef(one of them): error feedback around it)'
+           if slot == 'compressor' else ''))
+  return {slot: part, **fields}
 
 
 def compose(algo: str | Algorithm, **slots: str) -> Algorithm:
   """The preset `algo` with other parts in its slots (compressor, trigger,
   server, client): `compose('laq', server='adam')` is LAQ's uploads and
   trigger stepped by Adam, named 'laq+server=adam', the name configs and
-  grids give it (`get_algorithm` reads such names). The preset's own
-  settings and parameters stay; a part put in a slot runs at its
+  grids give it (`get_algorithm` reads such names). In the compressor slot
+  'ef(top_k)' wraps a compressor in error feedback ('sgd+compressor=ef(sign)'
+  is EF-signSGD), and a plain name there runs without it. The preset's
+  own settings and parameters stay; a part put in a slot runs at its
   parameters' defaults unless a config or grid names them.
 
   Raises:
@@ -255,21 +296,16 @@ def compose(algo: str | Algorithm, **slots: str) -> Algorithm:
       registered for it (named, with what is allowed).
   """
   base = algo if isinstance(algo, Algorithm) else get_algorithm(algo)
-  for slot, part in slots.items():
-    if slot not in SLOTS:
-      raise ValueError(f'slot {show(slot)} in {show(base.name)}: the slots '
-                       f'are {", ".join(SLOTS)}')
-    names = SLOTS[slot].REGISTRY.names
-    if part not in names:
-      raise ValueError(f'{slot}={show(part)} in {show(base.name)}: a '
-                       f'{slot} is one of {", ".join(names)}')
+  fields = {slot: parse_slot(slot, part, base.name)
+            for slot, part in slots.items()}
   # (a slot given its preset's own part changes nothing: 'laq' stays 'laq')
-  slots = {k: v for k, v in slots.items() if getattr(base, k) != v}
+  slots = {k: v for k, v in slots.items() if slot_value(base, k) != v}
   if not slots:
     return base
   name = '+'.join([base.name] + [f'{k}={slots[k]}' for k in SLOTS
                                  if k in slots])
-  return dataclasses.replace(base, name=name, **slots)
+  return dataclasses.replace(
+      base, name=name, **{f: v for k in slots for f, v in fields[k].items()})
 
 
 def get_algorithm(name: str) -> Algorithm:

@@ -75,6 +75,41 @@ class ComposeTest(absltest.TestCase):
     self.assertEqual(set(got.bits_GxTxM[0].ravel()) - {0}, {32 * 7850})
     self.assertEqual(set(got.bits_GxTxM[2].ravel()) - {0}, {4 * 7850 + 32})
 
+  def test_error_feedback_wraps_any_compressor(self):
+    # 'ef(top_k)' in the compressor slot is top_k with the error memory:
+    # bit for bit the preset registered by hand with error_feedback=True,
+    # in one program beside top_k without it, which differs
+    from laq_jax import registry, sweep  # pylint: disable=g-import-not-at-top
+    from tests import common  # pylint: disable=g-import-not-at-top
+    x, y = common.mnist_shards(common.SMALL_M, common.SMALL_N)
+    data = lj.Data(jnp.asarray(x), jnp.asarray(y))
+    spec = lj.RunSpec(lj.get_problem('logreg'), common.SMALL_M)
+    base = dict(hyper.DEFAULTS, algo='gd', step_size=0.01,
+                **{'top_k.k': 0.05})
+    names = ['gd+compressor=ef(top_k)', 'gd+compressor=top_k']
+    got = sweep.run_sweep(spec, data, sweep.expand_grid({'algo': names},
+                                                        base), 12)
+    with registry.scoped():
+      for name, ef in (('gd_topk_ef', True), ('gd_topk', False)):
+        hyper.register_algorithm(dataclasses.replace(
+            hyper.ALGORITHMS['gd'], name=name, compressor='top_k',
+            error_feedback=ef))
+      want = sweep.run_sweep(spec, data, sweep.expand_grid(
+          {'algo': ['gd_topk_ef', 'gd_topk']}, base), 12)
+    np.testing.assert_array_equal(got.loss_GxT, want.loss_GxT)
+    self.assertFalse(np.array_equal(got.loss_GxT[0], got.loss_GxT[1]))
+    # a preset with it holds 'ef(...)' in its slot; a plain name drops it
+    self.assertEqual(hyper.compose('topk_ef', compressor='ef(top_k)').name,
+                     'topk_ef')
+    plain = hyper.compose('topk_ef', compressor='top_k')
+    self.assertEqual((plain.compressor, plain.error_feedback),
+                     ('top_k', False))
+    self.assertEqual(hyper.slot_value(hyper.get_algorithm('ef_signsgd'),
+                                      'compressor'), 'ef(sign)')
+    with self.assertRaisesRegex(ValueError, r"compressor='ef\(nope\)' in "
+                                "'gd': a compressor is one of identity"):
+      hyper.get_algorithm('gd+compressor=ef(nope)')
+
   def test_a_grid_over_a_slot_composes_each_preset(self):
     from laq_jax import sweep  # pylint: disable=g-import-not-at-top
     base = dict(hyper.DEFAULTS, algo='lag')

@@ -27,7 +27,7 @@ from laq_jax import sweep as sweep_lib
 from laq_jax.hyper import (ALGORITHMS, DEFAULTS, SLOTS, Algorithm,
                            check_value, check_participation, compose,
                            get_algorithm, is_integer, is_number,
-                           make_network)
+                           make_network, parse_slot)
 from laq_jax.loop import GRID_AXES, MINIBATCH_LOSS_EVERY
 from laq_jax import problems as problems_lib
 
@@ -237,7 +237,13 @@ def validate_config(config, *, allow_extra: Iterable[str] = ()) -> None:
     choice('algo', tuple(ALGORITHMS))
   for slot, module in SLOTS.items():
     if c[slot] != '':
-      choice(slot, ('',) + tuple(module.REGISTRY.names))
+      try:
+        parse_slot(slot, c[slot])
+      except ValueError:
+        raise bad(slot, c[slot], 'one of ' + ', '.join(map(repr, ('',) + tuple(
+            module.REGISTRY.names))) + (' (or ef(one of them): error '
+                                        'feedback around it)' if slot ==
+                                        'compressor' else '')) from None
   algorithm = algorithm_of(c)
   choice('model', problems_lib.REGISTRY.names)
   choice('split', data_lib.SPLITS)
