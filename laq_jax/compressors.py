@@ -316,6 +316,58 @@ REGISTRY: parts_lib.PartRegistry = parts_lib.PartRegistry(
 __getattr__ = registry.names_attribute(__name__, COMPRESSORS=REGISTRY)
 
 
+def chain(names: Sequence[str]) -> str:
+  """Registers the compressors `names` in turn as one, named 'chain(a,b)'.
+
+  Returns that name. Each link compresses what the one before sent,
+  Q = ref + C_n(C_n-1(...C_1(grad - ref))) (top_k then qsgd: QSGD's levels
+  on the k values top_k kept, Basu et al. 2019's Qsparse), each drawing
+  from its own key (`jax.random.fold_in(key, i)`) at its own parameters.
+  Its bits are the last one's count of what it was given: exact where that
+  encoding names positions itself (qsgd's gaps: k values cost their levels
+  and gaps, not p), an overcount where it is dense (uniform, sign: every
+  coordinate, the zeros too). It has no wire format. A preset's compressor
+  slot takes it by name: 'gd+compressor=chain(top_k,qsgd)'.
+
+  Raises:
+    ValueError: fewer than two names, one not registered, a stateful one,
+      or a chain inside a chain.
+  """
+  names = tuple(names)
+  if len(names) < 2:
+    raise ValueError(f'chain({",".join(names)}): a chain takes two or more '
+                     'compressors')
+  parts = []
+  for name in names:
+    if name not in REGISTRY.names or name.startswith('chain('):
+      raise ValueError(f'chain({",".join(names)}): {name!r} is not allowed; '
+                       'a link is one of '
+                       + ', '.join(n for n in REGISTRY.names
+                                   if not n.startswith('chain(')))
+    part = REGISTRY.get(name)
+    if part.stateful:
+      raise ValueError(f'chain({",".join(names)}): {name!r} keeps a state '
+                       'per worker, which a chain does not carry')
+    parts.append(part)
+  name = f'chain({",".join(names)})'
+  if name in REGISTRY.names:
+    return name
+
+  def chained(grad_P, ref_P, key, hyper):
+    u = grad_P - ref_P
+    zero = jnp.zeros_like(u)
+    for i, part in enumerate(parts):
+      out, _ = part.call(u, zero, None if key is None else
+                         jax.random.fold_in(key, i), hyper,
+                         params=parts_lib.own_params(hyper, part))
+      u = out.value_P  # (0 + C_i(u): C_i(u) exactly)
+    return Compressed(ref_P + u, out.bits)
+
+  REGISTRY.register(name, parts_lib.compressor(
+      name, chained, doc=' then '.join(names)))
+  return name
+
+
 def check_names(names: Sequence[str]) -> tuple[str, ...]:
   """`names` as a tuple of known compressors, in COMPRESSORS order."""
   return REGISTRY.check_names(names)

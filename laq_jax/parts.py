@@ -240,6 +240,15 @@ class PartRegistry(registry.Registry):
     for name, part in parts:
       self.register(name, part)
 
+  def name_allowed(self, name) -> bool:
+    """Letters, digits and _; for a compressor also a chain of such names,
+    'chain(top_k,qsgd)' (`compressors.chain`)."""
+    if (self.kind == 'compressor' and isinstance(name, str)
+        and name.startswith('chain(') and name.endswith(')')):
+      return all(super(PartRegistry, self).name_allowed(n)
+                 for n in name[6:-1].split(','))
+    return super().name_allowed(name)
+
   def register(self, name: str, part, *, replace: bool = False) -> Part:
     if not isinstance(part, Part):
       if not callable(part):

@@ -266,17 +266,21 @@ def parse_slot(slot: str, value: str, where: str = '') -> dict[str, Any]:
   if slot not in SLOTS:
     raise ValueError(f'slot {show(slot)}{where}: the slots are '
                      f'{", ".join(SLOTS)}')
-  names = SLOTS[slot].REGISTRY.names
   part, fields = value, {}
   if slot == 'compressor':
     inner = (value[3:-1] if isinstance(value, str)
              and value.startswith('ef(') and value.endswith(')') else None)
     part = value if inner is None else inner
     fields['error_feedback'] = inner is not None
+    if (isinstance(part, str) and part.startswith('chain(')
+        and part.endswith(')')):  # registered once, by its name
+      part = compressors.chain(part[6:-1].split(','))
+  names = SLOTS[slot].REGISTRY.names
   if part not in names:
     raise ValueError(
         f'{slot}={show(value)}{where}: a {slot} is one of {", ".join(names)}'
-        + (' (or ef(one of them): error feedback around it)'
+        + (' (or ef(one of them): error feedback around it; '
+           'chain(a,b): b compressing what a sent)'
            if slot == 'compressor' else ''))
   return {slot: part, **fields}
 

@@ -118,6 +118,10 @@ class Registry(Generic[T]):
       raise self._unknown(name)
     return self.names.index(name)
 
+  def name_allowed(self, name) -> bool:
+    """Whether `name` may be registered: letters, digits and _."""
+    return isinstance(name, str) and name.replace('_', 'a').isalnum()
+
   def register(self, name: str, part: T, *, replace: bool = False) -> T:
     """Adds `part` as `name` (at the end) and returns it.
 
@@ -125,7 +129,7 @@ class Registry(Generic[T]):
       ValueError: `name` is not an identifier-like string, or is taken
         (pass replace=True to swap the part, keeping its index).
     """
-    if not isinstance(name, str) or not name.replace('_', 'a').isalnum():
+    if not self.name_allowed(name):
       raise ValueError(f'{self.kind} name {show(name)} is not allowed: use '
                        'letters, digits and _')
     if name in self._parts and not replace:

@@ -181,5 +181,87 @@ class CompressorTest(parameterized.TestCase):
       spec.check_hyper(lj.make_hyper('ssgd'))
 
 
+class ChainTest(absltest.TestCase):
+  """chain(top_k,qsgd): QSGD's levels on the k values top_k kept."""
+
+  def test_each_link_compresses_what_the_one_before_sent(self):
+    from laq_jax import registry, wire  # pylint: disable=g-import-not-at-top
+    rng = np.random.default_rng(3)
+    g = jnp.asarray(rng.normal(size=50), jnp.float32)
+    ref = jnp.asarray(rng.normal(size=50) * 0.1, jnp.float32)
+    key = jax.random.key(7)
+    zero = jnp.zeros(50, jnp.float32)
+    with registry.scoped():
+      algo = lj.get_algorithm('laq+compressor=chain(top_k,qsgd)')
+      self.assertEqual(algo.compressor, 'chain(top_k,qsgd)')
+      h = lj.make_hyper(algo, **{'top_k.k': 5, 'qsgd.levels': 8})
+      part = compressors.REGISTRY.get(algo.compressor)
+      out, _ = compressors.compress(g, ref, key, h, (part,))
+      # by hand: top_k on v = g - ref (its key fold_in(key, 0)), then
+      # qsgd on what it kept (fold_in(key, 1)), around ref
+      kept = compressors.top_k(g - ref, zero,
+                               jax.random.fold_in(key, 0), h).value_P
+      q = compressors.qsgd(kept, zero, jax.random.fold_in(key, 1),
+                           h)
+      np.testing.assert_array_equal(np.asarray(out.value_P),
+                                    np.asarray(ref + q.value_P))
+      # nonzero only where top_k kept, and the bits QSGD's code of those
+      # levels takes (gaps and levels, not p), counted independently
+      moved = np.flatnonzero(np.asarray(out.value_P - ref))
+      self.assertTrue(set(moved) <= set(np.flatnonzero(np.asarray(kept))))
+      norm = float(np.linalg.norm(np.asarray(kept)))
+      levels = np.rint(np.asarray(q.value_P, np.float64) * 8 / norm)
+      self.assertEqual(int(out.bits),
+                       wire.qsgd_bits({'signed_levels_P': levels}))
+      dense = compressors.qsgd(g - ref, zero,
+                               jax.random.fold_in(key, 1), h)
+      self.assertLess(int(out.bits), int(dense.bits))
+      # no wire format: not deployable, said by name
+      with self.assertRaisesRegex(ValueError, "'chain\\(top_k,qsgd\\)' has "
+                                  'no wire format'):
+        wire.Format.of(algo.compressor, 50, h)
+    self.assertNotIn('chain(top_k,qsgd)', compressors.COMPRESSORS)
+
+  def test_a_chain_runs_beside_its_links_in_one_program(self):
+    from laq_jax import registry, sweep  # pylint: disable=g-import-not-at-top
+    from tests import common  # pylint: disable=g-import-not-at-top
+    x, y = common.mnist_shards(common.SMALL_M, common.SMALL_N)
+    data = lj.Data(jnp.asarray(x), jnp.asarray(y))
+    spec = lj.RunSpec(lj.get_problem('logreg'), common.SMALL_M)
+    base = dict(lj.hyper.DEFAULTS, algo='gd', step_size=0.01,
+                **{'top_k.k': 0.05, 'qsgd.levels': 16})
+    with registry.scoped():
+      points = sweep.expand_grid({'compressor': ['chain(top_k,qsgd)',
+                                                 'qsgd']}, base)
+      self.assertEqual([p['algo'] for p in points],
+                       ['gd+compressor=chain(top_k,qsgd)',
+                        'gd+compressor=qsgd'])
+      got = sweep.run_sweep(spec, data, points, 10)
+    loss = np.asarray(got.loss_GxT)
+    self.assertTrue(np.all(np.isfinite(loss)))
+    self.assertTrue(np.all(loss[:, -1] < loss[:, 0]))
+    bits = np.asarray(got.bits_GxTxM, np.float64)
+    # 5% of 7,850 coordinates: at most k entries, each a gap and a level
+    self.assertLess(bits[0].max(), 0.05 * 7850 * (2 * 13 + 1 + 2 * 4 + 1)
+                    + 32)
+    self.assertLess(bits[0].mean(), 0.5 * bits[1].mean())
+
+  def test_refusals(self):
+    from laq_jax import registry  # pylint: disable=g-import-not-at-top
+    with registry.scoped():
+      for name, message in (
+          ('chain(top_k)', 'a chain takes two or more compressors'),
+          ('chain(top_k,nope)', "'nope' is not allowed; a link is one of "
+                                'identity'),
+          ('ef(chain(top_k,sign))', None)):
+        if message is None:  # error feedback around a chain: allowed
+          a = lj.get_algorithm(f'gd+compressor={name}')
+          self.assertEqual((a.compressor, a.error_feedback),
+                           ('chain(top_k,sign)', True))
+          continue
+        with self.assertRaisesRegex(ValueError, message):
+          lj.get_algorithm(f'gd+compressor={name}')
+
+
 if __name__ == '__main__':
   absltest.main()

@@ -241,9 +241,10 @@ def validate_config(config, *, allow_extra: Iterable[str] = ()) -> None:
         parse_slot(slot, c[slot])
       except ValueError:
         raise bad(slot, c[slot], 'one of ' + ', '.join(map(repr, ('',) + tuple(
-            module.REGISTRY.names))) + (' (or ef(one of them): error '
-                                        'feedback around it)' if slot ==
-                                        'compressor' else '')) from None
+            module.REGISTRY.names))) + (
+                ' (or ef(one of them): error feedback around it; '
+                'chain(a,b): b compressing what a sent)'
+                if slot == 'compressor' else '')) from None
   algorithm = algorithm_of(c)
   choice('model', problems_lib.REGISTRY.names)
   choice('split', data_lib.SPLITS)
