@@ -213,10 +213,6 @@ def is_number(value) -> bool:
           ) and math.isfinite(float(value))
 
 
-def _allowed_kind(field: Field) -> str:
-  return 'i' if field.kind == 'int' else 'if'
-
-
 def check_value(name: str, value, where: str | None = None) -> None:
   """The one validator: raises ValueError unless every element of `value`
   (a scalar, or an array for a grid) is allowed for field `name`.
@@ -250,20 +246,8 @@ def check_value(name: str, value, where: str | None = None) -> None:
       raise ValueError(f'{where}={show(value)} is not allowed: it must be '
                        f'{field.allowed}')
     return
-  bad = ValueError(f'{where}={show(value)} is not allowed: it must be '
-                   f'{field.allowed}')
-  if isinstance(value, (str, bytes)):
-    raise bad
-  try:
-    a = np.asarray(value)
-  except (TypeError, ValueError):
-    raise bad from None
-  if a.dtype.kind not in _allowed_kind(field) or a.size == 0:
-    raise bad
-  with np.errstate(invalid='ignore'):
-    if not (np.all(np.isfinite(a.astype(np.float64)))
-            and np.all(field.check(a))):
-      raise bad
+  parts_lib.check_number(value, field.kind, field.check, field.allowed,
+                         where)
 
 
 def validate(**values) -> None:

@@ -55,6 +55,33 @@ KINDS = ('compressor', 'trigger', 'server', 'client')
 _INT32_MAX = 2**31 - 1
 
 
+def check_number(value, kind: str, check, allowed: str, where: str) -> None:
+  """The one check of a number or a grid's array of them, for a Hyper
+  field (`laq_jax.fields.check_value`) and a part's parameter alike: every
+  element an integer ('int': not 4.0, not True, within int32) or a finite
+  number ('float': not a bool), and allowed by `check` (element-wise; None:
+  any); else ValueError "{where}={value} is not allowed: it must be
+  {allowed}"."""
+  bad = ValueError(f'{where}={show(value)} is not allowed: it must be '
+                   f'{allowed}')
+  if isinstance(value, (str, bytes, bool, np.bool_)):
+    raise bad
+  try:
+    a = np.asarray(value)
+  except (TypeError, ValueError):
+    raise bad from None
+  if a.size == 0 or a.dtype.kind not in ('i' if kind == 'int' else 'if'):
+    raise bad
+  with np.errstate(invalid='ignore'):
+    ok = np.all(np.isfinite(a.astype(np.float64)))
+    if kind == 'int':
+      ok = ok and np.all(np.abs(a.astype(np.float64)) <= _INT32_MAX)
+    if ok and check is not None:
+      ok = bool(np.all(check(a)))
+  if not ok:
+    raise bad
+
+
 @dataclasses.dataclass(frozen=True)
 class Param:
   """One parameter a part declares.
@@ -85,26 +112,8 @@ class Param:
 
   def validate(self, value, where: str | None = None) -> None:
     """Raises ValueError unless every element of `value` is allowed."""
-    where = where or self.name
-    bad = ValueError(f'{where}={show(value)} is not allowed: it must be '
-                     f'{self.allowed}')
-    if isinstance(value, (str, bytes, bool, np.bool_)):
-      raise bad
-    try:
-      a = np.asarray(value)
-    except (TypeError, ValueError):
-      raise bad from None
-    if a.size == 0 or a.dtype.kind not in ('i' if self.kind == 'int'
-                                           else 'if'):
-      raise bad
-    with np.errstate(invalid='ignore'):
-      ok = np.all(np.isfinite(a.astype(np.float64)))
-      if self.kind == 'int':
-        ok = ok and np.all(np.abs(a.astype(np.float64)) <= _INT32_MAX)
-      if ok and self.check is not None:
-        ok = bool(np.all(self.check(a)))
-    if not ok:
-      raise bad
+    check_number(value, self.kind, self.check, self.allowed,
+                 where or self.name)
 
   def array(self, value, dtype) -> jax.Array:
     """The value as the Hyper array: int32, or the run's float dtype."""
