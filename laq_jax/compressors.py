@@ -363,8 +363,9 @@ def chain(names: Sequence[str]) -> str:
       u = out.value_P  # (0 + C_i(u): C_i(u) exactly)
     return Compressed(ref_P + u, out.bits)
 
+  # (opt-in: compiled only into programs whose points name it)
   REGISTRY.register(name, parts_lib.compressor(
-      name, chained, doc=' then '.join(names)))
+      name, chained, doc=' then '.join(names), opt_in=True))
   return name
 
 

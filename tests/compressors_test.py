@@ -194,6 +194,8 @@ class ChainTest(absltest.TestCase):
     with registry.scoped():
       algo = lj.get_algorithm('laq+compressor=chain(top_k,qsgd)')
       self.assertEqual(algo.compressor, 'chain(top_k,qsgd)')
+      # opt-in: a program compiles it in only where a point names it
+      self.assertNotIn(algo.compressor, compressors.REGISTRY.default_names)
       h = lj.make_hyper(algo, **{'top_k.k': 5, 'qsgd.levels': 8})
       part = compressors.REGISTRY.get(algo.compressor)
       out, _ = compressors.compress(g, ref, key, h, (part,))
