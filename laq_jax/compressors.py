@@ -268,15 +268,13 @@ def _innovation_codes(grad_P, ref_P, bits):
                                       jnp.int32(bits))
 
 
-_RECONSTRUCT = []
+# `quantize.reconstruct` jitted (the quantizer's own expression, so a
+# server rounds as the worker did); compiled on its first call
+_RECONSTRUCT = jax.jit(quantize.reconstruct)
 
 
 def _reconstruct(ref_P, codes_P, radius, bits):
-  """`quantize.reconstruct`, jitted once per process (the quantizer's own
-  expression, so a server rounds as the worker did)."""
-  if not _RECONSTRUCT:
-    _RECONSTRUCT.append(jax.jit(quantize.reconstruct))
-  return _RECONSTRUCT[0](ref_P, codes_P, radius, np.int32(bits))
+  return _RECONSTRUCT(ref_P, codes_P, radius, np.int32(bits))
 
 
 def _norm(v_P):
