@@ -5,7 +5,10 @@ groups balanced by their recorded times (tests/timings.json, this tier's;
 a file with no record counts as the median), the longest group first, and
 the groups run LAQ_JAX_TEST_JOBS at a time (default: the CPU count, at most
 4). Each group is one pytest process whose output is printed whole when it
-ends. No process runs the whole suite: one that compiled every test's
+ends. The files that set XLA_DEFAULTS or XLA_DEFAULT_EMITTERS run in groups
+of their own; the others' processes compile with XLA's older, faster loop
+emitters (LAQ_JAX_TEST_EMITTERS=legacy, tests/conftest.py). No process runs
+the whole suite: one that compiled every test's
 programs in turn grew until XLA's compiler crashed (SIGSEGV); tests/conftest.py
 also drops JAX's in-memory caches after each module, and the programs come
 back from the persistent compilation cache (tests/conftest.py, .cache/jax/).
@@ -74,6 +77,35 @@ def split(files: list[str], times: dict[str, float], groups: int
   return [sorted(b[1]) for b in bins if b[1]]
 
 
+def needs_default_emitters(path: str) -> bool:
+  """Whether a test file sets XLA_DEFAULTS or XLA_DEFAULT_EMITTERS
+  (tests/conftest.py): its process keeps XLA's default code generator."""
+  with open(os.path.join(ROOT, path), encoding='utf-8') as f:
+    return bool(re.search(r'^XLA_DEFAULT(S|_EMITTERS) = True', f.read(),
+                          re.M))
+
+
+def plan(files: list[str], times: dict[str, float], groups: int
+         ) -> list[tuple[list[str], bool]]:
+  """(files, legacy emitters?) per group: the files that need XLA's
+  default emitters in groups of their own (their share of the groups, at
+  least one), the rest in groups whose processes compile with the older,
+  faster ones (tests/conftest.py), longest group first."""
+  default = [f for f in files if needs_default_emitters(f)]
+  rest = [f for f in files if f not in default]
+  if not default or not rest:
+    return [(g, bool(rest)) for g in split(files, times, groups)]
+  known = [times[f] for f in files if f in times]
+  median = statistics.median(known) if known else 10.0
+  cost = lambda fs: sum(times.get(f, median) for f in fs)
+  share = cost(default) / max(cost(files), 1e-9)
+  n_default = min(max(1, round(groups * share)), max(groups - 1, 1))
+  out = ([(g, False) for g in split(default, times, n_default)]
+         + [(g, True) for g in split(rest, times,
+                                     max(groups - n_default, 1))])
+  return sorted(out, key=lambda g: -cost(g[0]))
+
+
 def budgets() -> dict[str, float]:
   """{'suite'|'fast'|test file: seconds} from tests/BUDGETS.md's tables:
   rows `| <name> | <budget s> | ...` whose name is `suite`, `fast tier` or
@@ -120,7 +152,7 @@ def main(argv: list[str]) -> int:
       times = json.load(f).get(which, {})
   jobs = int(os.environ.get('LAQ_JAX_TEST_JOBS') or min(os.cpu_count() or 1, 4))
   ngroups = int(os.environ.get('LAQ_JAX_TEST_GROUPS') or 3 * jobs)
-  groups = split(files, times, ngroups)
+  groups = plan(files, times, ngroups)
   tmp = tempfile.mkdtemp(prefix='laq_jax_tests_')
   stats = os.path.join(tmp, 'compile_stats.jsonl')
   env = dict(os.environ, LAQ_JAX_COMPILE_STATS=stats)
@@ -129,7 +161,7 @@ def main(argv: list[str]) -> int:
   lock = threading.Lock()
   start = time.monotonic()
 
-  def run(i: int, chunk: list[str]):
+  def run(i: int, chunk: list[str], legacy: bool):
     t0 = time.monotonic()
     log = os.path.join(tmp, f'group{i + 1}.log')
     with open(log, 'w', encoding='utf-8') as out:
@@ -137,10 +169,13 @@ def main(argv: list[str]) -> int:
           [sys.executable, '-m', 'pytest', *chunk, '-q', '-ra',
            '--durations=10', f'--junitxml={os.path.join(tmp, f"g{i + 1}.xml")}',
            '-p', 'no:cacheprovider', *args],
-          cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+          cwd=ROOT, env=dict(env, **({'LAQ_JAX_TEST_EMITTERS': 'legacy'}
+                                     if legacy else {})),
+          stdout=out, stderr=subprocess.STDOUT)
     seconds = time.monotonic() - t0
     with lock:
-      print(f'== test group {i + 1}/{len(groups)} ({len(chunk)} files: '
+      print(f'== test group {i + 1}/{len(groups)} ({len(chunk)} files'
+            f'{"" if legacy else ", XLA default emitters"}: '
             f'{", ".join(os.path.basename(c) for c in chunk)}): exit {rc}, '
             f'{seconds:.0f} s', flush=True)
       with open(log, encoding='utf-8', errors='replace') as f:
@@ -149,7 +184,8 @@ def main(argv: list[str]) -> int:
     return i, rc, seconds
 
   with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
-    results = sorted(pool.map(lambda ic: run(*ic), enumerate(groups)))
+    results = sorted(pool.map(lambda ic: run(ic[0], *ic[1]),
+                              enumerate(groups)))
   wall = time.monotonic() - start
 
   cases = []

@@ -34,6 +34,36 @@ if _STATS:
 import jax  # pylint: disable=g-import-not-at-top
 import pytest  # pylint: disable=g-import-not-at-top
 
+# The pytest processes of `./test.sh` (scripts/run_tests.py sets
+# LAQ_JAX_TEST_EMITTERS=legacy) also generate code with XLA's older loop
+# emitters (`--xla_cpu_use_fusion_emitters=false`), which compile the
+# suite's small programs about 40% faster (tests/BUDGETS.md). Like the
+# optimization level, this process's alone: XLA reads $XLA_FLAGS once, when
+# the backend starts, so the flag is set, the backend started, and
+# $XLA_FLAGS given back before any test starts a process (they keep XLA's
+# defaults, as a user's do). The two code generators round differently in
+# the last bits (and a quantized round can turn such a bit into a level), so
+# a module that compares its results with another code path's within a
+# tolerance that only the default generator meets sets
+# `XLA_DEFAULT_EMITTERS = True` (deploy_test: a client's program against
+# the vmapped simulation), as do the `XLA_DEFAULTS` modules; run_tests.py
+# runs those in processes of their own, with the default emitters.
+LEGACY_EMITTERS = '--xla_cpu_use_fusion_emitters=false'
+_LEGACY = (os.environ.pop('LAQ_JAX_TEST_EMITTERS', '') == 'legacy'
+           and os.environ.get('LAQ_JAX_TEST_OPTIMIZE', '0') != '1')
+if _LEGACY:
+  from jax._src import xla_bridge as _xb  # pylint: disable=g-import-not-at-top,wrong-import-position
+  if _xb.backends_are_initialized():
+    raise RuntimeError('LAQ_JAX_TEST_EMITTERS=legacy: JAX\'s backend started '
+                       'before tests/conftest.py could set XLA_FLAGS')
+  _flags = os.environ.get('XLA_FLAGS')
+  os.environ['XLA_FLAGS'] = f'{_flags or ""} {LEGACY_EMITTERS}'.strip()
+  jax.devices()
+  if _flags is None:
+    del os.environ['XLA_FLAGS']
+  else:
+    os.environ['XLA_FLAGS'] = _flags
+
 if _STATS:
   _compile_stats.register()
 
@@ -84,6 +114,10 @@ jax.config.update('jax_enable_x64', True)
 # LAQ_JAX_TEST_OPTIMIZE=1 compiles every module at the defaults.
 _OPTIMIZE = os.environ.get('LAQ_JAX_TEST_OPTIMIZE', '0') == '1'
 
+def needs_default_emitters(module) -> bool:
+  return bool(getattr(module, 'XLA_DEFAULTS', False)
+              or getattr(module, 'XLA_DEFAULT_EMITTERS', False))
+
 
 @pytest.fixture(autouse=True, scope='module')
 def _release_compiled_programs(request):
@@ -94,6 +128,11 @@ def _release_compiled_programs(request):
   persistent cache instead of compiling it again."""
   jax.config.update('jax_disable_most_optimizations', not (
       _OPTIMIZE or getattr(request.module, 'XLA_DEFAULTS', False)))
+  if _LEGACY and needs_default_emitters(request.module):
+    pytest.fail(f'{os.path.basename(request.module.__file__)} needs XLA\'s '
+                'default emitters (XLA_DEFAULTS or XLA_DEFAULT_EMITTERS): run '
+                'it in a pytest process without LAQ_JAX_TEST_EMITTERS=legacy '
+                '(scripts/run_tests.py groups it so)', pytrace=False)
   # A preset or part a test module registers stays in that module: the next
   # one in the same process sees the library's (reference_test and
   # hyper_test compare the presets with their tables; a registered part's

@@ -130,6 +130,10 @@ class TiersTest(absltest.TestCase):
         r'^XLA_DEFAULTS = True', p.read_text(), re.M))
     self.assertEqual(marked, ['flower_test.py', 'resume_test.py',
                               'train_test.py'])
+    # the older emitters (./test.sh's processes) are this process's alone:
+    # the processes a test starts find XLA's defaults in $XLA_FLAGS
+    self.assertNotIn('fusion_emitters', os.environ.get('XLA_FLAGS', ''))
+    self.assertNotIn('LAQ_JAX_TEST_EMITTERS', os.environ)
 
   def test_the_parser_sees_marks(self):
     # an independent count: the files whose whole module is marked
