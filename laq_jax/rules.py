@@ -18,223 +18,33 @@ axis M. Under `jax.shard_map` the worker axis is split over devices; pass
 
 from __future__ import annotations
 
-import dataclasses
 import functools
-from typing import Callable, NamedTuple
+from typing import Callable
 
 import jax
 import jax.numpy as jnp
 
-from laq_jax import clients as clients_lib
 from laq_jax import collectives
-from laq_jax import participation as participation_lib
 from laq_jax import compressors
-from laq_jax import hyper as hyper_lib
-from laq_jax import parts as parts_lib
+from laq_jax import participation as participation_lib
 from laq_jax import quantize
 from laq_jax import randomness
 from laq_jax import schedule
 from laq_jax import servers as servers_lib
 from laq_jax import trigger as trigger_lib
 from laq_jax.hyper import Hyper
-
-
-class RuleState(NamedTuple):
-  """Server and worker memory.
-
-  Attributes:
-    last_upload_MxP: Qhat_m, what the server holds of worker m (0 at start).
-    last_error_M: ehat_m, ||Q - g||^2 of that upload (0 at start).
-    clock_M: t_m, consecutive skips so far (int32); NEVER_UPLOADED before a
-      worker's first upload.
-    error_MxP: error feedback's memory: what earlier compressions dropped (0
-      at start, and always 0 without error feedback).
-    aggregate_P: sum_m Qhat_m, what the server steps with (all workers).
-    history_D: h_d = ||theta^{k+1-d} - theta^{k-d}||^2, d = 1..D ([0] newest).
-    broadcast_P: thetahat, the parameters the workers hold: theta itself, or
-      its quantized broadcast when the downlink is quantized.
-    parts_M: {part name: state with a leading worker axis} of the stateful
-      compressors and triggers compiled in ({} when none).
-    server: {part name: state} of the stateful servers compiled in (optax's
-      momentum, Adam's moments; {} for sgd).
-  """
-  last_upload_MxP: jax.Array
-  last_error_M: jax.Array
-  clock_M: jax.Array
-  error_MxP: jax.Array
-  aggregate_P: jax.Array
-  history_D: jax.Array
-  broadcast_P: jax.Array
-  parts_M: dict = {}
-  server: dict = {}
-
-  # The fields with a leading worker axis (split over the devices under
-  # shard_map; the others are replicated): stated, not read off the names.
-  PER_WORKER = ('last_upload_MxP', 'last_error_M', 'clock_M', 'error_MxP',
-                'parts_M')
-
-
-class StepStats(NamedTuple):
-  """Per-step, per-worker statistics: the one logging surface.
-
-  Attributes:
-    sent_M: whether each worker uploaded.
-    bits_M: bits each worker uploaded (0 on a skip), int32.
-    bits_down_M: bits each worker received: the broadcast of the new
-      parameters (32 p, or b_down p + 32 quantized), int32.
-    innovation_M: the trigger's left-hand side: ||Q - Qhat||^2 (eager and
-      LAG/LAQ), ||g - Qhat||^2 (CLAG).
-    threshold_M: the trigger's right-hand side.
-    error_M: e = ||Q - g||^2 of this step's compression (0 at full
-      precision).
-    dropped_M: whether a round deadline cut the worker off (its work lost:
-      `Hyper.deadline_s`).
-    grads_M: the gradients each worker computed (int32): 1, 2 for LASG's
-      and CADA's same-sample pair (1 on their forced steps), 0 for a client
-      not in the round or one LASG-PS's server did not select.
-  """
-  sent_M: jax.Array
-  bits_M: jax.Array
-  bits_down_M: jax.Array
-  innovation_M: jax.Array
-  threshold_M: jax.Array
-  error_M: jax.Array
-  dropped_M: jax.Array
-  grads_M: jax.Array
-
-  PER_WORKER = ('sent_M', 'bits_M', 'bits_down_M', 'innovation_M',
-                'threshold_M', 'error_M', 'dropped_M', 'grads_M')
-
-
-NEVER_UPLOADED = trigger_lib.NEVER_UPLOADED
-
-
-@dataclasses.dataclass(frozen=True)
-class Parts:
-  """The parts a program compiles in (static); `Hyper` picks among them.
-
-  Attributes:
-    compressors: the compressor Parts it may meet.
-    triggers: the trigger Parts it may meet.
-    servers: the server Parts it may meet.
-    error_feedback: whether any point uses error feedback.
-    downlink: whether any point quantizes the broadcast.
-    stochastic: minibatch gradients: `Hyper.authors_code` then follows the
-      authors' minibatch scripts (their history window).
-    clients: the client Parts it may meet (`laq_jax.clients`; ('gradient',)
-      unless a point runs local work).
-    weighting: whether any point combines the uploads as a weighted mean
-      (`Hyper.weighting` samples or uniform).
-  """
-  compressors: tuple[parts_lib.Part, ...] = ()
-  triggers: tuple[parts_lib.Part, ...] = ()
-  servers: tuple[parts_lib.Part, ...] = ()
-  error_feedback: bool = True
-  downlink: bool = True
-  stochastic: bool = False
-  clients: tuple[parts_lib.Part, ...] = ()
-  weighting: bool = False
-
-  @classmethod
-  def of(cls, compressors_=None, triggers=None, servers=None, clients=None,
-         **flags) -> 'Parts':
-    """Parts from names (None: every registered part of that kind; the
-    sgd server and the gradient client)."""
-    return cls(compressors.REGISTRY.parts(compressors_),
-               trigger_lib.REGISTRY.parts(triggers),
-               servers_lib.REGISTRY.parts(servers or ('sgd',)),
-               clients=clients_lib.REGISTRY.parts(clients or ('gradient',)),
-               **flags)
-
-  @property
-  def controls(self) -> tuple[parts_lib.Part, ...]:
-    """The stateful client parts (control variates, SCAFFOLD's)."""
-    return tuple(p for p in self.clients if p.stateful)
-
-
-def init(theta_P: jax.Array, num_workers: int, memory: int,
-         authors_code=False, parts: Parts | None = None,
-         hyper: Hyper | None = None) -> RuleState:
-  """Zero memory for `num_workers` workers (the local count under shard_map).
-
-  With `authors_code` the clocks start at 0, as in the authors' scripts, and
-  the trigger alone decides at k = 0; otherwise at NEVER_UPLOADED. The
-  workers start from theta^0 (the seeded initialization, not broadcast).
-  The stateful parts among `parts` start from their `init`.
-  """
-  num_params, dtype = theta_P.shape[-1], theta_P.dtype
-  clock = jnp.where(authors_code, 0, NEVER_UPLOADED).astype(jnp.int32)
-  parts_M, server = {}, {}
-  if parts is not None:
-    one = {**compressors.init_states(parts.compressors, num_params, dtype,
-                                     theta_P),
-           **trigger_lib.init_states(parts.triggers, num_params, dtype,
-                                     theta_P)}
-    one.update({p.name: p.init(num_params, dtype) for p in parts.controls})
-    parts_M = jax.tree.map(
-        lambda a: jnp.broadcast_to(a, (num_workers,) + jnp.shape(a)), one)
-    server = servers_lib.init_states(
-        parts.servers, theta_P,
-        server_hyper(hyper_lib.cast(hyper, dtype), parts))
-    # The server's control variate c = the mean of the clients' (all 0).
-    server.update({p.name: p.init(num_params, dtype) for p in parts.controls})
-  return RuleState(
-      last_upload_MxP=jnp.zeros((num_workers, num_params), dtype),
-      last_error_M=jnp.zeros((num_workers,), dtype),
-      clock_M=jnp.full((num_workers,), clock, jnp.int32),
-      error_MxP=jnp.zeros((num_workers, num_params), dtype),
-      aggregate_P=jnp.zeros((num_params,), dtype),
-      history_D=jnp.zeros((memory,), dtype),
-      broadcast_P=theta_P,
-      parts_M=parts_M,
-      server=server,
-  )
-
-
-class Worker(NamedTuple):
-  """One worker's side of the round (the rule stage's output, per worker)."""
-  last_upload_P: jax.Array
-  last_error: jax.Array
-  clock: jax.Array
-  error_P: jax.Array
-  delta_P: jax.Array
-  parts: dict
-  stats: 'StepStats'
-  server_side: jax.Array  # the server chose the worker before it computed
-
-
-class SameSample(NamedTuple):
-  """This step's samples and how to take a gradient on one of them: the
-  same-sample pair LASG's and CADA's triggers compare
-  (`trigger.Inputs.gradient_at`).
-
-  Attributes:
-    sample_M: each local worker's sample of this step, a pytree with a
-      leading worker axis (its minibatch, or its shard for full-batch
-      gradients).
-    grad_at: (theta_P, one worker's sample) -> its gradient there.
-  """
-  sample_M: object
-  grad_at: Callable
-
-
-class LocalOut(NamedTuple):
-  """What the local-work stage adds to a round (`loop.local_gradients`).
-
-  Attributes:
-    steps_M: the gradients each local worker computed (K for a local
-      point, 1 for a gradient point), int32.
-    extra_bits_M: bits an upload carries beside the compressed one (a
-      control variate's change, 32 p), int32.
-    extra_down: bits every participant receives beside theta (the server's
-      control variate, 32 p), int32 scalar.
-    controls_M: {stateful client part: each local worker's new control
-      variate c_m+ [M, P]} (kept where the worker uploads).
-  """
-  steps_M: jax.Array
-  extra_bits_M: jax.Array
-  extra_down: jax.Array
-  controls_M: dict
+# The rule's records (re-exported: `rules.RuleState`, `rules.Parts`, ...).
+from laq_jax.rule_state import LocalOut  # pylint: disable=unused-import
+from laq_jax.rule_state import NEVER_UPLOADED  # pylint: disable=unused-import
+from laq_jax.rule_state import Parts
+from laq_jax.rule_state import Rule
+from laq_jax.rule_state import RuleState
+from laq_jax.rule_state import SameSample
+from laq_jax.rule_state import StepStats
+from laq_jax.rule_state import Worker
+from laq_jax.rule_state import init
+from laq_jax.rule_state import server_hyper
+from laq_jax.rule_state import worker_params  # pylint: disable=unused-import
 
 
 def _worker(grad_P, last_upload_P, last_error, clock, error_P, states, key,
@@ -421,24 +231,6 @@ def step(grads_MxP: jax.Array, state: RuleState, theta_P: jax.Array,
 # iteration"). Each is a pure function of the round's values so far.
 
 
-def server_hyper(hyper: Hyper, parts: Parts) -> Hyper:
-  """`hyper` with `step_size` the server's step, the one every stage
-  reads (the server's update, the LAG/LAQ threshold's alpha): eta_s
-  (`Hyper.server_lr`) where the running client takes local steps and
-  uploads its model change, alpha (`step_size`, the rate on gradients)
-  where it uploads a gradient. Unchanged where no local client is compiled
-  in, so a grid over FedSGD and FedAvg runs each at its own step."""
-  local = [clients_lib.is_local(c) for c in parts.clients]
-  if not any(local):
-    return hyper
-  rate = jnp.asarray(hyper.server_lr, jnp.result_type(hyper.step_size))
-  if not all(local):
-    index = parts_lib.local_index(hyper.client, parts.clients,
-                                  clients_lib.REGISTRY)
-    rate = jnp.where(jnp.asarray(local)[index], rate, hyper.step_size)
-  return hyper._replace(step_size=rate)
-
-
 def _weighting(hyper: Hyper, parts: Parts, num_workers: int):
   """(whether the server steps with the weighted mean, the Hyper the
   workers' stage sees): a weighted mean steps each upload by about
@@ -561,46 +353,6 @@ def _add_local(out: Worker, state: RuleState, local: LocalOut) -> Worker:
                                 state.parts_M[name])
   return out._replace(parts=new_parts, stats=stats._replace(
       grads_M=grads.astype(jnp.int32), bits_M=bits.astype(jnp.int32)))
-
-
-def worker_params(state: RuleState, theta_P: jax.Array) -> jax.Array:
-  """The parameters the workers hold: the broadcast (theta itself unless
-  the downlink is quantized)."""
-  del theta_P
-  return state.broadcast_P
-
-
-class Rule(NamedTuple):
-  """A communication rule as an optax-style set of pure functions.
-
-  `laq_jax.RunSpec.rule` holds one and the loop calls only these, so
-  another rule plugs in without editing the loop:
-
-  Attributes:
-    init: `(theta_P, num_workers, memory, hyper, *, parts) -> state`, for
-      the local workers. The state is a NamedTuple whose class states its
-      PER_WORKER fields (a leading worker axis: split over the devices under
-      shard_map); the others are replicated.
-    step: `(grads_MxP, state, theta_P, hyper, *, step_count, worker_ids_M,
-      num_workers, axis_name, parts) -> (theta^{k+1}, state, stats)`, the
-      stats a `stats_type`.
-    worker_params: (state, theta_P) -> the parameters the workers compute
-      their gradients at.
-    stats_type: the NamedTuple of per-step stats `step` returns (its class
-      states PER_WORKER too); the loop's Trace is its fields after the loss
-      and the gradient norm. It must hold sent_M, bits_M and bits_down_M
-      (the accounting every file reads, `laq_jax.record.RECORDED`).
-    same_sample: `step` takes `same_sample=` (a `SameSample`: this step's
-      samples, for triggers that take a second gradient on them).
-    rows: `step` takes `rows_M=` (a round computed on its participants'
-      rows alone, `RunSpec.round_size`; see `laq_jax.rules.step`).
-  """
-  init: Callable[..., NamedTuple]
-  step: Callable[..., tuple[jax.Array, NamedTuple, NamedTuple]]
-  worker_params: Callable[[NamedTuple, jax.Array], jax.Array] = worker_params
-  stats_type: type = StepStats
-  same_sample: bool = False
-  rows: bool = False
 
 
 def _init(theta_P, num_workers, memory, hyper, *, parts=None) -> RuleState:

@@ -199,6 +199,35 @@ class EquivalenceTest(parameterized.TestCase):
                      int(trace.sent_M.sum()) * 32 * p)
 
 
+class RuleStateTest(absltest.TestCase):
+  """laq_jax.rule_state: the records the rule's stages pass."""
+
+  def test_init_gives_every_per_worker_field_its_worker_axis(self):
+    # The fields a class states as PER_WORKER are the ones split over the
+    # devices under shard_map: each must lead with M, the others must not
+    # (sharding.py splits by this list, not by the names).
+    from laq_jax import rule_state  # pylint: disable=g-import-not-at-top
+    m, p = 3, 7
+    parts = rule_state.Parts.of(clients=('gradient', 'scaffold'),
+                                servers=('sgd', 'fedadam'))
+    hyper = lj.make_hyper('laq', dtype=jnp.float64)
+    state = rule_state.init(jnp.arange(p, dtype=jnp.float64), m, 10,
+                            parts=parts, hyper=hyper)
+    self.assertIn('scaffold', state.parts_M)  # a stateful client part's c_m
+    for field in rule_state.RuleState._fields:
+      per_worker = field in rule_state.RuleState.PER_WORKER
+      for leaf in jax.tree.leaves(getattr(state, field)):
+        self.assertEqual(leaf.shape[:1] == (m,), per_worker, field)
+    np.testing.assert_array_equal(state.clock_M, [lj.rules.NEVER_UPLOADED] * m)
+    np.testing.assert_array_equal(state.broadcast_P, np.arange(p))
+    # the authors' scripts start the clocks at 0 (the trigger decides at k=0)
+    authors = rule_state.init(jnp.zeros(p), m, 10, authors_code=True)
+    np.testing.assert_array_equal(authors.clock_M, [0] * m)
+    # the rule module re-exports the records it runs on
+    self.assertIs(lj.rules.RuleState, rule_state.RuleState)
+    self.assertIs(lj.rules.Parts, rule_state.Parts)
+
+
 class _PlainState(NamedTuple):
   clock_M: jax.Array  # steps since the start, per worker
   PER_WORKER = ('clock_M',)
