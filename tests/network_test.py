@@ -195,6 +195,30 @@ class BadInputTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, 'one per worker \\(3\\)'):
       net_lib.make_network('mobile', num_workers=3, up_bps=[1e6, 2e6])
 
+  def test_every_profile_is_allowed_sourced_and_described_back(self):
+    # laq_jax.profiles: each profile names every field, with a value its
+    # own rules allow, a source for each figure it sources, and describe()
+    # (summary.json's network) gives the profile's values back
+    from laq_jax import profiles  # pylint: disable=g-import-not-at-top
+    self.assertIs(net_lib.PROFILES, profiles.PROFILES)  # re-exported
+    self.assertEqual(sorted(profiles.SOURCES), sorted(profiles.PROFILES))
+    for name, values in profiles.PROFILES.items():
+      self.assertEqual(sorted(values), sorted(profiles.FIELDS), name)
+      for field, value in values.items():
+        profiles.check_field(field, value)
+      sourced = set(profiles.SOURCES[name]) - {'context'}
+      self.assertLessEqual(sourced, set(profiles.FIELDS), name)
+      self.assertIn('up_bps', sourced)
+      described = profiles.describe(profiles.make_network(name, num_workers=2),
+                                    name)
+      for field, value in values.items():
+        got = described[field]
+        if field in profiles.PER_WORKER_FIELDS:
+          self.assertEqual(got, [got[0]] * 2)
+          got = got[0]
+        self.assertEqual(float(got) if not isinstance(value, str) else got,
+                         value, (name, field))
+
   def test_ring_only_for_full_precision_eager_presets(self):
     from laq_jax import hyper  # pylint: disable=g-import-not-at-top
     ring = net_lib.make_network('cross_silo', topology='ring')
