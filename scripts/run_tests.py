@@ -20,7 +20,8 @@ tests/_compile_stats.py) and a budget table from tests/BUDGETS.md, with
 status (machines are noisy): it is 1 when a group failed, else 0.
 
 Usage: python scripts/run_tests.py [pytest args]     e.g. -m "not slow"
-Environment: LAQ_JAX_TEST_JOBS (processes at once), LAQ_JAX_TEST_GROUPS
+Environment: LAQ_JAX_TEST_EMITTERS=default (XLA's default code generator in
+every process), LAQ_JAX_TEST_JOBS (processes at once), LAQ_JAX_TEST_GROUPS
 (groups; default 3 per process at once), LAQ_JAX_TEST_TIMINGS (a file to
 write this run's per-file times to, for tests/timings.json),
 LAQ_JAX_TEST_OPTIMIZE (tests/conftest.py).
@@ -75,6 +76,11 @@ def split(files: list[str], times: dict[str, float], groups: int
     b[1].append(f)
   bins.sort(key=lambda b: -b[0])
   return [sorted(b[1]) for b in bins if b[1]]
+
+
+# LAQ_JAX_TEST_EMITTERS=default keeps XLA's default emitters in every
+# process (an XLA without the older emitters' flag refuses it at start).
+LEGACY_OK = os.environ.get('LAQ_JAX_TEST_EMITTERS', 'legacy') != 'default'
 
 
 def needs_default_emitters(path: str) -> bool:
@@ -169,13 +175,13 @@ def main(argv: list[str]) -> int:
           [sys.executable, '-m', 'pytest', *chunk, '-q', '-ra',
            '--durations=10', f'--junitxml={os.path.join(tmp, f"g{i + 1}.xml")}',
            '-p', 'no:cacheprovider', *args],
-          cwd=ROOT, env=dict(env, **({'LAQ_JAX_TEST_EMITTERS': 'legacy'}
-                                     if legacy else {})),
+          cwd=ROOT, env=dict(env, LAQ_JAX_TEST_EMITTERS=(
+              'legacy' if legacy and LEGACY_OK else 'default')),
           stdout=out, stderr=subprocess.STDOUT)
     seconds = time.monotonic() - t0
     with lock:
       print(f'== test group {i + 1}/{len(groups)} ({len(chunk)} files'
-            f'{"" if legacy else ", XLA default emitters"}: '
+            f'{"" if legacy and LEGACY_OK else ", XLA default emitters"}: '
             f'{", ".join(os.path.basename(c) for c in chunk)}): exit {rc}, '
             f'{seconds:.0f} s', flush=True)
       with open(log, encoding='utf-8', errors='replace') as f:
