@@ -2,7 +2,7 @@
 
 One program per (spec, chunk length, shapes) whatever the hyperparameters;
 chunked runs equal one scan; a grid point equals its run alone bit for bit
-(also over 600 steps, with quantizer ties in the data), and a vmapped grid
+(over 600 steps in long_run_test), and a vmapped grid
 to rounding; and on real MNIST laq skips
 most uploads while converging like gd.
 """
@@ -22,12 +22,6 @@ from laq_jax import sweep
 from tests import common
 
 M, N = common.SMALL_M, common.SMALL_N
-# A grid point against its run alone, compiled with other parts, bit for bit
-# over 600 steps (test_grid_point_equals_single_run_over_a_long_run): XLA's
-# default code generator fuses the two programs' losses alike; its older
-# loop emitters put one of them a unit in the last place apart
-# (tests/conftest.py).
-XLA_DEFAULT_EMITTERS = True
 small_run = common.small_run
 
 
@@ -109,41 +103,6 @@ class LoopTest(parameterized.TestCase):
       _, t = lj.run(spec, data, h, 25)
       np.testing.assert_array_equal(grid_trace.sent_M[g], t.sent_M)
       np.testing.assert_allclose(grid_trace.loss[g], t.loss, rtol=1e-12)
-
-  @pytest.mark.slow  # (fast-tier budget: the full suite runs it)
-  def test_grid_point_equals_single_run_over_a_long_run(self):
-    # The grid program maps its points (grid_axis='map'), so the laq point
-    # computes exactly what the run alone does, though the run alone
-    # compiles only its own parts: uploads, bits, losses and trigger
-    # thresholds are equal bit for bit over 600 steps, on shards whose bias
-    # gradients are exact ties at theta^0 (4 images of a digit out of 40).
-    x, y = common.mnist_shards(M, N)
-    data = lj.Data(jnp.asarray(x), jnp.asarray(y))
-    spec = lj.RunSpec(lj.get_problem('logreg'), M, grid_axis='map')
-    laq = lj.make_hyper('laq', dtype=jnp.float64)
-    grid = lj.stack_hypers([lj.make_hyper(a, dtype=jnp.float64)
-                            for a in ('gd', 'qgd', 'lag')] + [laq])
-    _, grid_trace = lj.run(spec, data, grid, 600)
-    own = lj.RunSpec(lj.get_problem('logreg'), M, grid_axis='map',
-                     **sweep.parts_of([{'algo': 'laq'}]))
-    self.assertNotEqual(own.compressors, spec.compressors)
-    _, alone = lj.run(own, data, laq, 600)
-    self.assertLess(alone.sent_M.sum(), alone.sent_M.size / 2)  # lazy
-    for field in alone._fields:
-      if field == 'innovation_M':
-        # The trigger's left-hand side as logged: the run alone compiles
-        # LAQ's compressor only and XLA may fuse its norm differently, by
-        # one unit in the last place (the decisions above are equal).
-        np.testing.assert_allclose(grid_trace.innovation_M[3],
-                                   alone.innovation_M, rtol=1e-15)
-        continue
-      np.testing.assert_array_equal(getattr(grid_trace, field)[3],
-                                    getattr(alone, field), err_msg=field)
-    # With the same parts compiled in, every field is the same bits.
-    _, same = lj.run(spec, data, laq, 600)
-    for field in same._fields:
-      np.testing.assert_array_equal(getattr(grid_trace, field)[3],
-                                    getattr(same, field), err_msg=field)
 
   @pytest.mark.slow  # (fast-tier budget: the full suite runs it)
   def test_vmapped_grid_agrees_to_rounding(self):
