@@ -40,6 +40,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.trigger = ''
   config.server = ''
   config.client = ''
+  config.estimator = ''  # direct (compress g) or innovation (g - Qhat)
   config.num_workers = 10  # M
   config.num_iters = 4000  # iterations T
   # Every numeric hyperparameter, with its default and doc, from the one

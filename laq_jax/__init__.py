@@ -10,6 +10,7 @@ library makes carries an explicit dtype, so float32 runs stay float32.
 """
 
 from laq_jax import compressors as _compressors
+from laq_jax import estimators as _estimators  # (its registry: parts.KINDS)
 from laq_jax import problems as _problems
 # (models registers cnn, lasg_cnn, resnet20 and char_lstm as problems)
 from laq_jax import models as _models

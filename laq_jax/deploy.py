@@ -41,6 +41,7 @@ import numpy as np
 
 from laq_jax import collectives
 from laq_jax import compressors
+from laq_jax import estimators
 from laq_jax import hyper as hyper_lib
 from laq_jax import loop
 from laq_jax import participation as participation_lib
@@ -89,6 +90,11 @@ class Upload(NamedTuple):
   bits: int
 
 
+# The estimators whose upload is ref + C(g - ref) with a reference the
+# server holds too (Qhat or 0): what the wire formats carry.
+WIRE_ESTIMATORS = ('direct', 'innovation')
+
+
 def check_deployable(spec: RunSpec, hyper: Hyper, dtype) -> str:
   """The run's compressor name, or ValueError naming what a deployment
   cannot carry."""
@@ -100,6 +106,11 @@ def check_deployable(spec: RunSpec, hyper: Hyper, dtype) -> str:
   if name not in wire.FORMATS:
     raise ValueError(f'compressor {name!r} has no wire format: deployable '
                      f'are {", ".join(wire.FORMATS)}')
+  estimator = estimators.REGISTRY.names[int(np.asarray(hyper.estimator))]
+  if estimator not in WIRE_ESTIMATORS:
+    raise ValueError(f'estimator {estimator!r} is not deployable: a payload '
+                     'carries C(g - ref) against a reference the server holds '
+                     f'too; deployable are {", ".join(WIRE_ESTIMATORS)}')
   if parts.controls:
     raise ValueError('control variates (scaffold) are not deployable yet')
   if spec.downlink and int(np.asarray(hyper.downlink_bits)) > 0:

@@ -120,8 +120,9 @@ FIELDS: tuple[Field, ...] = (
     # Set by the preset (and authors_code by its own argument).
     _f('compressor', 'preset', None, None, '',
        'index into `compressors.COMPRESSORS`', 'int32'),
-    _f('innovation', 'preset', None, None, '',
-       'compress g - Qhat rather than g', 'bool'),
+    _f('estimator', 'preset', None, None, '',
+       'index into `estimators.ESTIMATORS` (direct: compress g; '
+       'innovation: g - Qhat)', 'int32'),
     _f('trigger', 'preset', None, None, '', 'index into `trigger.TRIGGERS`',
        'int32'),
     _f('error_feedback', 'preset', None, None, '',

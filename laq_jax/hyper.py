@@ -21,6 +21,7 @@ import numpy as np
 
 from laq_jax import clients as clients_lib
 from laq_jax import compressors
+from laq_jax import estimators
 from laq_jax import network as network_lib
 from laq_jax import parts as parts_lib
 from laq_jax import schedule
@@ -48,7 +49,7 @@ class Hyper(collections.namedtuple('Hyper', ARRAYS)):
   docs; in short: step_size alpha (applied to the *sum* of the worker
   gradients), bits b, xi (xi_d = xi / D), err_weight c_e, threshold_offset
   c_0, max_staleness tbar, l2 lam, seed, downlink_bits, xi_steps / xi_factors, the
-  preset's compressor, innovation, trigger, error_feedback and
+  preset's compressor, estimator, trigger, error_feedback and
   authors_code, and `network`, the `laq_jax.Network` the rounds are timed
   on (float64 where x64 is on, whatever the run's precision).
   """
@@ -58,6 +59,11 @@ class Hyper(collections.namedtuple('Hyper', ARRAYS)):
   def lazy(self):
     """Whether workers may skip an upload (bool)."""
     return self.trigger != trigger_lib.index('eager')
+
+  @property
+  def innovation(self):
+    """Whether the worker compresses g - Qhat, the innovation (bool)."""
+    return self.estimator == estimators.index('innovation')
 
   @property
   def quantize(self):
@@ -97,7 +103,7 @@ def make_hyper(algo: str | Algorithm = 'laq', *, dtype=jnp.float32,
   """Builds a `Hyper` for one run from a preset name plus overrides.
 
   Args:
-    algo: one of ALGORITHMS (or an Algorithm); sets compressor, innovation,
+    algo: one of ALGORITHMS (or an Algorithm); sets compressor, estimator,
       trigger, error feedback and whether the broadcast is quantized.
     dtype: float dtype of the numeric fields (float32 or float64).
     authors_code: follow the authors' scripts (see `Hyper`).
@@ -151,7 +157,7 @@ def make_hyper(algo: str | Algorithm = 'laq', *, dtype=jnp.float32,
       **arrays,
       compressor=jnp.asarray(compressors.index(algorithm.compressor),
                              jnp.int32),
-      innovation=jnp.asarray(algorithm.innovation, bool),
+      estimator=jnp.asarray(estimators.index(algorithm.estimator), jnp.int32),
       trigger=jnp.asarray(trigger_lib.index(algorithm.trigger), jnp.int32),
       error_feedback=jnp.asarray(algorithm.error_feedback, bool),
       authors_code=jnp.asarray(authors_code, bool),

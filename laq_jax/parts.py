@@ -5,7 +5,9 @@
 
 A part is a value: its function, the parameters it declares (each with its
 default, check and doc, declared once, here) and, when it keeps memory, its
-state's `init`. Four kinds exist: a compressor (what a worker uploads), a
+state's `init`. Five kinds exist: a compressor (how a vector is compressed),
+an estimator (what a worker compresses into its candidate upload: its
+gradient, or the change since its last upload; `laq_jax.estimators`), a
 trigger (whether it uploads), a server update (how the server steps with
 the aggregate; any optax GradientTransformation, `laq_jax.servers`) and a
 client (what a participant computes: one gradient, or K local steps of an
@@ -36,6 +38,9 @@ Call conventions (keyword arguments only where the part declares them)::
               or (theta^{k+1}, state); init(theta_P, hyper, params) -> state.
   client      fn(params) -> the client optimizer (optax); init(num_params,
               dtype) -> one worker's control variate (`laq_jax.clients`).
+  estimator   fn(inputs[, params=][, state=]) -> (Compressed, compressor
+              states), or that and its state; `inputs.compress` is the
+              compressor slot (`laq_jax.estimators`); init as a trigger's.
 """
 
 from __future__ import annotations
@@ -51,7 +56,7 @@ import numpy as np
 from laq_jax import registry
 from laq_jax.show import show
 
-KINDS = ('compressor', 'trigger', 'server', 'client')
+KINDS = ('compressor', 'trigger', 'server', 'client', 'estimator')
 _INT32_MAX = 2**31 - 1
 
 
@@ -239,6 +244,13 @@ def trigger(name: str, fn: Callable, *, params: Iterable[Param] = (),
   return Part('trigger', name, fn, tuple(params), init, doc, opt_in)
 
 
+def estimator(name: str, fn: Callable, *, params: Iterable[Param] = (),
+              init: Callable | None = None, doc: str = '',
+              opt_in: bool = False) -> Part:
+  """An estimator part (register it in `estimators.REGISTRY`)."""
+  return Part('estimator', name, fn, tuple(params), init, doc, opt_in)
+
+
 class PartRegistry(registry.Registry):
   """A Registry of Parts of one kind. Registering a plain function makes it
   a part without parameters or state (the older way still works)."""
@@ -273,7 +285,7 @@ class PartRegistry(registry.Registry):
       if kind != self.kind and name in other:
         raise ValueError(f'{self.kind} name {show(name)} is taken by a '
                          f'{kind}: part names are shared by compressors, '
-                         'triggers, servers and clients (their '
+                         'triggers, servers, clients and estimators (their '
                          'parameters are '
                          'grouped by name)')
     return super().register(name, part, replace=replace)
@@ -315,7 +327,7 @@ def find(name: str) -> Part:
 
 def param_keys() -> tuple[str, ...]:
   """Every registered part's parameters, dotted ('rand_k.k'), in the order
-  compressors, triggers, servers, clients, then declaration."""
+  compressors, triggers, servers, clients, estimators, then declaration."""
   return tuple(f'{p.name}.{q.name}' for reg in registries().values()
                for p in (reg.get(n) for n in reg.names) for q in p.params)
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from laq_jax import clients as clients_lib
 from laq_jax import compressors
+from laq_jax import estimators as estimators_lib
 from laq_jax import parts as parts_lib
 from laq_jax import servers as servers_lib
 from laq_jax import show as show_lib
@@ -293,7 +294,7 @@ def programs(points: Sequence[Mapping[str, Any]]
 def parts_of(points: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
   """The RunSpec parts the points need (what a program compiles in):
   compressors, triggers, servers, error_feedback, downlink, clients,
-  weighting, participation."""
+  estimators, weighting, participation."""
   algos = [get_algorithm(p['algo']) for p in points]
   return dict(
       compressors=compressors.check_names({a.compressor for a in algos}),
@@ -302,6 +303,7 @@ def parts_of(points: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
       error_feedback=any(a.error_feedback for a in algos),
       downlink=any(a.downlink for a in algos),
       clients=clients_lib.REGISTRY.check_names({a.client for a in algos}),
+      estimators=estimators_lib.check_names({a.estimator for a in algos}),
       weighting=any(
           (a.weighting if p.get('weighting', 'auto') == 'auto'
            else p['weighting']) != 'sum' for a, p in zip(algos, points)),
@@ -326,7 +328,7 @@ def point_label(point: Mapping[str, Any], keys: Sequence[str]) -> str:
 
 def stack_points(points: Sequence[Mapping[str, Any]], dtype=jnp.float32,
                  authors_code: bool = False) -> Hyper:
-  """The grid Hyper [G] of the points (compressor, innovation, trigger,
+  """The grid Hyper [G] of the points (compressor, estimator, trigger,
   error feedback and the broadcast's bits from each point's algo)."""
   return stack_hypers([
       make_hyper(p['algo'], dtype=dtype, authors_code=authors_code,

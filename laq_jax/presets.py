@@ -1,5 +1,5 @@
 """The algorithm presets: each a named bundle of parts (compressor,
-trigger, server, client) and their settings, and their composition by slot
+trigger, server, client, estimator) and their settings, and their composition by slot
 ('laq+server=adam'). ::
 
     presets.get_algorithm('laq')              # the Algorithm
@@ -15,6 +15,7 @@ from typing import Any
 
 from laq_jax import clients as clients_lib
 from laq_jax import compressors
+from laq_jax import estimators
 from laq_jax import participation as participation_lib
 from laq_jax import parts as parts_lib
 from laq_jax import registry
@@ -32,7 +33,8 @@ class Algorithm:
     name: what configs and sweeps call it.
     stochastic: minibatch gradients (else full shards).
     compressor: one of `compressors.COMPRESSORS`.
-    innovation: compress g - Qhat (LAQ, EF21) rather than g itself (QSGD).
+    innovation: compress g - Qhat (LAQ, EF21) rather than g itself (QSGD):
+      the estimator 'innovation', else 'direct'.
     trigger: one of `trigger.TRIGGERS`: 'eager' (always upload), 'laq' (the LAG/LAQ
       rule), 'clag' (CLAG's, Richtarik et al. 2022).
     server: one of `servers.SERVERS`: how the server steps ('sgd': theta -
@@ -49,6 +51,9 @@ class Algorithm:
     absent: what `absent='auto'` means for it ('stale' or 'drop').
     weighting: what `weighting='auto'` means for it ('sum', 'samples' or
       'uniform').
+    estimator: one of `estimators.ESTIMATORS`: what a worker compresses
+      into its candidate upload ('' for the one `innovation` says; a name
+      given here sets `innovation` to whether it is 'innovation').
     settings: its paper's values of Hyper fields, which `make_hyper` takes
       for the fields it is not given; `server_lr` (eta_s, the server's
       step on a local client's model change) also where it is given as 0,
@@ -69,8 +74,13 @@ class Algorithm:
   absent: str = 'stale'
   weighting: str = 'sum'
   settings: tuple[tuple[str, Any], ...] = ()
+  estimator: str = ''
 
   def __post_init__(self):
+    if not self.estimator:
+      object.__setattr__(self, 'estimator',
+                         'innovation' if self.innovation else 'direct')
+    object.__setattr__(self, 'innovation', self.estimator == 'innovation')
     object.__setattr__(self, 'params', tuple(
         dict(self.params).items()))  # a dict or pairs, kept as pairs
     object.__setattr__(self, 'settings', tuple(dict(self.settings).items()))
@@ -222,6 +232,7 @@ def register_algorithm(algorithm: Algorithm, *, replace: bool = False
       taken (unless replace=True).
   """
   compressors.index(algorithm.compressor)
+  estimators.index(algorithm.estimator)
   trigger_lib.index(algorithm.trigger)
   servers_lib.index(algorithm.server)
   clients_lib.index(algorithm.client)
@@ -239,7 +250,8 @@ def register_algorithm(algorithm: Algorithm, *, replace: bool = False
 # The slots of a preset a name may fill with another part
 # ('laq+server=adam'), each with its registry's module.
 SLOTS = {'compressor': compressors, 'trigger': trigger_lib,
-         'server': servers_lib, 'client': clients_lib}
+         'server': servers_lib, 'client': clients_lib,
+         'estimator': estimators}
 # Error feedback is a wrapper in the compressor slot: 'ef(top_k)' is top_k
 # with the worker's error memory added before compressing (the preset's
 # `error_feedback`); a preset that has it holds 'ef(...)' in that slot.
@@ -287,7 +299,7 @@ def parse_slot(slot: str, value: str, where: str = '') -> dict[str, Any]:
 
 def compose(algo: str | Algorithm, **slots: str) -> Algorithm:
   """The preset `algo` with other parts in its slots (compressor, trigger,
-  server, client): `compose('laq', server='adam')` is LAQ's uploads and
+  server, client, estimator): `compose('laq', server='adam')` is LAQ's uploads and
   trigger stepped by Adam, named 'laq+server=adam', the name configs and
   grids give it (`get_algorithm` reads such names). In the compressor slot
   'ef(top_k)' wraps a compressor in error feedback ('sgd+compressor=ef(sign)'

@@ -18,6 +18,7 @@ import jax.numpy as jnp
 
 from laq_jax import clients as clients_lib
 from laq_jax import compressors
+from laq_jax import estimators as estimators_lib
 from laq_jax import hyper as hyper_lib
 from laq_jax import parts as parts_lib
 from laq_jax import servers as servers_lib
@@ -111,6 +112,8 @@ class Parts:
       unless a point runs local work).
     weighting: whether any point combines the uploads as a weighted mean
       (`Hyper.weighting` samples or uniform).
+    estimators: the estimator Parts it may meet (`laq_jax.estimators`;
+      empty: every registered one but the opt-in ones).
   """
   compressors: tuple[parts_lib.Part, ...] = ()
   triggers: tuple[parts_lib.Part, ...] = ()
@@ -120,17 +123,22 @@ class Parts:
   stochastic: bool = False
   clients: tuple[parts_lib.Part, ...] = ()
   weighting: bool = False
+  estimators: tuple[parts_lib.Part, ...] = ()
+
+  def __post_init__(self):
+    if not self.estimators:
+      object.__setattr__(self, 'estimators', estimators_lib.REGISTRY.parts())
 
   @classmethod
   def of(cls, compressors_=None, triggers=None, servers=None, clients=None,
-         **flags) -> 'Parts':
+         estimators=None, **flags) -> 'Parts':
     """Parts from names (None: every registered part of that kind; the
     sgd server and the gradient client)."""
     return cls(compressors.REGISTRY.parts(compressors_),
                trigger_lib.REGISTRY.parts(triggers),
                servers_lib.REGISTRY.parts(servers or ('sgd',)),
                clients=clients_lib.REGISTRY.parts(clients or ('gradient',)),
-               **flags)
+               estimators=estimators_lib.REGISTRY.parts(estimators), **flags)
 
   @property
   def controls(self) -> tuple[parts_lib.Part, ...]:
@@ -155,7 +163,9 @@ def init(theta_P: jax.Array, num_workers: int, memory: int,
     one = {**compressors.init_states(parts.compressors, num_params, dtype,
                                      theta_P),
            **trigger_lib.init_states(parts.triggers, num_params, dtype,
-                                     theta_P)}
+                                     theta_P),
+           **estimators_lib.init_states(parts.estimators, num_params, dtype,
+                                        theta_P)}
     one.update({p.name: p.init(num_params, dtype) for p in parts.controls})
     parts_M = jax.tree.map(
         lambda a: jnp.broadcast_to(a, (num_workers,) + jnp.shape(a)), one)

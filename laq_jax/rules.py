@@ -1,9 +1,10 @@
 """The communication rule: compress, decide, aggregate, step. One for all.
 
 Every algorithm is this one rule with different parts plugged in, each chosen
-by data in `Hyper`: which compressor (`compressors.COMPRESSORS`), whether it
-compresses the innovation g - Qhat (LAQ, EF21) or the gradient itself (QSGD),
-error feedback, the trigger (eager, LAG/LAQ's, CLAG's), and a quantized
+by data in `Hyper`: which compressor (`compressors.COMPRESSORS`), the
+estimator that calls it (`estimators.ESTIMATORS`: the innovation g - Qhat
+compressed, LAQ's and EF21's, or the gradient itself, QSGD's), error
+feedback, the trigger (eager, LAG/LAQ's, CLAG's), and a quantized
 broadcast; the loop feeds full or minibatch gradients. So one rule, written
 once, serves every algorithm and every point of a sweep. `Parts` (static)
 says which of them a program compiles in.
@@ -25,7 +26,7 @@ import jax
 import jax.numpy as jnp
 
 from laq_jax import collectives
-from laq_jax import compressors
+from laq_jax import estimators as estimators_lib
 from laq_jax import participation as participation_lib
 from laq_jax import quantize
 from laq_jax import randomness
@@ -53,15 +54,17 @@ def _worker(grad_P, last_upload_P, last_error, clock, error_P, states, key,
   """One worker: compress, decide (its new memory, the delta for the
   aggregate, its stats). `sample` and `grad_at` give its trigger the
   same-sample gradient (None: none)."""
-  ref_P = jnp.where(hyper.innovation, last_upload_P,
-                    jnp.zeros_like(last_upload_P))
   sent_P = grad_P  # what the worker compresses (with error feedback's memory)
   if parts.error_feedback:
     sent_P = jnp.where(hyper.error_feedback, grad_P + error_P, grad_P)
   compressor_states = {p.name: states[p.name] for p in parts.compressors
                        if p.stateful}
-  out, new_compressor_states = compressors.compress(
-      sent_P, ref_P, key, hyper, parts.compressors, compressor_states)
+  # The estimator's candidate upload Q (it calls the compressor slot).
+  out, estimated_states = estimators_lib.estimate(
+      sent_P, last_upload_P, key, hyper, parts.estimators, parts.compressors,
+      {**compressor_states, **{p.name: states[p.name]
+                               for p in parts.estimators if p.stateful}})
+  new_compressor_states = {n: estimated_states[n] for n in compressor_states}
   value_P = out.value_P
   error = collectives.sum_sq(value_P - grad_P)
   compressed_sq = collectives.sum_sq(value_P - last_upload_P)
@@ -81,10 +84,12 @@ def _worker(grad_P, last_upload_P, last_error, clock, error_P, states, key,
   new_clock = jnp.where(sent, jnp.zeros_like(clock), clock + 1)
   if parts.error_feedback:
     error_P = jnp.where(sent & hyper.error_feedback, sent_P - value_P, error_P)
-  # A compressor's memory moves with what it sent (as error feedback's); a
-  # trigger's with every decision.
+  # A compressor's memory moves with what it sent (as error feedback's); an
+  # estimator's and a trigger's with every decision.
   kept = jax.tree.map(lambda new, old: jnp.where(sent, new, old),
                       new_compressor_states, compressor_states)
+  kept.update({p.name: estimated_states[p.name] for p in parts.estimators
+               if p.stateful})
   bits = jnp.where(sent, out.bits, jnp.int32(0))
   stats = StepStats(sent, bits, jnp.zeros_like(bits), decision.lhs,
                     decision.rhs, error, jnp.zeros_like(sent),

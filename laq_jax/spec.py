@@ -10,6 +10,7 @@ import numpy as np
 
 from laq_jax import clients as clients_lib
 from laq_jax import compressors
+from laq_jax import estimators as estimators_lib
 from laq_jax import network as network_lib
 from laq_jax import rules
 from laq_jax import servers as servers_lib
@@ -84,6 +85,9 @@ class RunSpec:
       `laq_jax.clients`; default ('gradient',): one gradient per worker).
       A local client (K local steps, uploading the model change) needs
       `stochastic` and the library's gradient part (`gradient` None).
+    estimators: the estimators it may meet (`Hyper.estimator` picks one,
+      `laq_jax.estimators`: what a worker compresses into its candidate
+      upload); default every registered one but the opt-in ones.
     weighting: compile the weighted-mean aggregate in (`Hyper.weighting`
       samples or uniform); off, the server steps with the uploads' sum.
     round_size: S, at most how many clients a round draws (with
@@ -124,16 +128,17 @@ class RunSpec:
   clients: tuple[str, ...] = ('gradient',)
   weighting: bool = False
   round_size: int = 0
+  estimators: tuple[str, ...] | None = None
   part_objects: tuple = dataclasses.field(default=(), init=False,
                                           repr=False)
 
   @property
   def parts(self) -> rules.Parts:
     """The rule's parts this program compiles in (the part objects)."""
-    compressors_, triggers, servers, clients = self.part_objects
+    compressors_, triggers, servers, clients, estimators_ = self.part_objects
     return rules.Parts(compressors_, triggers, servers, self.error_feedback,
                        self.downlink, self.stochastic, clients,
-                       self.weighting)
+                       self.weighting, estimators_)
 
   @property
   def local(self) -> bool:
@@ -213,7 +218,8 @@ class RunSpec:
     for name, registry in (('compressors', compressors.REGISTRY),
                            ('triggers', trigger_lib.REGISTRY),
                            ('servers', servers_lib.REGISTRY),
-                           ('clients', clients_lib.REGISTRY)):
+                           ('clients', clients_lib.REGISTRY),
+                           ('estimators', estimators_lib.REGISTRY)):
       given = getattr(self, name)
       try:
         names = registry.check_names(registry.default_names if given is None
@@ -252,11 +258,13 @@ class RunSpec:
           'laq_jax.stack_hypers, sweeps values in one program)') from None
     used_servers = np.unique(np.asarray(hyper.server))
     used_clients = np.unique(np.asarray(hyper.client))
+    used_estimators = np.unique(np.asarray(hyper.estimator))
     for kind, registry, indices in (
         ('compressors', compressors.REGISTRY, used),
         ('triggers', trigger_lib.REGISTRY, used_triggers),
         ('servers', servers_lib.REGISTRY, used_servers),
-        ('clients', clients_lib.REGISTRY, used_clients)):
+        ('clients', clients_lib.REGISTRY, used_clients),
+        ('estimators', estimators_lib.REGISTRY, used_estimators)):
       names = [registry.names[int(i)] if 0 <= int(i) < len(registry)
                else f'#{int(i)}' for i in indices]
       missing = [n for n in names if n not in getattr(self, kind)]

@@ -124,18 +124,22 @@ class CheckpointerTest(absltest.TestCase):
     """A checkpoint written before the schema grew `server_lr` (its config
     without the field, nor the slot fields that came after it) resumes
     under the same config, which now holds it at 0 (the preset's, the
-    behaviour before it), and so does one written between the two; not
-    under server_lr = 0.5."""
+    behaviour before it), and so does one written between the two, and one
+    written with the first four slots before the estimator's; not under
+    server_lr = 0.5."""
     from experiments.run import outputs  # pylint: disable=g-import-not-at-top
     import configs  # pylint: disable=g-import-not-at-top
     now = configs.load('mnist_logreg', 'tiny').to_dict()
     self.assertEqual(now['server_lr'], 0.0)
-    slots = ('compressor', 'trigger', 'server', 'client')
-    self.assertEqual([now[s] for s in slots], [''] * 4)
+    slots = ('compressor', 'trigger', 'server', 'client', 'estimator')
+    self.assertEqual([now[s] for s in slots], [''] * 5)
+    # (the estimator slot came after the other four)
+    four = {k: v for k, v in now.items() if k != 'estimator'}
     between = {k: v for k, v in now.items() if k not in slots}
     before = {k: v for k, v in between.items() if k != 'server_lr'}
     arrays = {'loss': self.trace.loss}
-    for era, written in (('before', before), ('between', between)):
+    for era, written in (('before', before), ('between', between),
+                         ('four slots', four)):
       with checkpoint.Checkpointer(self.folder(era),
                                    checkpoint.fingerprint(written)) as ckpt:
         ckpt.save(6, self.state, arrays)

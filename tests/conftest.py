@@ -46,7 +46,7 @@ import pytest  # pylint: disable=g-import-not-at-top
 # a module that compares its results with another code path's within a
 # tolerance that only the default generator meets sets
 # `XLA_DEFAULT_EMITTERS = True` (deploy_test: a client's program against
-# the vmapped simulation; long_run_test: a grid point against its run
+# the vmapped simulation; bit_exact_test: a grid point against its run
 # alone, bit for bit), as do the `XLA_DEFAULTS` modules; run_tests.py
 # runs those in processes of their own, with the default emitters.
 LEGACY_EMITTERS = '--xla_cpu_use_fusion_emitters=false'

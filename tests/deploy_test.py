@@ -7,7 +7,8 @@ from absl.testing import absltest, parameterized
 import jax
 import numpy as np
 
-from laq_jax import deploy, loop, wire
+import laq_jax as lj
+from laq_jax import deploy, estimators, loop, parts, registry, wire
 from tests import common
 
 ROUNDS = 20
@@ -137,7 +138,7 @@ class DeployedIsSimulatedTest(parameterized.TestCase):
     # here, none of it in the library; 'laq+compressor=half' deployed is
     # its simulated run
     import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
-    from laq_jax import codecs, compressors, parts, registry  # pylint: disable=g-import-not-at-top
+    from laq_jax import codecs, compressors  # pylint: disable=g-import-not-at-top
 
     def half(grad_P, ref_P, key, hyper):
       del key, hyper
@@ -193,6 +194,17 @@ class DeployedIsSimulatedTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, 'precision float64'):
       deploy.Client(spec, data, hyper, 0)
     spec, _, hyper = built("laq")
+    # An estimator of one's own: its upload is not ref + C(g - ref) against
+    # a reference the server holds, which is what a payload carries.
+    with registry.scoped():
+      estimators.REGISTRY.register('mine', parts.estimator(
+          'mine', lambda inputs: inputs.compress(
+              2 * inputs.grad_P, inputs.qhat_P, inputs.compressor_states)))
+      lj.register_algorithm(lj.Algorithm('laq_mine', False, 'uniform', True,
+                                         'laq', estimator='mine'))
+      with self.assertRaisesRegex(ValueError, "estimator 'mine' is not "
+                                  'deployable.*direct, innovation'):
+        deploy.check_deployable(spec, lj.make_hyper('laq_mine'), np.float32)
     server = deploy.Server(spec, hyper)
     # A client's index is an integer of the round (a bool is an int in
     # Python: True made every client of the round absent).

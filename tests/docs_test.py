@@ -89,7 +89,8 @@ class ApiPagesTest(absltest.TestCase):
       self.assertEqual(missing, [], f'{module_name}: not in docs/api')
 
   def test_the_modules_users_compose_with_have_pages(self):
-    for name in ('parts', 'compressors', 'trigger', 'servers', 'clients',
+    for name in ('parts', 'compressors', 'estimators', 'trigger', 'servers',
+                 'clients',
                  'participation', 'network', 'hyper', 'loop', 'rules',
                  'problems', 'models', 'record', 'sweep', 'data', 'wire',
                  'codecs',

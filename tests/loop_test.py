@@ -2,7 +2,7 @@
 
 One program per (spec, chunk length, shapes) whatever the hyperparameters;
 chunked runs equal one scan; a grid point equals its run alone bit for bit
-(over 600 steps in long_run_test), and a vmapped grid
+(over 600 steps in bit_exact_test), and a vmapped grid
 to rounding; and on real MNIST laq skips
 most uploads while converging like gd.
 """

@@ -3,8 +3,8 @@ added from user code (notebooks/user_parts.py), checked against independent
 computations: PowerSGD against a NumPy transcription of the paper's
 Algorithm 1, the servers against optax run by hand, the ema trigger by hand;
 and the guarantees: one program for a sweep of presets built from different
-parts, a point equal to its run alone, resume and devices equal, and no
-stale or silent programs."""
+parts (each point equal to its run alone: tests/bit_exact_test.py), resume
+and devices equal, and no stale or silent programs."""
 
 import os
 import pathlib
@@ -22,6 +22,7 @@ import optax
 import laq_jax as lj
 from laq_jax import checkpoint
 from laq_jax import compressors
+from laq_jax import estimators
 from laq_jax import hyper as hyper_lib
 from laq_jax import parts
 from laq_jax import rules
@@ -347,7 +348,7 @@ class TriggerStateTest(absltest.TestCase):
     h = lj.make_hyper('laq_ema', step_size=0.05, dtype=jnp.float64, **{
         'ema.weight': 1.0, 'ema.decay': 0.5})._replace(
             compressor=jnp.int32(compressors.index('identity')),
-            innovation=jnp.asarray(True))
+            estimator=jnp.int32(estimators.index('innovation')))
     with jax.enable_x64(True):
       _, state, stats = rule_steps(jnp.asarray(grads), parts_, h,
                                    jnp.zeros(30))
@@ -367,33 +368,6 @@ class TriggerStateTest(absltest.TestCase):
 
 USER = ['laq', 'rand_k_gd', 'natural_gd', 'powersgd_ef', 'laq_ema',
         'gd_momentum']
-
-
-class SweepTest(absltest.TestCase):
-
-  def test_user_parts_in_one_program_each_point_its_run_alone(self):
-    d = data()
-    points = [{'algo': a} for a in USER]
-    spec = spec_for(USER, grid_axis='map')
-    grid = lj.stack_hypers([hyper(a, **{'rand_k.k': 60}) if a == 'rand_k_gd'
-                            else hyper(a) for a in USER])
-    before = lj.run_chunk._cache_size()
-    state = lj.init_state(spec, grid)
-    state, trace = lj.run_chunk(spec, state, d, grid, 4)
-    self.assertEqual(lj.run_chunk._cache_size() - before, 1)  # ONE program
-    self.assertEqual(len(points), 6)
-    for g, algo in enumerate(USER):
-      with self.subTest(algo):
-        h = jax.tree.map(lambda a, g=g: a[g], grid)
-        alone = spec_for([algo])
-        _, want = lj.run(alone, d, h, 4)
-        np.testing.assert_array_equal(trace.loss[g], want.loss)
-        np.testing.assert_array_equal(trace.bits_M[g], want.bits_M)
-        np.testing.assert_array_equal(trace.sent_M[g], want.sent_M)
-    # The servers' and parts' state is in the loop state.
-    self.assertIn('heavy_ball', state.rule.server)
-    self.assertIn('powersgd_r2', state.rule.parts_M)
-    self.assertIn('ema', state.rule.parts_M)
 
 
 class GradientPartTest(absltest.TestCase):

@@ -207,7 +207,7 @@ class StackPointsTest(absltest.TestCase):
     for g, p in enumerate(got):
       alone = lj.make_hyper(p['algo'], dtype=jnp.float64,
                             **{k: v for k, v in p.items() if k != 'algo'})
-      for name in ('bits', 'compressor', 'trigger', 'server', 'innovation'):
+      for name in ('bits', 'compressor', 'trigger', 'server', 'estimator'):
         self.assertEqual(np.asarray(getattr(grid, name))[g],
                          np.asarray(getattr(alone, name)), (g, name))
       self.assertEqual(float(grid.params['momentum']['momentum'][g]),

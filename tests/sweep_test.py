@@ -161,14 +161,17 @@ class ProgramsTest(absltest.TestCase):
                      dict(compressors=('uniform', 'rand_p', 'top_k'),
                           triggers=('eager', 'laq'), servers=('sgd',),
                           error_feedback=True, downlink=False,
-                          clients=('gradient',), weighting=False,
-                          participation=False))
+                          clients=('gradient',),
+                          estimators=('direct', 'innovation'),
+                          weighting=False, participation=False))
     self.assertEqual(sweep.parts_of([points[i] for i in (1, 3)]),
                      dict(compressors=('identity', 'uniform'),
                           triggers=('eager', 'laq'), servers=('sgd',),
                           error_feedback=False, downlink=True,
-                          clients=('gradient',), weighting=False,
-                          participation=False))
+                          clients=('gradient',),
+                          estimators=('direct', 'innovation'),
+                          weighting=False, participation=False))
+    self.assertEqual(sweep.parts_of([points[1]])['estimators'], ('direct',))
     # A point taking some clients compiles participation into its program.
     half = [{**points[0], 'participation': 0.5}, points[2]]
     self.assertTrue(sweep.parts_of(half)['participation'])

@@ -212,6 +212,7 @@ def build(config, *, validated: bool = False) -> Built:
                  loss_every=get('loss_every'),
                  participation=config_lib.partial_participation(config),
                  servers=(algorithm.server,), clients=(algorithm.client,),
+                 estimators=(algorithm.estimator,),
                  weighting=(algorithm.weighting if get('weighting') == 'auto'
                             else get('weighting')) != 'sum',
                  # a round computes its participants' rows alone where that

@@ -416,7 +416,8 @@ def _no_local_preset(config_dict: dict) -> bool:
 ADDED_FIELDS = {'server_lr': (0.0, _no_local_preset),
                 # a preset's slots, '' its own parts (as before them)
                 **{slot: ('', lambda _: True)
-                   for slot in ('compressor', 'trigger', 'server', 'client')}}
+                   for slot in ('compressor', 'trigger', 'server', 'client',
+                                'estimator')}}
 
 
 def behaves_as_before(name: str, config_dict: dict) -> bool:

@@ -1,0 +1,162 @@
+"""What a worker makes of its gradient before the trigger decides: estimators.
+
+A worker holds g_m (its gradient this round, with error feedback's memory
+added where that is on) and the server holds Q-hat_m (its last upload). The
+estimator turns them into the candidate upload Q_m, the value the server
+would hold if the worker uploads, and its size in bits; the trigger then
+decides on Q_m, and a skip keeps Q-hat_m and costs nothing. The estimator
+calls the compressor slot itself (`Inputs.compress`), so an estimator that
+compresses twice, or something other than g - Q-hat, is a part of its own and
+no branch in the round (docs/algorithm.md, "The round's stages"):
+
+  direct      Q_m = C(g_m)                        QSGD, top-k, FedAvg, ...
+  innovation  Q_m = Q-hat_m + C(g_m - Q-hat_m)     LAQ, EF21, LAG, two-way
+
+(one function, `reference`, reading which it is from the Hyper)
+(`Hyper.estimator` indexes `REGISTRY`; a preset's `innovation` flag picks one
+of these two, and the slot `'qgd+estimator=innovation'` another.) A user's
+estimator is `parts.estimator(name, fn, params=..., init=...)` registered in
+`REGISTRY`; its fn is ::
+
+  fn(inputs: Inputs[, params=][, state=]) -> (Compressed, compressor states)
+                                   or ((Compressed, compressor states), state)
+
+where `inputs.compress(x_P, ref_P, states)` is the compressor slot, ref +
+C(x - ref) with its bits, threading the compressor's own memory (`states`,
+given as `inputs.compressor_states`): return what the last call gave back.
+An estimator's own state (per worker, in `RuleState.parts_M`) moves with every
+round the worker takes part in, whether it uploads or not (the memory y_m of
+the 3PC family and MARINA is the gradient of the worker's last round; a
+compressor's moves only with an upload).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple, Sequence
+
+import jax
+import jax.numpy as jnp
+
+from laq_jax import compressors as compressors_lib
+from laq_jax import parts as parts_lib
+from laq_jax import registry
+
+
+class Inputs(NamedTuple):
+  """What an estimator reads for one worker.
+
+  Attributes:
+    grad_P: g_m, the worker's gradient (plus error feedback's memory where
+      that is on).
+    qhat_P: Q-hat_m, what the server holds of the worker (its last upload).
+    key: the worker's compressor key this round.
+    hyper: the run's scalar Hyper.
+    compress: the compressor slot, `compress(x_P, ref_P, states) ->
+      (Compressed, states)`: ref + C(x - ref) and its exact bits, with
+      C = COMPRESSORS[hyper.compressor].
+    compressor_states: {name: this worker's state} of the stateful
+      compressors (thread them through `compress`).
+  """
+  grad_P: jax.Array
+  qhat_P: jax.Array
+  key: jax.Array
+  hyper: Any
+  compress: Callable | None
+  compressor_states: dict
+
+
+def reference(inputs: Inputs):
+  """Q = ref + C(g - ref) with ref = Q-hat for the estimator 'innovation'
+  (LAQ's quantized innovation, EF21's compressed difference) and 0 for
+  'direct' (the gradient itself compressed: QSGD, top-k, FedAvg's model
+  change).
+
+  The two built-ins are this one function, reading which of them runs from
+  `Hyper.estimator` as the rule read `Hyper.innovation` before estimators
+  were parts: a program that compiles both holds one branch for them
+  (`estimate`), so a grid point computes what its run alone does, bit for
+  bit, and the same program as before.
+  """
+  hyper = inputs.hyper
+  ref_P = jnp.where(hyper.estimator == index('innovation'), inputs.qhat_P,
+                    jnp.zeros_like(inputs.qhat_P))
+  return inputs.compress(inputs.grad_P, ref_P, inputs.compressor_states)
+
+
+REGISTRY: parts_lib.PartRegistry = parts_lib.PartRegistry(
+    'estimator', [
+        ('direct', parts_lib.estimator(
+            'direct', reference, doc='Q = C(g): the gradient compressed')),
+        ('innovation', parts_lib.estimator(
+            'innovation', reference,
+            doc='Q = Qhat + C(g - Qhat): the innovation compressed')),
+    ])
+
+
+def index(name: str) -> int:
+  """The position of `name` in ESTIMATORS (what `Hyper.estimator` holds)."""
+  return REGISTRY.index(name)
+
+
+# ESTIMATORS: the registry's names (an estimator registered later is in it).
+__getattr__ = registry.names_attribute(__name__, ESTIMATORS=REGISTRY)
+
+
+def check_names(names: Sequence[str]) -> tuple[str, ...]:
+  """`names` as a tuple of known estimators, in ESTIMATORS order."""
+  return REGISTRY.check_names(names)
+
+
+def init_states(parts: Sequence[parts_lib.Part], num_params: int, dtype,
+                theta_P=None) -> dict[str, Any]:
+  """{name: one worker's state} of the stateful estimators among `parts`."""
+  return {p.name: parts_lib.init_state(p, num_params, dtype, theta_P)
+          for p in parts if p.stateful}
+
+
+def estimate(grad_P, qhat_P, key, hyper, parts: Sequence[parts_lib.Part],
+             compressors: Sequence[parts_lib.Part], states: dict
+             ) -> tuple[compressors_lib.Compressed, dict]:
+  """The candidate upload of ESTIMATORS[hyper.estimator] among `parts`
+  (static; one outside them selects the first: `RunSpec.check_hyper`
+  refuses it), with the compressor slot over `compressors`.
+
+  Args:
+    grad_P, qhat_P, key, hyper: as `Inputs`.
+    parts: the estimators compiled in.
+    compressors: the compressors compiled in.
+    states: {name: this worker's state} of the stateful compressors and
+      estimators among them.
+
+  Returns:
+    (a `Compressed`, the states: the compressors' as the estimator's
+    compress calls left them, the chosen estimator's updated).
+  """
+  def branch(part, grad_P, qhat_P, key, hyper, states):
+    def compress(x_P, ref_P, compressor_states):
+      return compressors_lib.compress(x_P, ref_P, key, hyper, compressors,
+                                      compressor_states)
+    compressor_states = {p.name: states[p.name] for p in compressors
+                         if p.stateful}
+    inputs = Inputs(grad_P, qhat_P, key, hyper, compress, compressor_states)
+    (out, new_compressor_states), new = part.call(
+        inputs, params=parts_lib.own_params(hyper, part),
+        state=states.get(part.name))
+    states = {**states, **new_compressor_states}
+    if part.stateful:
+      states = {**states, part.name: new}
+    return out, states
+
+  # Parts with one function and no parameters or state of their own (the
+  # two built-ins) are one branch.
+  branches, table = [], []
+  for part in parts:
+    same = [i for i, b in enumerate(branches) if b.fn is part.fn
+            and not (b.params or b.stateful or part.params or part.stateful)]
+    if not same:
+      branches.append(part)
+    table.append(same[0] if same else len(branches) - 1)
+  index_ = jnp.asarray(table, jnp.int32)[
+      parts_lib.local_index(hyper.estimator, parts, REGISTRY)]
+  return parts_lib.switch(index_, branches, branch, grad_P, qhat_P, key,
+                          hyper, states)
