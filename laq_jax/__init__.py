@@ -9,6 +9,7 @@ startup (`jax.config.update('jax_enable_x64', True)`); every array the
 library makes carries an explicit dtype, so float32 runs stay float32.
 """
 
+from laq_jax import broadcasts as _broadcasts  # (its registry: parts.KINDS)
 from laq_jax import compressors as _compressors
 from laq_jax import estimators as _estimators  # (its registry: parts.KINDS)
 from laq_jax import problems as _problems

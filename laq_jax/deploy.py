@@ -39,6 +39,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from laq_jax import broadcasts
 from laq_jax import collectives
 from laq_jax import compressors
 from laq_jax import estimators
@@ -116,6 +117,10 @@ def check_deployable(spec: RunSpec, hyper: Hyper, dtype) -> str:
   if spec.downlink and int(np.asarray(hyper.downlink_bits)) > 0:
     raise ValueError('a quantized broadcast (downlink_bits > 0) is not '
                      'deployable yet')
+  broadcast = broadcasts.REGISTRY.names[int(np.asarray(hyper.broadcast))]
+  if spec.downlink and broadcast != 'full':
+    raise ValueError(f'broadcast {broadcast!r} is not deployable yet: a '
+                     'deployment sends theta itself (broadcast full)')
   triggers = [p.name for p in parts.triggers]
   if 'lasg_ps' in triggers:
     raise ValueError('LASG-PS (the server selects) is not deployable')

@@ -147,16 +147,5 @@ def estimate(grad_P, qhat_P, key, hyper, parts: Sequence[parts_lib.Part],
       states = {**states, part.name: new}
     return out, states
 
-  # Parts with one function and no parameters or state of their own (the
-  # two built-ins) are one branch.
-  branches, table = [], []
-  for part in parts:
-    same = [i for i, b in enumerate(branches) if b.fn is part.fn
-            and not (b.params or b.stateful or part.params or part.stateful)]
-    if not same:
-      branches.append(part)
-    table.append(same[0] if same else len(branches) - 1)
-  index_ = jnp.asarray(table, jnp.int32)[
-      parts_lib.local_index(hyper.estimator, parts, REGISTRY)]
-  return parts_lib.switch(index_, branches, branch, grad_P, qhat_P, key,
-                          hyper, states)
+  return parts_lib.switch_merged(hyper.estimator, parts, REGISTRY, branch,
+                                 grad_P, qhat_P, key, hyper, states)

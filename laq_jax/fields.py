@@ -123,6 +123,9 @@ FIELDS: tuple[Field, ...] = (
     _f('estimator', 'preset', None, None, '',
        'index into `estimators.ESTIMATORS` (direct: compress g; '
        'innovation: g - Qhat)', 'int32'),
+    _f('broadcast', 'preset', None, None, '',
+       'index into `broadcasts.BROADCASTS` (full: theta; quantized: LAQ\'s '
+       'quantizer on its change)', 'int32'),
     _f('trigger', 'preset', None, None, '', 'index into `trigger.TRIGGERS`',
        'int32'),
     _f('error_feedback', 'preset', None, None, '',

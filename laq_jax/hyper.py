@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from laq_jax import broadcasts
 from laq_jax import clients as clients_lib
 from laq_jax import compressors
 from laq_jax import estimators
@@ -49,7 +50,7 @@ class Hyper(collections.namedtuple('Hyper', ARRAYS)):
   docs; in short: step_size alpha (applied to the *sum* of the worker
   gradients), bits b, xi (xi_d = xi / D), err_weight c_e, threshold_offset
   c_0, max_staleness tbar, l2 lam, seed, downlink_bits, xi_steps / xi_factors, the
-  preset's compressor, estimator, trigger, error_feedback and
+  preset's compressor, estimator, trigger, broadcast, error_feedback and
   authors_code, and `network`, the `laq_jax.Network` the rounds are timed
   on (float64 where x64 is on, whatever the run's precision).
   """
@@ -158,6 +159,7 @@ def make_hyper(algo: str | Algorithm = 'laq', *, dtype=jnp.float32,
       compressor=jnp.asarray(compressors.index(algorithm.compressor),
                              jnp.int32),
       estimator=jnp.asarray(estimators.index(algorithm.estimator), jnp.int32),
+      broadcast=jnp.asarray(broadcasts.index(algorithm.broadcast), jnp.int32),
       trigger=jnp.asarray(trigger_lib.index(algorithm.trigger), jnp.int32),
       error_feedback=jnp.asarray(algorithm.error_feedback, bool),
       authors_code=jnp.asarray(authors_code, bool),

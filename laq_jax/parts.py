@@ -5,13 +5,14 @@
 
 A part is a value: its function, the parameters it declares (each with its
 default, check and doc, declared once, here) and, when it keeps memory, its
-state's `init`. Five kinds exist: a compressor (how a vector is compressed),
+state's `init`. Six kinds exist: a compressor (how a vector is compressed),
 an estimator (what a worker compresses into its candidate upload: its
 gradient, or the change since its last upload; `laq_jax.estimators`), a
 trigger (whether it uploads), a server update (how the server steps with
-the aggregate; any optax GradientTransformation, `laq_jax.servers`) and a
+the aggregate; any optax GradientTransformation, `laq_jax.servers`), a
 client (what a participant computes: one gradient, or K local steps of an
-optax client optimizer, `laq_jax.clients`).
+optax client optimizer, `laq_jax.clients`) and a broadcast (what the server
+sends back: theta, or a compressed change; `laq_jax.broadcasts`).
 
 A part's parameter VALUES are arrays of the run's `Hyper`, grouped by part,
 `hyper.params[part name][param name]` (dotted on command lines and in grids:
@@ -41,6 +42,8 @@ Call conventions (keyword arguments only where the part declares them)::
   estimator   fn(inputs[, params=][, state=]) -> (Compressed, compressor
               states), or that and its state; `inputs.compress` is the
               compressor slot (`laq_jax.estimators`); init as a trigger's.
+  broadcast   fn(inputs[, params=]) -> (thetahat_P, bits); no state
+              (`laq_jax.broadcasts`).
 """
 
 from __future__ import annotations
@@ -56,7 +59,8 @@ import numpy as np
 from laq_jax import registry
 from laq_jax.show import show
 
-KINDS = ('compressor', 'trigger', 'server', 'client', 'estimator')
+KINDS = ('compressor', 'trigger', 'server', 'client', 'estimator',
+         'broadcast')
 _INT32_MAX = 2**31 - 1
 
 
@@ -251,6 +255,12 @@ def estimator(name: str, fn: Callable, *, params: Iterable[Param] = (),
   return Part('estimator', name, fn, tuple(params), init, doc, opt_in)
 
 
+def broadcast(name: str, fn: Callable, *, params: Iterable[Param] = (),
+              doc: str = '', opt_in: bool = False) -> Part:
+  """A broadcast part (register it in `broadcasts.REGISTRY`)."""
+  return Part('broadcast', name, fn, tuple(params), None, doc, opt_in)
+
+
 class PartRegistry(registry.Registry):
   """A Registry of Parts of one kind. Registering a plain function makes it
   a part without parameters or state (the older way still works)."""
@@ -285,7 +295,8 @@ class PartRegistry(registry.Registry):
       if kind != self.kind and name in other:
         raise ValueError(f'{self.kind} name {show(name)} is taken by a '
                          f'{kind}: part names are shared by compressors, '
-                         'triggers, servers, clients and estimators (their '
+                         'triggers, servers, clients, estimators and '
+                         'broadcasts (their '
                          'parameters are '
                          'grouped by name)')
     return super().register(name, part, replace=replace)
@@ -327,7 +338,8 @@ def find(name: str) -> Part:
 
 def param_keys() -> tuple[str, ...]:
   """Every registered part's parameters, dotted ('rand_k.k'), in the order
-  compressors, triggers, servers, clients, estimators, then declaration."""
+  compressors, triggers, servers, clients, estimators, broadcasts, then
+  declaration."""
   return tuple(f'{p.name}.{q.name}' for reg in registries().values()
                for p in (reg.get(n) for n in reg.names) for q in p.params)
 
@@ -447,6 +459,24 @@ def switch(index, parts: Sequence[Part], branch: Callable, *operands):
   if len(branches) == 1:
     return branches[0](*operands)
   return jax.lax.switch(index, branches, *operands)
+
+
+def switch_merged(global_index, parts: Sequence[Part], reg: PartRegistry,
+                  branch: Callable, *operands):
+  """`switch` on the registry index `global_index` (a Hyper field), the
+  parts with one function and no parameters or state of their own merged
+  into one branch: built-ins that read which of them runs from the Hyper
+  (the estimators direct and innovation, the broadcasts full and
+  quantized) then compile as one function, as before they were parts."""
+  branches, table = [], []
+  for part in parts:
+    same = [i for i, b in enumerate(branches) if b.fn is part.fn and not (
+        b.params or b.stateful or part.params or part.stateful)]
+    if not same:
+      branches.append(part)
+    table.append(same[0] if same else len(branches) - 1)
+  index = jnp.asarray(table, jnp.int32)[local_index(global_index, parts, reg)]
+  return switch(index, branches, branch, *operands)
 
 
 def local_index(global_index, parts: Sequence[Part], reg: PartRegistry):

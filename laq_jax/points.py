@@ -15,6 +15,7 @@ from typing import Any, Mapping, Sequence
 import jax.numpy as jnp
 import numpy as np
 
+from laq_jax import broadcasts as broadcasts_lib
 from laq_jax import clients as clients_lib
 from laq_jax import compressors
 from laq_jax import estimators as estimators_lib
@@ -294,7 +295,7 @@ def programs(points: Sequence[Mapping[str, Any]]
 def parts_of(points: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
   """The RunSpec parts the points need (what a program compiles in):
   compressors, triggers, servers, error_feedback, downlink, clients,
-  estimators, weighting, participation."""
+  estimators, broadcasts, weighting, participation."""
   algos = [get_algorithm(p['algo']) for p in points]
   return dict(
       compressors=compressors.check_names({a.compressor for a in algos}),
@@ -304,6 +305,7 @@ def parts_of(points: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
       downlink=any(a.downlink for a in algos),
       clients=clients_lib.REGISTRY.check_names({a.client for a in algos}),
       estimators=estimators_lib.check_names({a.estimator for a in algos}),
+      broadcasts=broadcasts_lib.check_names({a.broadcast for a in algos}),
       weighting=any(
           (a.weighting if p.get('weighting', 'auto') == 'auto'
            else p['weighting']) != 'sum' for a, p in zip(algos, points)),

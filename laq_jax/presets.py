@@ -1,6 +1,6 @@
 """The algorithm presets: each a named bundle of parts (compressor,
-trigger, server, client, estimator) and their settings, and their composition by slot
-('laq+server=adam'). ::
+trigger, server, client, estimator, broadcast) and their settings, and their
+composition by slot ('laq+server=adam'). ::
 
     presets.get_algorithm('laq')              # the Algorithm
     presets.compose('laq', server='adam')     # 'laq+server=adam'
@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from laq_jax import broadcasts
 from laq_jax import clients as clients_lib
 from laq_jax import compressors
 from laq_jax import estimators
@@ -43,7 +44,8 @@ class Algorithm:
       ({'momentum.momentum': 0.9}); a config or grid may override them.
     error_feedback: add what earlier compressions dropped before compressing.
     downlink: the server's broadcast is quantized too (b bits, LAQ's
-      quantizer on the parameters' innovation).
+      quantizer on the parameters' innovation): the broadcast 'quantized',
+      else 'full'.
     reference: where it comes from.
     client: one of `clients.CLIENTS`: what a participant computes
       ('gradient': one gradient; 'local', 'scaffold', ...: K local steps,
@@ -54,6 +56,9 @@ class Algorithm:
     estimator: one of `estimators.ESTIMATORS`: what a worker compresses
       into its candidate upload ('' for the one `innovation` says; a name
       given here sets `innovation` to whether it is 'innovation').
+    broadcast: one of `broadcasts.BROADCASTS`: what the server sends back
+      ('' for the one `downlink` says; a name given here sets `downlink` to
+      whether it is other than 'full').
     settings: its paper's values of Hyper fields, which `make_hyper` takes
       for the fields it is not given; `server_lr` (eta_s, the server's
       step on a local client's model change) also where it is given as 0,
@@ -75,12 +80,17 @@ class Algorithm:
   weighting: str = 'sum'
   settings: tuple[tuple[str, Any], ...] = ()
   estimator: str = ''
+  broadcast: str = ''
 
   def __post_init__(self):
     if not self.estimator:
       object.__setattr__(self, 'estimator',
                          'innovation' if self.innovation else 'direct')
     object.__setattr__(self, 'innovation', self.estimator == 'innovation')
+    if not self.broadcast:
+      object.__setattr__(self, 'broadcast',
+                         'quantized' if self.downlink else 'full')
+    object.__setattr__(self, 'downlink', self.broadcast != 'full')
     object.__setattr__(self, 'params', tuple(
         dict(self.params).items()))  # a dict or pairs, kept as pairs
     object.__setattr__(self, 'settings', tuple(dict(self.settings).items()))
@@ -233,6 +243,7 @@ def register_algorithm(algorithm: Algorithm, *, replace: bool = False
   """
   compressors.index(algorithm.compressor)
   estimators.index(algorithm.estimator)
+  broadcasts.index(algorithm.broadcast)
   trigger_lib.index(algorithm.trigger)
   servers_lib.index(algorithm.server)
   clients_lib.index(algorithm.client)
@@ -251,7 +262,7 @@ def register_algorithm(algorithm: Algorithm, *, replace: bool = False
 # ('laq+server=adam'), each with its registry's module.
 SLOTS = {'compressor': compressors, 'trigger': trigger_lib,
          'server': servers_lib, 'client': clients_lib,
-         'estimator': estimators}
+         'estimator': estimators, 'broadcast': broadcasts}
 # Error feedback is a wrapper in the compressor slot: 'ef(top_k)' is top_k
 # with the worker's error memory added before compressing (the preset's
 # `error_feedback`); a preset that has it holds 'ef(...)' in that slot.
@@ -299,8 +310,8 @@ def parse_slot(slot: str, value: str, where: str = '') -> dict[str, Any]:
 
 def compose(algo: str | Algorithm, **slots: str) -> Algorithm:
   """The preset `algo` with other parts in its slots (compressor, trigger,
-  server, client, estimator): `compose('laq', server='adam')` is LAQ's uploads and
-  trigger stepped by Adam, named 'laq+server=adam', the name configs and
+  server, client, estimator, broadcast): `compose('laq', server='adam')` is
+  LAQ's uploads and trigger stepped by Adam, named 'laq+server=adam', the name configs and
   grids give it (`get_algorithm` reads such names). In the compressor slot
   'ef(top_k)' wraps a compressor in error feedback ('sgd+compressor=ef(sign)'
   is EF-signSGD), and a plain name there runs without it. The preset's

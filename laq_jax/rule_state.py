@@ -16,6 +16,7 @@ from typing import Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from laq_jax import broadcasts as broadcasts_lib
 from laq_jax import clients as clients_lib
 from laq_jax import compressors
 from laq_jax import estimators as estimators_lib
@@ -114,6 +115,9 @@ class Parts:
       (`Hyper.weighting` samples or uniform).
     estimators: the estimator Parts it may meet (`laq_jax.estimators`;
       empty: every registered one but the opt-in ones).
+    broadcasts: the broadcast Parts it may meet where `downlink` is on
+      (`laq_jax.broadcasts`; empty: every registered one but the opt-in
+      ones).
   """
   compressors: tuple[parts_lib.Part, ...] = ()
   triggers: tuple[parts_lib.Part, ...] = ()
@@ -124,21 +128,25 @@ class Parts:
   clients: tuple[parts_lib.Part, ...] = ()
   weighting: bool = False
   estimators: tuple[parts_lib.Part, ...] = ()
+  broadcasts: tuple[parts_lib.Part, ...] = ()
 
   def __post_init__(self):
     if not self.estimators:
       object.__setattr__(self, 'estimators', estimators_lib.REGISTRY.parts())
+    if not self.broadcasts:
+      object.__setattr__(self, 'broadcasts', broadcasts_lib.REGISTRY.parts())
 
   @classmethod
   def of(cls, compressors_=None, triggers=None, servers=None, clients=None,
-         estimators=None, **flags) -> 'Parts':
+         estimators=None, broadcasts=None, **flags) -> 'Parts':
     """Parts from names (None: every registered part of that kind; the
     sgd server and the gradient client)."""
     return cls(compressors.REGISTRY.parts(compressors_),
                trigger_lib.REGISTRY.parts(triggers),
                servers_lib.REGISTRY.parts(servers or ('sgd',)),
                clients=clients_lib.REGISTRY.parts(clients or ('gradient',)),
-               estimators=estimators_lib.REGISTRY.parts(estimators), **flags)
+               estimators=estimators_lib.REGISTRY.parts(estimators),
+               broadcasts=broadcasts_lib.REGISTRY.parts(broadcasts), **flags)
 
   @property
   def controls(self) -> tuple[parts_lib.Part, ...]:

@@ -25,10 +25,10 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 
+from laq_jax import broadcasts as broadcasts_lib
 from laq_jax import collectives
 from laq_jax import estimators as estimators_lib
 from laq_jax import participation as participation_lib
-from laq_jax import quantize
 from laq_jax import randomness
 from laq_jax import schedule
 from laq_jax import servers as servers_lib
@@ -100,21 +100,14 @@ def _worker(grad_P, last_upload_P, last_error, clock, error_P, states, key,
 
 
 def broadcast(theta_P, last_broadcast_P, hyper: Hyper, parts: Parts):
-  """(thetahat^{k+1}, bits each worker receives): theta itself (32 p), or
-  thetahat^k + Q(theta^{k+1} - thetahat^k) with LAQ's quantizer at
-  `hyper.downlink_bits` (b_down p + 32)."""
-  num_params = theta_P.shape[-1]
-  full = jnp.int32(32 * num_params)
+  """(thetahat^{k+1}, bits each worker receives): theta itself (32 p)
+  where no point's broadcast is compiled in (`parts.downlink`), else the
+  broadcast part's (`laq_jax.broadcasts`: full, or two_laq's quantized
+  thetahat^k + Q(theta^{k+1} - thetahat^k) at `hyper.downlink_bits`)."""
   if not parts.downlink:
-    return theta_P, full
-  def quantized():
-    q = quantize.quantize_innovation(theta_P, last_broadcast_P,
-                                     jnp.maximum(hyper.downlink_bits, 1))
-    return q.value_P, hyper.downlink_bits * num_params + 32
-
-  # A conditional: a run with a full-precision broadcast pays nothing.
-  return jax.lax.cond(hyper.downlink_bits > 0, quantized,
-                      lambda: (theta_P, full))
+    return theta_P, jnp.int32(32 * theta_P.shape[-1])
+  return broadcasts_lib.broadcast(theta_P, last_broadcast_P, hyper,
+                                  parts.broadcasts)
 
 
 def workers_stage(grads_MxP, state: RuleState, hyper: Hyper, step_count,

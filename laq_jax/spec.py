@@ -8,6 +8,7 @@ from typing import Callable
 import jax
 import numpy as np
 
+from laq_jax import broadcasts as broadcasts_lib
 from laq_jax import clients as clients_lib
 from laq_jax import compressors
 from laq_jax import estimators as estimators_lib
@@ -88,6 +89,9 @@ class RunSpec:
     estimators: the estimators it may meet (`Hyper.estimator` picks one,
       `laq_jax.estimators`: what a worker compresses into its candidate
       upload); default every registered one but the opt-in ones.
+    broadcasts: the broadcasts it may meet where `downlink` is on
+      (`Hyper.broadcast` picks one, `laq_jax.broadcasts`: what the server
+      sends back); default every registered one but the opt-in ones.
     weighting: compile the weighted-mean aggregate in (`Hyper.weighting`
       samples or uniform); off, the server steps with the uploads' sum.
     round_size: S, at most how many clients a round draws (with
@@ -129,16 +133,18 @@ class RunSpec:
   weighting: bool = False
   round_size: int = 0
   estimators: tuple[str, ...] | None = None
+  broadcasts: tuple[str, ...] | None = None
   part_objects: tuple = dataclasses.field(default=(), init=False,
                                           repr=False)
 
   @property
   def parts(self) -> rules.Parts:
     """The rule's parts this program compiles in (the part objects)."""
-    compressors_, triggers, servers, clients, estimators_ = self.part_objects
+    (compressors_, triggers, servers, clients, estimators_,
+     broadcasts_) = self.part_objects
     return rules.Parts(compressors_, triggers, servers, self.error_feedback,
                        self.downlink, self.stochastic, clients,
-                       self.weighting, estimators_)
+                       self.weighting, estimators_, broadcasts_)
 
   @property
   def local(self) -> bool:
@@ -219,7 +225,8 @@ class RunSpec:
                            ('triggers', trigger_lib.REGISTRY),
                            ('servers', servers_lib.REGISTRY),
                            ('clients', clients_lib.REGISTRY),
-                           ('estimators', estimators_lib.REGISTRY)):
+                           ('estimators', estimators_lib.REGISTRY),
+                           ('broadcasts', broadcasts_lib.REGISTRY)):
       given = getattr(self, name)
       try:
         names = registry.check_names(registry.default_names if given is None
@@ -259,12 +266,16 @@ class RunSpec:
     used_servers = np.unique(np.asarray(hyper.server))
     used_clients = np.unique(np.asarray(hyper.client))
     used_estimators = np.unique(np.asarray(hyper.estimator))
+    # (a broadcast part runs only where the downlink is compiled in)
+    used_broadcasts = (np.unique(np.asarray(hyper.broadcast))
+                       if self.downlink else np.zeros((0,), int))
     for kind, registry, indices in (
         ('compressors', compressors.REGISTRY, used),
         ('triggers', trigger_lib.REGISTRY, used_triggers),
         ('servers', servers_lib.REGISTRY, used_servers),
         ('clients', clients_lib.REGISTRY, used_clients),
-        ('estimators', estimators_lib.REGISTRY, used_estimators)):
+        ('estimators', estimators_lib.REGISTRY, used_estimators),
+        ('broadcasts', broadcasts_lib.REGISTRY, used_broadcasts)):
       names = [registry.names[int(i)] if 0 <= int(i) < len(registry)
                else f'#{int(i)}' for i in indices]
       missing = [n for n in names if n not in getattr(self, kind)]

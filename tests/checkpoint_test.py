@@ -131,10 +131,12 @@ class CheckpointerTest(absltest.TestCase):
     import configs  # pylint: disable=g-import-not-at-top
     now = configs.load('mnist_logreg', 'tiny').to_dict()
     self.assertEqual(now['server_lr'], 0.0)
-    slots = ('compressor', 'trigger', 'server', 'client', 'estimator')
-    self.assertEqual([now[s] for s in slots], [''] * 5)
-    # (the estimator slot came after the other four)
-    four = {k: v for k, v in now.items() if k != 'estimator'}
+    slots = ('compressor', 'trigger', 'server', 'client', 'estimator',
+             'broadcast')
+    self.assertEqual([now[s] for s in slots], [''] * 6)
+    # (the estimator and broadcast slots came after the other four)
+    four = {k: v for k, v in now.items()
+            if k not in ('estimator', 'broadcast')}
     between = {k: v for k, v in now.items() if k not in slots}
     before = {k: v for k, v in between.items() if k != 'server_lr'}
     arrays = {'loss': self.trace.loss}

@@ -90,7 +90,7 @@ class ApiPagesTest(absltest.TestCase):
 
   def test_the_modules_users_compose_with_have_pages(self):
     for name in ('parts', 'compressors', 'estimators', 'trigger', 'servers',
-                 'clients',
+                 'clients', 'broadcasts',
                  'participation', 'network', 'hyper', 'loop', 'rules',
                  'problems', 'models', 'record', 'sweep', 'data', 'wire',
                  'codecs',

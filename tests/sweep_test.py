@@ -163,6 +163,7 @@ class ProgramsTest(absltest.TestCase):
                           error_feedback=True, downlink=False,
                           clients=('gradient',),
                           estimators=('direct', 'innovation'),
+                          broadcasts=('full',),
                           weighting=False, participation=False))
     self.assertEqual(sweep.parts_of([points[i] for i in (1, 3)]),
                      dict(compressors=('identity', 'uniform'),
@@ -170,6 +171,7 @@ class ProgramsTest(absltest.TestCase):
                           error_feedback=False, downlink=True,
                           clients=('gradient',),
                           estimators=('direct', 'innovation'),
+                          broadcasts=('full', 'quantized'),
                           weighting=False, participation=False))
     self.assertEqual(sweep.parts_of([points[1]])['estimators'], ('direct',))
     # A point taking some clients compiles participation into its program.

@@ -213,6 +213,7 @@ def build(config, *, validated: bool = False) -> Built:
                  participation=config_lib.partial_participation(config),
                  servers=(algorithm.server,), clients=(algorithm.client,),
                  estimators=(algorithm.estimator,),
+                 broadcasts=(algorithm.broadcast,),
                  weighting=(algorithm.weighting if get('weighting') == 'auto'
                             else get('weighting')) != 'sum',
                  # a round computes its participants' rows alone where that
