@@ -43,9 +43,10 @@ def grid_keys() -> tuple[str, ...]:
 
 def algorithm_parts(algo: str) -> tuple[str, ...]:
   """The names of the parts a preset uses (compressor, trigger, server,
-  client)."""
+  client, estimator, broadcast)."""
   a = get_algorithm(algo)
-  return (a.compressor, a.trigger, a.server, a.client)
+  return (a.compressor, a.trigger, a.server, a.client, a.estimator,
+          a.broadcast)
 
 
 def flatten(grid: Mapping[str, Any]) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from laq_jax import hyper as hyper_lib
 from laq_jax import parts
 from laq_jax import registry
 from laq_jax import rules
+from laq_jax import sweep
 from tests import common
 from tests import reference
 
@@ -128,6 +129,12 @@ class BroadcastTest(absltest.TestCase):
       np.testing.assert_array_equal(trace.bits_down_M[0], 32 * 210)
       np.testing.assert_array_equal(trace.bits_down_M[1],
                                     4 * (32 + 8))  # k = 4 of P = 210
+      # Its parameter is a grid axis for the points that use it.
+      points = sweep.expand_grid({'algo': ['gd', 'gd_down'],
+                                  'top_k_down.k': [2, 5]},
+                                 dict(hyper_lib.DEFAULTS, algo='gd'))
+      self.assertEqual([(p['algo'], p['top_k_down.k']) for p in points],
+                       [('gd', 4), ('gd_down', 2), ('gd_down', 5)])
 
   def test_refusals(self):
     with self.assertRaisesRegex(ValueError, "broadcast='nope'.*full, "

@@ -18,6 +18,7 @@ from laq_jax import hyper as hyper_lib
 from laq_jax import parts
 from laq_jax import registry
 from laq_jax import rules
+from laq_jax import sweep
 from laq_jax import trigger
 
 M, P, K, T = 3, 30, 4, 6
@@ -130,6 +131,13 @@ class UserEstimatorTest(absltest.TestCase):
           'v1_topk', False, 'top_k', False, 'every_other',
           estimator='last_gradient'))
       self.assertFalse(lj.get_algorithm('v1_topk').innovation)
+      # A grid over its slot ({'estimator': [...]}) composes each preset
+      # with each estimator.
+      points = sweep.expand_grid(
+          {'algo': ['ef21'], 'estimator': ['innovation', 'last_gradient']},
+          dict(hyper_lib.DEFAULTS, algo='ef21'))
+      self.assertEqual([p['algo'] for p in points],
+                       ['ef21', 'ef21+estimator=last_gradient'])
       parts_ = rules.Parts.of(['top_k'], ['every_other'], ['sgd'],
                               estimators=['innovation', 'last_gradient'],
                               error_feedback=False, downlink=False)

@@ -151,7 +151,8 @@ class ProgramsAndPartsTest(absltest.TestCase):
     self.assertEqual(points.parts_of([laq, mine])['servers'],
                      ('sgd', 'momentum'))
     self.assertEqual(points.algorithm_parts(PRESET),
-                     ('identity', 'eager', 'momentum', 'gradient'))
+                     ('identity', 'eager', 'momentum', 'gradient', 'direct',
+                      'full'))
     fedavg = {**laq, 'algo': 'fedavg'}
     self.assertEqual(points.parts_of([laq, fedavg])['clients'],
                      ('gradient', 'local'))
