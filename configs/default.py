@@ -42,6 +42,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.client = ''
   config.estimator = ''  # direct (compress g) or innovation (g - Qhat)
   config.broadcast = ''  # full (theta) or quantized (two_laq's)
+  config.compressor_b = ''  # a second compressor an estimator may call
   config.num_workers = 10  # M
   config.num_iters = 4000  # iterations T
   # Every numeric hyperparameter, with its default and doc, from the one

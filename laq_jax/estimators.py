@@ -56,6 +56,11 @@ class Inputs(NamedTuple):
       C = COMPRESSORS[hyper.compressor].
     compressor_states: {name: this worker's state} of the stateful
       compressors (thread them through `compress`).
+    compress_b: the second compressor slot, `compress_b(x_P, ref_P) ->
+      Compressed` with C = COMPRESSORS[hyper.compressor_b] under its own
+      key (`fold_in(key, 1)`); stateless (3PC's two-stage estimators).
+    coin: u_k, the round's uniform in [0, 1) shared by every worker
+      (`randomness.round_coin`: MARINA's c_k = [u_k < p]).
   """
   grad_P: jax.Array
   qhat_P: jax.Array
@@ -63,6 +68,8 @@ class Inputs(NamedTuple):
   hyper: Any
   compress: Callable | None
   compressor_states: dict
+  compress_b: Callable | None = None
+  coin: Any = None
 
 
 def reference(inputs: Inputs):
@@ -115,7 +122,8 @@ def init_states(parts: Sequence[parts_lib.Part], num_params: int, dtype,
 
 
 def estimate(grad_P, qhat_P, key, hyper, parts: Sequence[parts_lib.Part],
-             compressors: Sequence[parts_lib.Part], states: dict
+             compressors: Sequence[parts_lib.Part], states: dict,
+             compressors_b: Sequence[parts_lib.Part] = (), coin=None
              ) -> tuple[compressors_lib.Compressed, dict]:
   """The candidate upload of ESTIMATORS[hyper.estimator] among `parts`
   (static; one outside them selects the first: `RunSpec.check_hyper`
@@ -127,18 +135,34 @@ def estimate(grad_P, qhat_P, key, hyper, parts: Sequence[parts_lib.Part],
     compressors: the compressors compiled in.
     states: {name: this worker's state} of the stateful compressors and
       estimators among them.
+    compressors_b: the compressors `hyper.compressor_b` may pick (stateless;
+      traced only where an estimator calls `Inputs.compress_b`).
+    coin: the round's uniform u_k (`Inputs.coin`).
 
   Returns:
     (a `Compressed`, the states: the compressors' as the estimator's
     compress calls left them, the chosen estimator's updated).
   """
-  def branch(part, grad_P, qhat_P, key, hyper, states):
+  for part in compressors_b:
+    if part.stateful:
+      raise ValueError(f'compressor_b {part.name!r} keeps state: the second '
+                       'compressor slot takes stateless compressors')
+
+  def branch(part, grad_P, qhat_P, key, hyper, states, coin):
     def compress(x_P, ref_P, compressor_states):
       return compressors_lib.compress(x_P, ref_P, key, hyper, compressors,
                                       compressor_states)
+
+    def compress_b(x_P, ref_P):
+      out, _ = compressors_lib.compress(
+          x_P, ref_P, jax.random.fold_in(key, 1),
+          hyper._replace(compressor=hyper.compressor_b), compressors_b, {})
+      return out
+
     compressor_states = {p.name: states[p.name] for p in compressors
                          if p.stateful}
-    inputs = Inputs(grad_P, qhat_P, key, hyper, compress, compressor_states)
+    inputs = Inputs(grad_P, qhat_P, key, hyper, compress, compressor_states,
+                    compress_b if compressors_b else None, coin)
     (out, new_compressor_states), new = part.call(
         inputs, params=parts_lib.own_params(hyper, part),
         state=states.get(part.name))
@@ -148,4 +172,4 @@ def estimate(grad_P, qhat_P, key, hyper, parts: Sequence[parts_lib.Part],
     return out, states
 
   return parts_lib.switch_merged(hyper.estimator, parts, REGISTRY, branch,
-                                 grad_P, qhat_P, key, hyper, states)
+                                 grad_P, qhat_P, key, hyper, states, coin)

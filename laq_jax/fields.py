@@ -120,6 +120,9 @@ FIELDS: tuple[Field, ...] = (
     # Set by the preset (and authors_code by its own argument).
     _f('compressor', 'preset', None, None, '',
        'index into `compressors.COMPRESSORS`', 'int32'),
+    _f('compressor_b', 'preset', None, None, '',
+       'index into `compressors.COMPRESSORS`: the second compressor an '
+       'estimator may call (`estimators.Inputs.compress_b`)', 'int32'),
     _f('estimator', 'preset', None, None, '',
        'index into `estimators.ESTIMATORS` (direct: compress g; '
        'innovation: g - Qhat)', 'int32'),

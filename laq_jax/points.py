@@ -43,10 +43,10 @@ def grid_keys() -> tuple[str, ...]:
 
 def algorithm_parts(algo: str) -> tuple[str, ...]:
   """The names of the parts a preset uses (compressor, trigger, server,
-  client, estimator, broadcast)."""
+  client, estimator, broadcast, second compressor)."""
   a = get_algorithm(algo)
   return (a.compressor, a.trigger, a.server, a.client, a.estimator,
-          a.broadcast)
+          a.broadcast, a.compressor_b)
 
 
 def flatten(grid: Mapping[str, Any]) -> dict[str, Any]:
@@ -296,7 +296,7 @@ def programs(points: Sequence[Mapping[str, Any]]
 def parts_of(points: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
   """The RunSpec parts the points need (what a program compiles in):
   compressors, triggers, servers, error_feedback, downlink, clients,
-  estimators, broadcasts, weighting, participation."""
+  estimators, broadcasts, compressors_b, weighting, participation."""
   algos = [get_algorithm(p['algo']) for p in points]
   return dict(
       compressors=compressors.check_names({a.compressor for a in algos}),
@@ -307,6 +307,7 @@ def parts_of(points: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
       clients=clients_lib.REGISTRY.check_names({a.client for a in algos}),
       estimators=estimators_lib.check_names({a.estimator for a in algos}),
       broadcasts=broadcasts_lib.check_names({a.broadcast for a in algos}),
+      compressors_b=compressors.check_names({a.compressor_b for a in algos}),
       weighting=any(
           (a.weighting if p.get('weighting', 'auto') == 'auto'
            else p['weighting']) != 'sum' for a, p in zip(algos, points)),

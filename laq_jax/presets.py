@@ -1,5 +1,6 @@
 """The algorithm presets: each a named bundle of parts (compressor,
-trigger, server, client, estimator, broadcast) and their settings, and their
+trigger, server, client, estimator, broadcast, compressor_b) and their
+settings, and their
 composition by slot ('laq+server=adam'). ::
 
     presets.get_algorithm('laq')              # the Algorithm
@@ -56,6 +57,9 @@ class Algorithm:
     estimator: one of `estimators.ESTIMATORS`: what a worker compresses
       into its candidate upload ('' for the one `innovation` says; a name
       given here sets `innovation` to whether it is 'innovation').
+    compressor_b: one of `compressors.COMPRESSORS`: a second compressor an
+      estimator may call (`estimators.Inputs.compress_b`; the 3PC family's
+      two-stage estimators), 'identity' where none does.
     broadcast: one of `broadcasts.BROADCASTS`: what the server sends back
       ('' for the one `downlink` says; a name given here sets `downlink` to
       whether it is other than 'full').
@@ -81,6 +85,7 @@ class Algorithm:
   settings: tuple[tuple[str, Any], ...] = ()
   estimator: str = ''
   broadcast: str = ''
+  compressor_b: str = 'identity'
 
   def __post_init__(self):
     if not self.estimator:
@@ -242,6 +247,7 @@ def register_algorithm(algorithm: Algorithm, *, replace: bool = False
       taken (unless replace=True).
   """
   compressors.index(algorithm.compressor)
+  compressors.index(algorithm.compressor_b)
   estimators.index(algorithm.estimator)
   broadcasts.index(algorithm.broadcast)
   trigger_lib.index(algorithm.trigger)
@@ -262,7 +268,8 @@ def register_algorithm(algorithm: Algorithm, *, replace: bool = False
 # ('laq+server=adam'), each with its registry's module.
 SLOTS = {'compressor': compressors, 'trigger': trigger_lib,
          'server': servers_lib, 'client': clients_lib,
-         'estimator': estimators, 'broadcast': broadcasts}
+         'estimator': estimators, 'broadcast': broadcasts,
+         'compressor_b': compressors}
 # Error feedback is a wrapper in the compressor slot: 'ef(top_k)' is top_k
 # with the worker's error memory added before compressing (the preset's
 # `error_feedback`); a preset that has it holds 'ef(...)' in that slot.
@@ -310,7 +317,8 @@ def parse_slot(slot: str, value: str, where: str = '') -> dict[str, Any]:
 
 def compose(algo: str | Algorithm, **slots: str) -> Algorithm:
   """The preset `algo` with other parts in its slots (compressor, trigger,
-  server, client, estimator, broadcast): `compose('laq', server='adam')` is
+  server, client, estimator, broadcast, compressor_b): `compose('laq',
+  server='adam')` is
   LAQ's uploads and trigger stepped by Adam, named 'laq+server=adam', the name configs and
   grids give it (`get_algorithm` reads such names). In the compressor slot
   'ef(top_k)' wraps a compressor in error feedback ('sgd+compressor=ef(sign)'

@@ -11,7 +11,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-INIT, BATCH, COMPRESS, STRAGGLER, PARTICIPATION = 0, 1, 2, 3, 4  # streams
+INIT, BATCH, COMPRESS, STRAGGLER, PARTICIPATION, COIN = 0, 1, 2, 3, 4, 5
 
 
 def init_key(seed) -> jax.Array:
@@ -42,6 +42,13 @@ def straggler_key(seed, step, worker) -> jax.Array:
 def participation_key(seed, step, client) -> jax.Array:
   """Client `client`'s participation uniform at step `step`."""
   return _key(seed, PARTICIPATION, step, client)
+
+
+def round_coin(seed, step, dtype=jnp.float32) -> jax.Array:
+  """u_k, the round's one uniform in [0, 1) shared by every worker (stream
+  COIN, worker index 0): MARINA's and 3PC v5's coin c_k = [u_k < p]
+  (`estimators.Inputs.coin`)."""
+  return jax.random.uniform(_key(seed, COIN, step, 0), (), dtype)
 
 
 # The minibatch draw's keyed permutation: rounds of a balanced Feistel

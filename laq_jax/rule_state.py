@@ -118,6 +118,8 @@ class Parts:
     broadcasts: the broadcast Parts it may meet where `downlink` is on
       (`laq_jax.broadcasts`; empty: every registered one but the opt-in
       ones).
+    compressors_b: the compressor Parts `Hyper.compressor_b` may pick, the
+      second compressor an estimator may call (empty: identity alone).
   """
   compressors: tuple[parts_lib.Part, ...] = ()
   triggers: tuple[parts_lib.Part, ...] = ()
@@ -129,16 +131,21 @@ class Parts:
   weighting: bool = False
   estimators: tuple[parts_lib.Part, ...] = ()
   broadcasts: tuple[parts_lib.Part, ...] = ()
+  compressors_b: tuple[parts_lib.Part, ...] = ()
 
   def __post_init__(self):
     if not self.estimators:
       object.__setattr__(self, 'estimators', estimators_lib.REGISTRY.parts())
     if not self.broadcasts:
       object.__setattr__(self, 'broadcasts', broadcasts_lib.REGISTRY.parts())
+    if not self.compressors_b:
+      object.__setattr__(self, 'compressors_b',
+                         compressors.REGISTRY.parts(('identity',)))
 
   @classmethod
   def of(cls, compressors_=None, triggers=None, servers=None, clients=None,
-         estimators=None, broadcasts=None, **flags) -> 'Parts':
+         estimators=None, broadcasts=None, compressors_b=None,
+         **flags) -> 'Parts':
     """Parts from names (None: every registered part of that kind; the
     sgd server and the gradient client)."""
     return cls(compressors.REGISTRY.parts(compressors_),
@@ -146,7 +153,9 @@ class Parts:
                servers_lib.REGISTRY.parts(servers or ('sgd',)),
                clients=clients_lib.REGISTRY.parts(clients or ('gradient',)),
                estimators=estimators_lib.REGISTRY.parts(estimators),
-               broadcasts=broadcasts_lib.REGISTRY.parts(broadcasts), **flags)
+               broadcasts=broadcasts_lib.REGISTRY.parts(broadcasts),
+               compressors_b=compressors.REGISTRY.parts(
+                   compressors_b or ('identity',)), **flags)
 
   @property
   def controls(self) -> tuple[parts_lib.Part, ...]:

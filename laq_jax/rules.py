@@ -50,9 +50,10 @@ from laq_jax.rule_state import worker_params  # pylint: disable=unused-import
 
 def _worker(grad_P, last_upload_P, last_error, clock, error_P, states, key,
             sample, laq_shared, last_step_sq, history_sum, theta_P,
-            hyper: Hyper, parts: Parts, grad_at=None) -> Worker:
+            hyper: Hyper, parts: Parts, grad_at=None, coin=None) -> Worker:
   """One worker: compress, decide (its new memory, the delta for the
-  aggregate, its stats). `sample` and `grad_at` give its trigger the
+  aggregate, its stats); `coin` is the round's shared uniform (its
+  estimator's `Inputs.coin`). `sample` and `grad_at` give its trigger the
   same-sample gradient (None: none)."""
   sent_P = grad_P  # what the worker compresses (with error feedback's memory)
   if parts.error_feedback:
@@ -63,7 +64,8 @@ def _worker(grad_P, last_upload_P, last_error, clock, error_P, states, key,
   out, estimated_states = estimators_lib.estimate(
       sent_P, last_upload_P, key, hyper, parts.estimators, parts.compressors,
       {**compressor_states, **{p.name: states[p.name]
-                               for p in parts.estimators if p.stateful}})
+                               for p in parts.estimators if p.stateful}},
+      parts.compressors_b, coin)
   new_compressor_states = {n: estimated_states[n] for n in compressor_states}
   value_P = out.value_P
   error = collectives.sum_sq(value_P - grad_P)
@@ -124,7 +126,8 @@ def workers_stage(grads_MxP, state: RuleState, hyper: Hyper, step_count,
   keys = jax.vmap(lambda w: randomness.compress_key(hyper.seed, step_count,
                                                     w))(worker_ids_M)
   sample, grad_at = (None, None) if same_sample is None else same_sample
-  worker = jax.vmap(functools.partial(_worker, grad_at=grad_at),
+  coin = randomness.round_coin(hyper.seed, step_count, grads_MxP.dtype)
+  worker = jax.vmap(functools.partial(_worker, grad_at=grad_at, coin=coin),
                     in_axes=(0,) * 8 + (None,) * 6)
   return worker(grads_MxP, state.last_upload_MxP, state.last_error_M,
                 state.clock_M, state.error_MxP, state.parts_M, keys, sample,

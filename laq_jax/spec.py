@@ -92,6 +92,9 @@ class RunSpec:
     broadcasts: the broadcasts it may meet where `downlink` is on
       (`Hyper.broadcast` picks one, `laq_jax.broadcasts`: what the server
       sends back); default every registered one but the opt-in ones.
+    compressors_b: the compressors `Hyper.compressor_b` may pick, the
+      second compressor an estimator may call (`estimators.Inputs.
+      compress_b`); default ('identity',), which no built-in calls.
     weighting: compile the weighted-mean aggregate in (`Hyper.weighting`
       samples or uniform); off, the server steps with the uploads' sum.
     round_size: S, at most how many clients a round draws (with
@@ -134,6 +137,7 @@ class RunSpec:
   round_size: int = 0
   estimators: tuple[str, ...] | None = None
   broadcasts: tuple[str, ...] | None = None
+  compressors_b: tuple[str, ...] = ('identity',)
   part_objects: tuple = dataclasses.field(default=(), init=False,
                                           repr=False)
 
@@ -141,10 +145,11 @@ class RunSpec:
   def parts(self) -> rules.Parts:
     """The rule's parts this program compiles in (the part objects)."""
     (compressors_, triggers, servers, clients, estimators_,
-     broadcasts_) = self.part_objects
+     broadcasts_, compressors_b) = self.part_objects
     return rules.Parts(compressors_, triggers, servers, self.error_feedback,
                        self.downlink, self.stochastic, clients,
-                       self.weighting, estimators_, broadcasts_)
+                       self.weighting, estimators_, broadcasts_,
+                       compressors_b)
 
   @property
   def local(self) -> bool:
@@ -226,7 +231,8 @@ class RunSpec:
                            ('servers', servers_lib.REGISTRY),
                            ('clients', clients_lib.REGISTRY),
                            ('estimators', estimators_lib.REGISTRY),
-                           ('broadcasts', broadcasts_lib.REGISTRY)):
+                           ('broadcasts', broadcasts_lib.REGISTRY),
+                           ('compressors_b', compressors.REGISTRY)):
       given = getattr(self, name)
       try:
         names = registry.check_names(registry.default_names if given is None
@@ -266,6 +272,7 @@ class RunSpec:
     used_servers = np.unique(np.asarray(hyper.server))
     used_clients = np.unique(np.asarray(hyper.client))
     used_estimators = np.unique(np.asarray(hyper.estimator))
+    used_b = np.unique(np.asarray(hyper.compressor_b))
     # (a broadcast part runs only where the downlink is compiled in)
     used_broadcasts = (np.unique(np.asarray(hyper.broadcast))
                        if self.downlink else np.zeros((0,), int))
@@ -275,7 +282,8 @@ class RunSpec:
         ('servers', servers_lib.REGISTRY, used_servers),
         ('clients', clients_lib.REGISTRY, used_clients),
         ('estimators', estimators_lib.REGISTRY, used_estimators),
-        ('broadcasts', broadcasts_lib.REGISTRY, used_broadcasts)):
+        ('broadcasts', broadcasts_lib.REGISTRY, used_broadcasts),
+        ('compressors_b', compressors.REGISTRY, used_b)):
       names = [registry.names[int(i)] if 0 <= int(i) < len(registry)
                else f'#{int(i)}' for i in indices]
       missing = [n for n in names if n not in getattr(self, kind)]

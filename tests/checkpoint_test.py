@@ -132,11 +132,11 @@ class CheckpointerTest(absltest.TestCase):
     now = configs.load('mnist_logreg', 'tiny').to_dict()
     self.assertEqual(now['server_lr'], 0.0)
     slots = ('compressor', 'trigger', 'server', 'client', 'estimator',
-             'broadcast')
-    self.assertEqual([now[s] for s in slots], [''] * 6)
-    # (the estimator and broadcast slots came after the other four)
-    four = {k: v for k, v in now.items()
-            if k not in ('estimator', 'broadcast')}
+             'broadcast', 'compressor_b')
+    self.assertEqual([now[s] for s in slots], [''] * 7)
+    # (the estimator, broadcast and compressor_b slots came after the other
+    # four)
+    four = {k: v for k, v in now.items() if k not in slots[4:]}
     between = {k: v for k, v in now.items() if k not in slots}
     before = {k: v for k, v in between.items() if k != 'server_lr'}
     arrays = {'loss': self.trace.loss}

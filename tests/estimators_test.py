@@ -16,10 +16,12 @@ from laq_jax import compressors
 from laq_jax import estimators
 from laq_jax import hyper as hyper_lib
 from laq_jax import parts
+from laq_jax import randomness
 from laq_jax import registry
 from laq_jax import rules
 from laq_jax import sweep
 from laq_jax import trigger
+from tests import reference
 
 M, P, K, T = 3, 30, 4, 6
 ALPHA = 0.05
@@ -173,6 +175,84 @@ class UserEstimatorTest(absltest.TestCase):
     self.assertFalse(np.allclose(
         qhat, np.stack([stale_y[m] + top_k(g[4, m] - stale_y[m])
                         for m in range(M)])))
+
+
+class SecondSlotAndCoinTest(absltest.TestCase):
+
+  def test_a_two_stage_estimator_and_a_coin(self):
+    # 3PC's v2: b = Qhat + Q_b(g - y), Q = b + top_k(g - b) (Q_b: LAQ's
+    # quantizer at b = 3 in the second slot); and MARINA's: g itself when
+    # the round's coin u_k < 1/2, else Qhat + top_k(g - y); y the last
+    # gradient. Both against the rounds in NumPy (the coins from
+    # randomness.round_coin, as the contract's oracle takes them).
+    def v2(inputs, *, state):
+      b = inputs.compress_b(inputs.grad_P - state + inputs.qhat_P,
+                            inputs.qhat_P)
+      out, comp = inputs.compress(inputs.grad_P, b.value_P,
+                                  inputs.compressor_states)
+      return (out._replace(bits=out.bits + b.bits), comp), inputs.grad_P
+
+    def marina(inputs, *, state):
+      out, comp = inputs.compress(inputs.grad_P - state + inputs.qhat_P,
+                                  inputs.qhat_P, inputs.compressor_states)
+      full = inputs.coin < 0.5
+      value = jnp.where(full, inputs.grad_P, out.value_P)
+      bits = jnp.where(full, 32 * inputs.grad_P.shape[-1], out.bits)
+      return (out._replace(value_P=value, bits=bits), comp), inputs.grad_P
+
+    init = lambda num_params, dtype: jnp.zeros((num_params,), dtype)
+    g = grads()
+    with jax.enable_x64(True):  # (drawn in the run's precision)
+      coins = [float(randomness.round_coin(0, k, jnp.float64))
+               for k in range(T)]
+    self.assertTrue(any(c < 0.5 for c in coins)
+                    and any(c >= 0.5 for c in coins))
+    with registry.scoped():
+      for name, fn in (('v2', v2), ('marina_demo', marina)):
+        estimators.REGISTRY.register(name, parts.estimator(name, fn,
+                                                           init=init))
+      lj.register_algorithm(lj.Algorithm(
+          'tpc_v2_demo', False, 'top_k', False, estimator='v2',
+          compressor_b='uniform'))
+      lj.register_algorithm(lj.Algorithm(
+          'marina_demo', False, 'top_k', False, estimator='marina_demo'))
+      self.assertEqual(lj.get_algorithm(
+          'tpc_v2_demo+compressor_b=identity').compressor_b, 'identity')
+      parts_ = rules.Parts.of(['top_k'], ['eager'], ['sgd'],
+                              estimators=['v2', 'marina_demo'],
+                              compressors_b=['identity', 'uniform'],
+                              error_feedback=False, downlink=False)
+      for algo in ('tpc_v2_demo', 'marina_demo'):
+        with self.subTest(algo):
+          h = lj.make_hyper(algo, step_size=ALPHA, bits=3,
+                            dtype=jnp.float64, **{'top_k.k': K})
+          with jax.enable_x64(True):
+            (theta, state), stats = rule_steps(jnp.asarray(g), parts_, h)
+          qhat, y = np.zeros((M, P)), np.zeros((M, P))
+          theta_np, bits = np.zeros(P), []
+          for t in range(T):
+            if algo == 'tpc_v2_demo':
+              b = np.stack([reference.quantize(g[t, m] - y[m] + qhat[m],
+                                               qhat[m], 3)[0]
+                            for m in range(M)])
+              qhat = np.stack([b[m] + top_k(g[t, m] - b[m])
+                               for m in range(M)])
+              bits.append(3 * P + 32 + K * PER_VALUE)
+            elif coins[t] < 0.5:
+              qhat, _ = g[t].copy(), bits.append(32 * P)
+            else:
+              qhat = np.stack([qhat[m] + top_k(g[t, m] - y[m])
+                               for m in range(M)])
+              bits.append(K * PER_VALUE)
+            y = g[t]
+            theta_np = theta_np - ALPHA * qhat.sum(0)
+          np.testing.assert_allclose(np.asarray(state.last_upload_MxP),
+                                     qhat, rtol=1e-12, atol=1e-14)
+          np.testing.assert_allclose(np.asarray(theta), theta_np,
+                                     rtol=1e-12, atol=1e-14)
+          np.testing.assert_array_equal(
+              np.asarray(stats.bits_M),
+              np.repeat(np.array(bits)[:, None], M, 1))
 
 
 if __name__ == '__main__':

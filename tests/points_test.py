@@ -152,7 +152,7 @@ class ProgramsAndPartsTest(absltest.TestCase):
                      ('sgd', 'momentum'))
     self.assertEqual(points.algorithm_parts(PRESET),
                      ('identity', 'eager', 'momentum', 'gradient', 'direct',
-                      'full'))
+                      'full', 'identity'))
     fedavg = {**laq, 'algo': 'fedavg'}
     self.assertEqual(points.parts_of([laq, fedavg])['clients'],
                      ('gradient', 'local'))

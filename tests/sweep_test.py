@@ -163,7 +163,7 @@ class ProgramsTest(absltest.TestCase):
                           error_feedback=True, downlink=False,
                           clients=('gradient',),
                           estimators=('direct', 'innovation'),
-                          broadcasts=('full',),
+                          broadcasts=('full',), compressors_b=('identity',),
                           weighting=False, participation=False))
     self.assertEqual(sweep.parts_of([points[i] for i in (1, 3)]),
                      dict(compressors=('identity', 'uniform'),
@@ -172,6 +172,7 @@ class ProgramsTest(absltest.TestCase):
                           clients=('gradient',),
                           estimators=('direct', 'innovation'),
                           broadcasts=('full', 'quantized'),
+                          compressors_b=('identity',),
                           weighting=False, participation=False))
     self.assertEqual(sweep.parts_of([points[1]])['estimators'], ('direct',))
     # A point taking some clients compiles participation into its program.

@@ -214,6 +214,7 @@ def build(config, *, validated: bool = False) -> Built:
                  servers=(algorithm.server,), clients=(algorithm.client,),
                  estimators=(algorithm.estimator,),
                  broadcasts=(algorithm.broadcast,),
+                 compressors_b=(algorithm.compressor_b,),
                  weighting=(algorithm.weighting if get('weighting') == 'auto'
                             else get('weighting')) != 'sum',
                  # a round computes its participants' rows alone where that

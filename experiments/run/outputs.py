@@ -417,7 +417,7 @@ ADDED_FIELDS = {'server_lr': (0.0, _no_local_preset),
                 # a preset's slots, '' its own parts (as before them)
                 **{slot: ('', lambda _: True)
                    for slot in ('compressor', 'trigger', 'server', 'client',
-                                'estimator', 'broadcast')}}
+                                'estimator', 'broadcast', 'compressor_b')}}
 
 
 def behaves_as_before(name: str, config_dict: dict) -> bool:
