@@ -7,14 +7,14 @@ would hold if the worker uploads, and its size in bits; the trigger then
 decides on Q_m, and a skip keeps Q-hat_m and costs nothing. The estimator
 calls the compressor slot itself (`Inputs.compress`), so an estimator that
 compresses twice, or something other than g - Q-hat, is a part of its own and
-no branch in the round (docs/algorithm.md, "The round's stages"):
+no branch in the round (docs/algorithm.md, "The round in code: its stages")::
 
   direct      Q_m = C(g_m)                        QSGD, top-k, FedAvg, ...
   innovation  Q_m = Q-hat_m + C(g_m - Q-hat_m)     LAQ, EF21, LAG, two-way
 
-(one function, `reference`, reading which it is from the Hyper)
-(`Hyper.estimator` indexes `REGISTRY`; a preset's `innovation` flag picks one
-of these two, and the slot `'qgd+estimator=innovation'` another.) A user's
+(both one function, `reference`, reading which it is from the Hyper;
+`Hyper.estimator` indexes `REGISTRY`; a preset's `innovation` flag picks one
+of these two, and the slot `'qsgd+estimator=innovation'` another.) A user's
 estimator is `parts.estimator(name, fn, params=..., init=...)` registered in
 `REGISTRY`; its fn is ::
 

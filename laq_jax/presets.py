@@ -1,7 +1,6 @@
 """The algorithm presets: each a named bundle of parts (compressor,
 trigger, server, client, estimator, broadcast, compressor_b) and their
-settings, and their
-composition by slot ('laq+server=adam'). ::
+settings, and their composition by slot ('laq+server=adam'). ::
 
     presets.get_algorithm('laq')              # the Algorithm
     presets.compose('laq', server='adam')     # 'laq+server=adam'
@@ -318,9 +317,8 @@ def parse_slot(slot: str, value: str, where: str = '') -> dict[str, Any]:
 def compose(algo: str | Algorithm, **slots: str) -> Algorithm:
   """The preset `algo` with other parts in its slots (compressor, trigger,
   server, client, estimator, broadcast, compressor_b): `compose('laq',
-  server='adam')` is
-  LAQ's uploads and trigger stepped by Adam, named 'laq+server=adam', the name configs and
-  grids give it (`get_algorithm` reads such names). In the compressor slot
+  server='adam')` is LAQ's uploads and trigger stepped by Adam, named
+  'laq+server=adam', the name configs and grids give it (`get_algorithm` reads such names). In the compressor slot
   'ef(top_k)' wraps a compressor in error feedback ('sgd+compressor=ef(sign)'
   is EF-signSGD), and a plain name there runs without it. The preset's
   own settings and parameters stay; a part put in a slot runs at its

@@ -292,7 +292,8 @@ class RunSpec:
                   and registry.get(n).opt_in]
         why = (f' ({", ".join(opt_in)}: opt-in, compiled in only where '
                'named)' if opt_in else '')
-        raise ValueError(f'hyper uses {kind[:-1]}(s) {", ".join(missing)} '
+        what = 'compressor_b' if kind == 'compressors_b' else kind[:-1]
+        raise ValueError(f'hyper uses {what}(s) {", ".join(missing)} '
                          f'but RunSpec.{kind}={getattr(self, kind)}: the '
                          'program does not compile it in; list it in '
                          f'RunSpec.{kind}{why}')

@@ -106,6 +106,10 @@ class BuiltInsTest(absltest.TestCase):
       spec.check_hyper(lj.make_hyper('laq'))
     with self.assertRaisesRegex(ValueError, 'RunSpec.estimators: .*nope'):
       lj.RunSpec(problem, M, estimators=('nope',))
+    with self.assertRaisesRegex(
+        ValueError, r"hyper uses compressor_b\(s\) uniform but "
+        r"RunSpec.compressors_b=\('identity',\)"):
+      spec.check_hyper(lj.make_hyper('qsgd+compressor_b=uniform'))
 
 
 class UserEstimatorTest(absltest.TestCase):
