@@ -71,6 +71,7 @@ USER = ['laq', 'rand_k_gd', 'natural_gd', 'powersgd_ef', 'laq_ema',
 
 class UserPartsTest(absltest.TestCase):
 
+  @pytest.mark.slow  # (fast-tier budget: its module compiles at XLA's defaults)
   def test_user_parts_in_one_program_each_point_its_run_alone(self):
     # (moved from parts_test; the registrations are undone after the
     # module, tests/conftest.py)
