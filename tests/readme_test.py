@@ -98,6 +98,16 @@ class ReadmeTest(absltest.TestCase):
                    'benchmarks/', 'scripts/', 'tests/', 'docs/'):
       self.assertIn(f'`{folder}`', code_map)
 
+  def test_architecture_guide_names_every_library_module(self):
+    guide = (ROOT / 'docs' / 'guide' / 'architecture.md').read_text()
+    modules = sorted(p.name for p in (ROOT / 'laq_jax').glob('*.py')
+                     if p.name != '__init__.py')
+    missing = [m for m in modules
+               if not re.search(rf'(^|[\s,]){re.escape(m)}([\s,]|$)', guide,
+                                re.M)]
+    self.assertEqual(missing, [], 'laq_jax modules not in '
+                     'docs/guide/architecture.md\'s map')
+
   def test_named_modules_exist(self):
     for path in markdown_files():
       for name in MODULE_COMMAND.findall(path.read_text()):
