@@ -1,6 +1,6 @@
 """A user's own parts, written outside the library (notebooks/extend.ipynb).
 
-Importing this module registers seven parts and presets for them, the way a
+Importing this module registers eight parts and presets for them, the way a
 researcher adds methods from their own code, with no edit of `laq_jax`:
 
   rand_k      compressor with its OWN parameter k: k random coordinates,
@@ -16,11 +16,14 @@ researcher adds methods from their own code, with no edit of `laq_jax`:
               round) on the client's minibatches, uploading the model change
   heavy_ball  a server part: heavy-ball momentum written out as an optax
               GradientTransformation, with its OWN parameter and state
+  last_gradient  an estimator with state (3PC's v1, Richtarik et al. 2022,
+              idealized): Q = y + C(g - y), y the worker's gradient of its
+              previous round, kept whether it uploads or not
 
 and the presets `rand_k_gd`, `natural_gd`, `powersgd_ef` (PowerSGD with
 error feedback), `laq_ema` (LAQ's quantizer under the ema trigger) and
-`gd_momentum` (GD with the heavy_ball server),
-and `fedavg_adam` (FedAvg whose clients run local_adam).
+`gd_momentum` (GD with the heavy_ball server), `fedavg_adam` (FedAvg whose
+clients run local_adam) and `tpc_v1_topk` (top-k through last_gradient).
 Launchers see them through a config that names this module
 (`config.modules = 'notebooks.user_parts'`, configs/user_parts.py).
 
@@ -44,7 +47,7 @@ import jax.numpy as jnp
 import optax
 
 import laq_jax
-from laq_jax import clients, compressors, parts, servers, trigger
+from laq_jax import clients, compressors, estimators, parts, servers, trigger
 from laq_jax.compressors import Compressed
 
 
@@ -153,6 +156,19 @@ EMA = parts.trigger(
     doc='upload iff ||Q - Qhat||^2 >= weight x its running average')
 
 
+def last_gradient(inputs, *, state):
+  out, compressor_states = inputs.compress(inputs.grad_P, state,
+                                           inputs.compressor_states)
+  return (out, compressor_states), inputs.grad_P
+
+
+LAST_GRADIENT = parts.estimator(
+    'last_gradient', last_gradient,
+    init=lambda num_params, dtype: jnp.zeros((num_params,), dtype),
+    doc='Q = y + C(g - y), y the last round\'s gradient (3PC v1, idealized: '
+        'the server cannot rebuild y)')
+
+
 LOCAL_ADAM = clients.client(
     'local_adam', lambda p: optax.adam(p['lr'], b1=p['b1']),
     params=[clients.steps(5), clients.lr(0.01),
@@ -192,6 +208,8 @@ def register() -> None:
   trigger.REGISTRY.register(EMA.name, EMA, replace=True)
   clients.REGISTRY.register(LOCAL_ADAM.name, LOCAL_ADAM, replace=True)
   servers.REGISTRY.register(HEAVY_BALL.name, HEAVY_BALL, replace=True)
+  estimators.REGISTRY.register(LAST_GRADIENT.name, LAST_GRADIENT,
+                               replace=True)
   A = laq_jax.Algorithm
   for preset in (
       A('rand_k_gd', False, 'rand_k', False, reference='rand-k'),
@@ -204,6 +222,8 @@ def register() -> None:
       A('gd_momentum', False, 'identity', False, server='heavy_ball',
         params={'heavy_ball.momentum': 0.9},
         reference='GD with heavy-ball server momentum'),
+      A('tpc_v1_topk', False, 'top_k', False, estimator='last_gradient',
+        reference='3PC v1 (idealized): y + top_k(g - y)'),
       A('fedavg_adam', True, 'identity', False, client='local_adam',
         absent='drop', weighting='samples', settings={'step_size': 1.0},
         reference='FedAvg with local Adam'),

@@ -272,17 +272,19 @@ class NotebooksTest(parameterized.TestCase):
     nb = execute('extend')
     text = ''.join(outputs(nb, 'text/plain'))
     self.assertRegex(text, r'programs compiled by the sweep: 1\b')
-    self.assertIn('8 points', text)  # rand_k.k varies rand-k's point only
+    self.assertIn('9 points', text)  # rand_k.k varies rand-k's point only
     self.assertIn("'powersgd_r2'", text)
     self.assertIn("'ema'", text)
     self.assertIn("'radam'", text)
+    self.assertIn("'last_gradient'", text)  # a user's estimator
     self.assertIn('refused: rand_k.k=0 is not allowed', text)
     tables = [t for t in outputs(nb, 'text/markdown') if '| algorithm |' in t]
     self.assertLen(tables, 1)
     rows = table_rows(tables[0], 'algorithm')
     self.assertEqual(sorted(rows), sorted(
         ['laq', 'rand_k_gd k=20', 'rand_k_gd k=100', 'natural_gd',
-         'powersgd_ef', 'laq_ema', 'gd_momentum', 'gd_radam']))
+         'powersgd_ef', 'laq_ema', 'gd_momentum', 'gd_radam',
+         'tpc_v1_topk']))
     uploads = {name: number(cells[1]) for name, cells in rows.items()}
     bits = {name: number(cells[2]) for name, cells in rows.items()}
     # Eager presets upload every step; natural compression costs 9 bits a
@@ -293,6 +295,9 @@ class NotebooksTest(parameterized.TestCase):
         bits['gd_momentum'] / uploads['gd_momentum'] * 9 / 32,
         delta=bits['gd_momentum'] / uploads['gd_momentum'] * 1e-3)
     self.assertLess(uploads['laq_ema'], uploads['gd_momentum'])  # it skips
+    # The user's estimator sends top-k (1% of p) every step.
+    self.assertEqual(uploads['tpc_v1_topk'], uploads['gd_momentum'])
+    self.assertLess(bits['tpc_v1_topk'], bits['gd_momentum'] / 10)
     self.assertRegex(text, r'powersgd_ef via the launcher: \d+ uploads')
     self.assertIn("'metrics.csv'", text)
 
