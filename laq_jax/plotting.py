@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping, Sequence
 
+import matplotlib.ticker
 import numpy as np
 from matplotlib.figure import Figure
 
@@ -391,13 +392,32 @@ def pareto_figure(rows: Sequence[Mapping[str, Any]]):
   return fig
 
 
+# `tradeoff_figure`'s marks: a colour and a marker per run, distinct for up
+# to 10 x 6 runs (every run named in one legend beside the axes, none by a
+# label on the plot, where crowded points made them unreadable).
+_MARKERS = ('o', 's', '^', 'D', 'v', 'P')
+
+
+def _major_labels_only(ax, log_y: bool) -> None:
+  """No labels on a log axis's minor ticks where a power of ten is in view
+  (matplotlib labels some of them on axes just over a decade wide, where
+  they overlap)."""
+  for axis, lim, log in ((ax.xaxis, ax.get_xlim(), True),
+                         (ax.yaxis, ax.get_ylim(), log_y)):
+    lo, hi = sorted(lim)
+    if log and lo > 0 and math.floor(math.log10(hi)) >= math.log10(lo):
+      axis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+
+
 def tradeoff_figure(labels: Sequence[str], cost, value, *, x_label: str,
                     y_label: str, title: str | None = None,
                     log_y: bool = True,
-                    figsize: tuple[float, float] = (6.5, 4.6)) -> Figure:
+                    figsize: tuple[float, float] = (8.5, 4.6)) -> Figure:
   """One point per run: value (lower is better) against cost, log-log, the
   Pareto front (`sweep_metrics.pareto_front`: no other run costs less and
-  does no worse) drawn and its points labelled in bold.
+  does no worse) drawn and its points ringed; each run has its own colour
+  and marker, named in one legend beside the axes ('(front)' after the
+  names on the front).
 
   Args:
     labels: one per run.
@@ -414,25 +434,28 @@ def tradeoff_figure(labels: Sequence[str], cost, value, *, x_label: str,
   shown = np.isfinite(cost) & np.isfinite(value) & (cost > 0)
   if log_y:
     shown &= value > 0
-  ax.scatter(cost[shown], value[shown], s=22, color='tab:blue', zorder=2)
   on_front = [i for i in front if shown[i]]
   if on_front:
     ax.step(cost[on_front], value[on_front], where='post', color='black',
             linewidth=1.0, label='Pareto front', zorder=1)
-    ax.scatter(cost[on_front], value[on_front], s=60, facecolors='none',
+    ax.scatter(cost[on_front], value[on_front], s=90, facecolors='none',
                edgecolors='black', zorder=3)
-  for i in np.flatnonzero(shown):
-    ax.annotate(labels[i], (cost[i], value[i]), fontsize=7,
-                xytext=(3, 3), textcoords='offset points',
-                fontweight='bold' if i in on_front else 'normal')
+  colours = [f'C{i}' for i in range(10)]
+  for n, i in enumerate(np.flatnonzero(shown)):
+    ax.scatter(cost[i], value[i], s=30, color=colours[n % 10],
+               marker=_MARKERS[(n // 10) % len(_MARKERS)], zorder=2,
+               label=labels[i] + (' (front)' if i in on_front else ''))
   ax.set_xscale('log')
   if log_y:
     ax.set_yscale('log')
   ax.set_xlabel(x_label)
   ax.set_ylabel(y_label)
   ax.grid(True, which='major', alpha=0.3)
-  if on_front:
-    ax.legend(fontsize=8)
+  _major_labels_only(ax, log_y)
+  if shown.any():
+    fig.legend(*ax.get_legend_handles_labels(), loc='outside right upper',
+               fontsize=7, ncols=1 if shown.sum() <= 16 else 2,
+               frameon=False)
   if title:
     ax.set_title(title, fontsize=10)
   return fig

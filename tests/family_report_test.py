@@ -222,8 +222,10 @@ class DivergedReportTest(absltest.TestCase):
                                                                 study))
     ax = fig.axes[0]
     self.assertLess(ax.get_ylim()[1], 10)
-    self.assertEqual(sorted(t.get_text() for t in ax.texts[:-1]),
-                     ['gd', 'laq', 'sgd'])
+    named = [t.get_text() for t in fig.legends[0].get_texts()]
+    self.assertEqual(sorted(n.split(' ')[0] for n in named[1:]),
+                     ['gd', 'laq', 'sgd'])  # [0]: the front's line
+    self.assertLen(ax.texts, 1)  # no label on the plot but the note
     self.assertEqual(ax.texts[-1].get_text(), 'diverged, not drawn: ef21 '
                      '(at k=2), slaq (at k=2), qsgd (at k=3)')
 

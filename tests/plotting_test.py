@@ -52,6 +52,29 @@ class PlottingTest(absltest.TestCase):
     self.assertTrue(plotting.runs_away([1.0, np.nan, np.inf]))
     self.assertFalse(plotting.runs_away([1.0, np.nan, 9.0]))
 
+  def test_tradeoff_names_every_run_once_in_a_legend(self):
+    # Crowded runs (three at one place, as FedAvg and local SGD are) each
+    # get their own mark and one legend entry, the front's marked; no text
+    # on the plot; no minor tick labels on an axis with a power of ten in
+    # view (matplotlib printed overlapping ones on a 1.2-decade axis).
+    names = ['gd', 'laq', 'fedavg', 'local_sgd', 'fedpaq', 'lag', 'x']
+    cost = [2e10, 1.3e9, 7.5e9, 7.5e9, 7.6e9, 1.0e10, np.nan]
+    value = [5e-10, 1.6e-8, 5e-4, 5e-4, 5.1e-4, 1.2e-10, 1.0]
+    fig = plotting.tradeoff_figure(names, cost, value, x_label='bits',
+                                   y_label='f - f*')
+    ax = fig.axes[0]
+    named = [t.get_text() for t in fig.legends[0].get_texts()]
+    # Independent: the front by hand (cost up, value strictly down).
+    self.assertEqual(named, ['Pareto front', 'gd', 'laq (front)', 'fedavg',
+                             'local_sgd', 'fedpaq', 'lag (front)'])
+    self.assertEmpty(ax.texts)
+    marks = {(tuple(c.get_facecolor()[0]), c.get_paths()[0].vertices.tobytes())
+             for c in ax.collections[1:]}  # [0]: the front's rings
+    self.assertLen(marks, 6)  # every drawn run its own colour and marker
+    fig.canvas.draw()
+    self.assertEqual([t.get_text() for t in ax.get_xticklabels(minor=True)
+                      if t.get_text()], [])
+
   def test_loss_label_without_fstar(self):
     fig = plotting.loss_figure(self.curves(None), 'bits')
     self.assertIn('f* unknown', fig.axes[0].get_ylabel())

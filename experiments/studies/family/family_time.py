@@ -147,17 +147,21 @@ def bandwidth_figure(title: str, panels) -> Figure:
       nowhere and sets no axis; `section` names it in the panel's title.
   """
   from matplotlib import figure  # pylint: disable=g-import-not-at-top
-  fig = figure.Figure(figsize=(6.5 * len(panels), 4.8), layout='constrained')
+  from matplotlib import colormaps  # pylint: disable=g-import-not-at-top
+  fig = figure.Figure(figsize=(8.5 * len(panels), 4.8), layout='constrained')
   axes = fig.subplots(1, len(panels), squeeze=False)[0]
   for ax, (name, grid, curves, segments) in zip(axes, panels):
     if not curves:
       ax.text(0.5, 0.5, 'no preset timed', ha='center', va='center',
               transform=ax.transAxes)
-    for algo, by_topology in curves.items():
+    # A colour of its own for each line (tab20: 20), the legend beside the
+    # panel, where it hides no line.
+    colours = colormaps['tab20' if len(curves) > 10 else 'tab10'].colors
+    for n, (algo, by_topology) in enumerate(curves.items()):
       times = np.min(np.stack(list(by_topology.values())), axis=0)
       what = (f'{algo} (faster of star, ring)' if len(by_topology) > 1
               else algo)
-      ax.plot(grid, times, label=what,
+      ax.plot(grid, times, label=what, color=colours[n % len(colours)],
               linestyle='--' if len(by_topology) > 1 else '-')
     for s in segments[1:]:
       ax.axvline(s.lo, color='0.6', linestyle=':', linewidth=1)
@@ -172,7 +176,8 @@ def bandwidth_figure(title: str, panels) -> Figure:
     ax.set_title(name)
     ax.grid(True, which='major', alpha=0.3)
     if curves:
-      ax.legend(fontsize=7)
+      ax.legend(fontsize=7, loc='upper left', bbox_to_anchor=(1.01, 1.0),
+                frameon=False)
   fig.suptitle(title)
   return fig
 
