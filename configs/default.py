@@ -107,6 +107,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # Model and numerics.
   config.model = 'logreg'  # 'logreg' or 'mlp'
   config.hidden = 200  # hidden units of the mlp
+  # Initial parameters of the mlp's and the CNNs' layers: 'default' (flax's)
+  # or 'torch' (PyTorch's torch.nn defaults, as PyTorch code starts).
+  config.init = 'default'
   config.precision = 'float64'  # 'float32' or 'float64'
   # Evaluation and outputs.
   config.eval_every = 100  # chunk length: progress line + test accuracy

@@ -98,13 +98,16 @@ class PatchConv(nn.Module):
   padding: str  # 'SAME' or 'VALID'
   strides: int = 1
   use_bias: bool = True
+  init_scheme: str = 'default'  # problems.INITS (`init` is flax's method)
 
   @nn.compact
   def __call__(self, x):
     k, s, channels = self.kernel_size, self.strides, x.shape[-1]
-    kernel = self.param('kernel', nn.initializers.lecun_normal(),
+    kernel_init, bias_init = problems.layer_inits(self.init_scheme,
+                                                   k * k * channels)
+    kernel = self.param('kernel', kernel_init,
                         (k, k, channels, self.features), jnp.float32)
-    bias = (self.param('bias', nn.initializers.zeros_init(),
+    bias = (self.param('bias', bias_init,
                        (self.features,), jnp.float32)  # (nn.Conv's dtype)
             if self.use_bias else jnp.zeros((), jnp.float32))
     dtype = jnp.result_type(x, kernel, bias)  # (nn.Conv's promotion)
@@ -140,17 +143,21 @@ class TwoConvCNN(nn.Module):
   activation: str
   num_classes: int = 10
   shape: tuple[int, int, int] = (28, 28, 1)
+  init_scheme: str = 'default'  # problems.INITS (`init` is flax's method)
 
   @nn.compact
   def __call__(self, x):
     act = {'relu': nn.relu, 'elu': nn.elu}[self.activation]
     x = x.reshape((x.shape[0],) + tuple(self.shape))
     for i, channels in enumerate(self.channels):
-      x = act(PatchConv(channels, 5, self.padding, name=f'conv{i + 1}')(x))
+      x = act(PatchConv(channels, 5, self.padding,
+                        init_scheme=self.init_scheme,
+                        name=f'conv{i + 1}')(x))
       x = nn.max_pool(x, (2, 2), strides=(2, 2))
     x = x.reshape((x.shape[0], -1))
-    x = act(nn.Dense(self.hidden, name='fc')(x))
-    return nn.Dense(self.num_classes, name='out')(x)
+    x = act(problems.dense(self.hidden, x.shape[-1], self.init_scheme, 'fc')(x))
+    return problems.dense(self.num_classes, self.hidden, self.init_scheme,
+                          'out')(x)
 
 
 # McMahan et al. 2017's CNN and the LASG code's (`Net`, ELU, 'VALID').
@@ -214,10 +221,12 @@ def _as_problem(name, module, input_dim, num_classes, flops):
                           loss_flops_per_sample=flops[1])
 
 
-def _cnn_problem(name, spec, input_dim, num_classes):
+def _cnn_problem(name, spec, input_dim, num_classes, init='default'):
   shape = image_shape(name, input_dim)
   return _as_problem(name, TwoConvCNN(**spec, num_classes=num_classes,
-                                      shape=shape), input_dim, num_classes,
+                                      shape=shape,
+                                      init_scheme=problems.check_init(init)),
+                     input_dim, num_classes,
                      _flops(shape, cnn_layers(spec, num_classes)))
 
 
@@ -313,15 +322,18 @@ def lstm_flops(length, vocab_classes, embed=8, hidden=256
 
 
 @functools.cache
-def cnn(input_dim: int = 784, num_classes: int = 10):
-  """McMahan et al. 2017's CNN (`TwoConvCNN` with `CNN`)."""
-  return _cnn_problem('cnn', CNN, input_dim, num_classes)
+def cnn(input_dim: int = 784, num_classes: int = 10, init: str = 'default'):
+  """McMahan et al. 2017's CNN (`TwoConvCNN` with `CNN`); `init`:
+  problems.INITS."""
+  return _cnn_problem('cnn', CNN, input_dim, num_classes, init)
 
 
 @functools.cache
-def lasg_cnn(input_dim: int = 784, num_classes: int = 10):
-  """The LASG code's CNN (`TwoConvCNN` with `LASG_CNN`)."""
-  return _cnn_problem('lasg_cnn', LASG_CNN, input_dim, num_classes)
+def lasg_cnn(input_dim: int = 784, num_classes: int = 10,
+             init: str = 'default'):
+  """The LASG code's CNN (`TwoConvCNN` with `LASG_CNN`); `init`:
+  problems.INITS ('torch': the authors' PyTorch defaults)."""
+  return _cnn_problem('lasg_cnn', LASG_CNN, input_dim, num_classes, init)
 
 
 @functools.cache

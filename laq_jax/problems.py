@@ -87,15 +87,52 @@ class Problem:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+# Initial parameters of the flax models' conv and dense layers (`init=`):
+# 'default' flax's (LeCun normal kernels, zero biases); 'torch' PyTorch's
+# torch.nn defaults (Linear and Conv2d: kaiming_uniform_(a=sqrt(5)) on the
+# weight, i.e. U(-1/sqrt(fan_in), 1/sqrt(fan_in)), and the bias from the
+# same U), what code written in PyTorch starts from (the LASG authors').
+INITS = ('default', 'torch')
+
+
+def check_init(init: str) -> str:
+  """`init` if it is one of INITS, else ValueError naming them."""
+  if init not in INITS:
+    raise ValueError(f'init={init!r} is not one of '
+                     f'{", ".join(map(repr, INITS))}')
+  return init
+
+
+def layer_inits(init: str, fan_in: int):
+  """(kernel_init, bias_init) of a conv or dense layer with `fan_in` inputs
+  per output (a k x k conv: k^2 x input channels) under `init` (INITS)."""
+  if check_init(init) == 'default':
+    return nn.initializers.lecun_normal(), nn.initializers.zeros_init()
+  bound = 1.0 / float(fan_in) ** 0.5
+
+  def uniform(key, shape, dtype=jnp.float32):
+    return jax.random.uniform(key, shape, dtype, -bound, bound)
+
+  return uniform, uniform
+
+
+def dense(features: int, fan_in: int, init: str, name: str) -> nn.Dense:
+  """nn.Dense with `layer_inits`' initializers."""
+  kernel_init, bias_init = layer_inits(init, fan_in)
+  return nn.Dense(features, kernel_init=kernel_init, bias_init=bias_init,
+                  name=name)
+
+
 class MLP(nn.Module):
   """One hidden layer of ReLU units, then a linear read-out to the logits."""
   hidden: int = 200
   num_classes: int = 10
+  init_scheme: str = 'default'  # INITS (`init` is flax's method)
 
   @nn.compact
   def __call__(self, x):
-    x = nn.relu(nn.Dense(self.hidden, name='hidden')(x))
-    return nn.Dense(self.num_classes, name='out')(x)
+    x = nn.relu(dense(self.hidden, x.shape[-1], self.init_scheme, 'hidden')(x))
+    return dense(self.num_classes, self.hidden, self.init_scheme, 'out')(x)
 
 
 @functools.cache
@@ -306,9 +343,12 @@ def _logreg_one_value_and_grad(theta_P, data, l2, unravel, ravel):
 
 
 @functools.cache
-def mlp(input_dim: int = 784, num_classes: int = 10, hidden: int = 200) -> Problem:
-  """The paper's nonconvex model: input -> hidden ReLU -> softmax (flax)."""
-  module = MLP(hidden=hidden, num_classes=num_classes)
+def mlp(input_dim: int = 784, num_classes: int = 10, hidden: int = 200,
+        init: str = 'default') -> Problem:
+  """The paper's nonconvex model: input -> hidden ReLU -> softmax (flax);
+  `init`: INITS."""
+  module = MLP(hidden=hidden, num_classes=num_classes,
+               init_scheme=check_init(init))
 
   def init(key):
     return module.init(key, jnp.zeros((1, input_dim)))['params']
@@ -338,6 +378,19 @@ REGISTRY: registry.Registry[Callable[..., Problem]] = registry.Registry(
 __getattr__ = registry.names_attribute(__name__, PROBLEMS=REGISTRY)
 
 
+def check_model_init(name: str, init: str) -> None:
+  """ValueError unless model `name` (REGISTRY) can start from `init`
+  (INITS): 'default' any, another only a factory with an `init` option."""
+  check_init(init)
+  if init == 'default':
+    return
+  takes = [n for n in REGISTRY.names
+           if 'init' in inspect.signature(REGISTRY.get(n)).parameters]
+  if name not in takes:
+    raise ValueError(f'model {name!r} has no init option; init={init!r} '
+                     f'is for {", ".join(map(repr, takes))}')
+
+
 def get_problem(name: str, input_dim: int = 784, num_classes: int = 10,
                 **options) -> Problem:
   """Problem by name from REGISTRY ('logreg', 'mlp', 'cnn', 'lasg_cnn',
@@ -348,4 +401,6 @@ def get_problem(name: str, input_dim: int = 784, num_classes: int = 10,
   params = inspect.signature(factory).parameters
   takes_all = any(p.kind == p.VAR_KEYWORD for p in params.values())
   kept = {k: v for k, v in options.items() if takes_all or k in params}
+  if 'init' not in kept:  # never silently flax's
+    check_model_init(name, options.get('init', 'default'))
   return factory(input_dim=input_dim, num_classes=num_classes, **kept)

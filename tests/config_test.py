@@ -76,6 +76,24 @@ class ConfigFilesTest(absltest.TestCase):
     with self.assertRaisesRegex(ValueError, "'huge'.*full, quick, tiny"):
       paper.experiments('huge')
 
+  def test_lasgs_own_setting_is_its_authors(self):
+    # configs/lasg.py:lasg_mnist: the authors' CNN as PyTorch starts it,
+    # PS's L = 0.1 M^2 on lasg_ps's points alone, and a sweep without
+    # lasg_ps is a sweep (it was refused: L was set in config.params).
+    from configs import lasg  # pylint: disable=g-import-not-at-top
+    config = lasg.get_config('lasg_mnist')
+    self.assertEqual((config.model, config.init, config.num_workers),
+                     ('lasg_cnn', 'torch', 20))
+    points = config_lib.points_from_config(config)
+    self.assertEqual({p['algo']: p['lasg_ps.L'] for p in points},
+                     {'sgd': 10.0, 'lasg_wk2': 10.0, 'lasg_wk1': 10.0,
+                      'lasg_ps': 40.0})  # 10: the part's default, unused
+    config.sweep.algo = ('sgd', 'lasg_wk2')
+    self.assertEqual([p['algo'] for p in
+                      config_lib.points_from_config(config)],
+                     ['sgd', 'lasg_wk2'])
+    self.assertEqual(lasg.get_config('network').model, 'mlp')
+
   def test_stochastic_configs_hold_the_authors_settings(self):
     # NeurIPS SLAQ.py (logistic regression).
     c = configs.load('mnist_logreg_stochastic')
@@ -273,6 +291,12 @@ class ValidationTest(parameterized.TestCase):
             'one of ' + ', '.join(repr(a) for a in ALGORITHMS)),
       _case('model', dict(model='resnet'), 'model', "'resnet'",
             "one of 'logreg', 'mlp'"),
+      _case('init', dict(init='he'), 'init', "'he'",
+            "one of 'default', 'torch'"),
+      # logistic regression starts at zero: no PyTorch initializers for it
+      _case('init_model', dict(init='torch'), 'init', "'torch'",
+            r"'default' for model='logreg' \(model 'logreg' has no init "
+            r"option; init='torch' is for 'mlp', 'cnn', 'lasg_cnn'\)"),
       _case('split', dict(split='shuffled'), 'split', "'shuffled'",
             "one of 'contiguous', 'iid', 'label_sorted', 'dirichlet', "
             "'shards', 'dirichlet_unequal'"),

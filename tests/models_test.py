@@ -118,6 +118,44 @@ class ModelTest(absltest.TestCase):
                      (75 * 32 + 32) + (800 * 64 + 64) + (4096 * 512 + 512)
                      + 5130)
 
+  def test_torch_init_is_pytorchs(self):
+    # init='torch': every weight and bias of the LASG CNN, McMahan's CNN
+    # and the MLP from U(-1/sqrt(fan_in), 1/sqrt(fan_in)) as torch.nn's
+    # Linear and Conv2d draw them (kaiming_uniform_(a=sqrt(5)): gain
+    # sqrt(2 / 6), bound gain * sqrt(3 / fan_in)); fan_in by hand from the
+    # layers (PyTorch: in_channels * k * k for a conv). 'default' stays
+    # flax's: LeCun normal kernels (std 1/sqrt(fan_in)), zero biases.
+    fan_ins = {'lasg_cnn': {'conv1': 25, 'conv2': 25 * 20, 'fc': 4 * 4 * 50,
+                            'out': 500},
+               'cnn': {'conv1': 25, 'conv2': 25 * 32, 'fc': 7 * 7 * 64,
+                       'out': 512},
+               'mlp': {'hidden': 784, 'out': 200}}
+    for model, layers in fan_ins.items():
+      torch_params = problems.get_problem(model, 784, init='torch').init(
+          jax.random.key(1))
+      flax_params = problems.get_problem(model, 784).init(jax.random.key(1))
+      self.assertEqual(set(torch_params), set(layers))
+      for layer, fan_in in layers.items():
+        bound = (2 / 6) ** 0.5 * (3 / fan_in) ** 0.5
+        for leaf in ('kernel', 'bias'):
+          with self.subTest(model=model, layer=layer, leaf=leaf):
+            a = np.asarray(torch_params[layer][leaf], np.float64)
+            self.assertLessEqual(np.abs(a).max(), bound * (1 + 1e-6))
+            # uniform: max near the bound, std bound / sqrt(3)
+            self.assertGreater(np.abs(a).max(), 0.8 * bound)
+            if a.size >= 500:
+              self.assertAlmostEqual(a.std() / (bound / 3 ** 0.5), 1.0,
+                                     delta=0.1)
+        np.testing.assert_array_equal(flax_params[layer]['bias'], 0)
+        kernel = np.asarray(flax_params[layer]['kernel'], np.float64)
+        if kernel.size >= 500:  # truncated normal of std 1/sqrt(fan_in)
+          self.assertAlmostEqual(kernel.std() * fan_in ** 0.5, 1.0,
+                                 delta=0.1)
+    with self.assertRaisesRegex(ValueError, "model 'resnet20' has no init "
+                                "option; init='torch' is for 'mlp', 'cnn', "
+                                "'lasg_cnn'"):
+      problems.get_problem('resnet20', 3072, init='torch')
+
   def test_patch_convolution_is_flaxs(self):
     # models.PatchConv against nn.Conv: the same initial parameters, the
     # same outputs and gradients, on both of its paths (patches, and XLA's

@@ -197,7 +197,8 @@ def build(config, *, validated: bool = False) -> Built:
   num_classes = loaded.num_classes or int(max(y.max(), y_test.max())) + 1
   try:
     problem = get_problem(get('model'), input_dim=x.shape[1],
-                          num_classes=num_classes, hidden=get('hidden'))
+                          num_classes=num_classes, hidden=get('hidden'),
+                          init=get('init'))
   except ValueError as e:  # a model that does not fit the data
     raise config_lib.bad('model', get('model'),
                          f'a model for dataset={get("dataset")!r}: {e}'

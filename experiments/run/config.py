@@ -247,6 +247,13 @@ def validate_config(config, *, allow_extra: Iterable[str] = ()) -> None:
                 if slot == 'compressor' else '')) from None
   algorithm = algorithm_of(c)
   choice('model', problems_lib.REGISTRY.names)
+  choice('init', problems_lib.INITS)
+  if c['init'] != 'default':
+    try:
+      problems_lib.check_model_init(c['model'], c['init'])
+    except ValueError as e:
+      raise bad('init', c['init'], f"'default' for model={c['model']!r} "
+                f'({e})') from None
   choice('split', data_lib.SPLITS)
   choice('precision', PRECISIONS)
   choice('workers_on', sharding.WORKERS_ON)

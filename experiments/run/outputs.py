@@ -417,7 +417,9 @@ ADDED_FIELDS = {'server_lr': (0.0, _no_local_preset),
                 # a preset's slots, '' its own parts (as before them)
                 **{slot: ('', lambda _: True)
                    for slot in ('compressor', 'trigger', 'server', 'client',
-                                'estimator', 'broadcast', 'compressor_b')}}
+                                'estimator', 'broadcast', 'compressor_b')},
+                # flax's initializers, the only ones before it
+                'init': ('default', lambda _: True)}
 
 
 def behaves_as_before(name: str, config_dict: dict) -> bool:
