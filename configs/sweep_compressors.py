@@ -34,11 +34,15 @@ from configs import compressors
 from configs import default
 from configs import lasg
 from laq_jax.hyper import ALGORITHMS
+from laq_jax.presets import AFTER_LAQ
 
 # The compressor family (/work/shared/compressors.md): every built-in preset
 # but the LAQ authors' follow-ups, LASG and CADA, which have their own study
-# (configs/lasg.py); a preset registered from user code joins.
-FAMILY = tuple(a for a in ALGORITHMS if a not in lasg.PRESETS)
+# (configs/lasg.py), and the presets after LAQ (laq_jax.presets.AFTER_LAQ:
+# the 3PC family's, a study of their own); a preset registered from user
+# code joins.
+FAMILY = tuple(a for a in ALGORITHMS if a not in lasg.PRESETS
+               and a not in {p.name for p in AFTER_LAQ})
 FULL = tuple(a for a in FAMILY if not ALGORITHMS[a].stochastic)
 MINIBATCH = tuple(a for a in FAMILY if ALGORITHMS[a].stochastic)
 # The minibatch presets' own settings (grid data, not the config's).

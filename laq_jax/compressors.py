@@ -207,6 +207,12 @@ def top_k_mask(v_P, k):
   mask: exactly k True."""
   int_type = jnp.int64 if v_P.dtype == jnp.float64 else jnp.int32
   bits_P = jax.lax.bitcast_convert_type(jnp.abs(v_P), int_type)
+  return _largest_mask(bits_P, k)
+
+
+def _largest_mask(bits_P, k):
+  """The k largest of non-negative integers (ties: the lowest indices), as
+  a bool mask."""
   kth = _kth_largest(bits_P, k)
   above = bits_P > kth
   tied = bits_P == kth
@@ -227,6 +233,32 @@ def top_k(grad_P, ref_P, key, hyper, *, params=None) -> Compressed:
   per_value = 32 + math.ceil(math.log2(num_params)) if num_params > 1 else 32
   return Compressed(ref_P + jnp.where(keep, v, jnp.zeros_like(v)),
                     k * per_value)
+
+
+def randk_mask(key, num_params: int, k, dtype):
+  """k distinct coordinates drawn uniformly: those of the k smallest of p
+  uniforms `jax.random.uniform(key, (p,), dtype)` (ties: the lowest
+  indices), as a bool mask. Its key is all the server needs to rebuild it."""
+  u_P = jax.random.uniform(key, (num_params,), dtype)
+  int_type = jnp.int64 if u_P.dtype == jnp.float64 else jnp.int32
+  bits_P = jax.lax.bitcast_convert_type(u_P, int_type)  # >= 0, as u orders
+  return _largest_mask(jnp.iinfo(int_type).max - bits_P, k)
+
+
+def randk(grad_P, ref_P, key, hyper, *, params=None) -> Compressed:
+  """Random-k (the 3PC and MARINA papers' Rand-K): k distinct coordinates
+  of v = grad - ref (`randk_mask`) scaled by p / k, the rest 0; unbiased,
+  omega = p / k - 1. 32 bits per value and 32 for the seed the server
+  regenerates the mask from (rand_p's convention; Flower counts an index
+  per value, the 3PC scripts 64 per value)."""
+  params = hyper.params['randk'] if params is None else params
+  v = grad_P - ref_P
+  num_params = v.shape[-1]
+  k = top_k_count(params['k'], num_params)
+  keep = randk_mask(key, num_params, k, v.dtype)
+  scale = (jnp.asarray(num_params, v.dtype) / k.astype(v.dtype))
+  return Compressed(ref_P + jnp.where(keep, scale * v, jnp.zeros_like(v)),
+                    32 * k + 32)
 
 
 def sign(grad_P, ref_P, key, hyper) -> Compressed:
@@ -306,10 +338,46 @@ _TOP_K = parts_lib.compressor('top_k', top_k, params=[parts_lib.Param(
     allowed='a fraction of p in (0, 1) or a whole count >= 1',
     doc='k: a fraction of p (< 1) or a count (>= 1)')],
     wire=codecs.TopK(top_k_count), doc='top-k sparsification')
+
+
+def _own_group(fn, name: str):
+  """`fn` (top_k, randk) reading the parameter group `name` when called
+  without params: a copy with its own k, called directly or by its slot."""
+  def copy(grad_P, ref_P, key, hyper, *, params=None) -> Compressed:
+    return fn(grad_P, ref_P, key, hyper,
+              params=hyper.params[name] if params is None else params)
+  copy.__name__ = copy.__qualname__ = f'_{name}'
+  copy.__doc__ = f'{fn.__name__} with its own parameters ({name}.k).'
+  return copy
+
+
+def _k_param(default: float) -> parts_lib.Param:
+  return parts_lib.Param(
+      'k', default, check=lambda a: (a > 0) & ((a < 1) | (a == np.round(a))),
+      allowed='a fraction of p in (0, 1) or a whole count >= 1',
+      doc='k: a fraction of p (< 1) or a count (>= 1)')
+
+
+# The after-LAQ family's (docs/algorithm.md, "After LAQ"): Rand-K, and the
+# copies with their own k that a second slot (compressor_b) holds beside
+# the first: opt-in, so no program that does not name them compiles them.
+_RANDK = parts_lib.compressor(
+    'randk', randk, params=[_k_param(0.09)], opt_in=True,
+    doc='Rand-K: k random coordinates scaled by p/k (3PC, MARINA)')
+_TOP_K_B = parts_lib.compressor(
+    'top_k_b', _own_group(top_k, 'top_k_b'), params=[_k_param(0.01)],
+    opt_in=True,
+    wire=codecs.TopK(top_k_count),
+    doc='top-k with its own k, for the second slot (3PC v4)')
+_RANDK_B = parts_lib.compressor(
+    'randk_b', _own_group(randk, 'randk_b'), params=[_k_param(0.01)],
+    opt_in=True,
+    doc='Rand-K with its own k, for the second slot (3PC v2)')
 REGISTRY: parts_lib.PartRegistry = parts_lib.PartRegistry(
     'compressor', [('identity', _IDENTITY), ('uniform', _UNIFORM),
                    ('qsgd', _QSGD), ('rand_p', _RAND_P), ('top_k', _TOP_K),
-                   ('sign', sign), ('terngrad', terngrad)])
+                   ('sign', sign), ('terngrad', terngrad), ('randk', _RANDK),
+                   ('top_k_b', _TOP_K_B), ('randk_b', _RANDK_B)])
 # COMPRESSORS: the registry's names (a compressor registered later is in it).
 __getattr__ = registry.names_attribute(__name__, COMPRESSORS=REGISTRY)
 

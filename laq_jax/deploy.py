@@ -124,6 +124,9 @@ def check_deployable(spec: RunSpec, hyper: Hyper, dtype) -> str:
   triggers = [p.name for p in parts.triggers]
   if 'lasg_ps' in triggers:
     raise ValueError('LASG-PS (the server selects) is not deployable')
+  if bool(np.asarray(hyper.warm_start)):
+    raise ValueError('a warm start (the 3PC family\'s first upload, g '
+                     'uncompressed) is not deployable yet')
   return name
 
 

@@ -133,6 +133,9 @@ FIELDS: tuple[Field, ...] = (
        'int32'),
     _f('error_feedback', 'preset', None, None, '',
        'add the worker\'s error memory before compressing', 'bool'),
+    _f('warm_start', 'preset', None, None, '',
+       'a worker\'s first upload is its gradient uncompressed (32 p bits, '
+       'counted): the 3PC family\'s and MARINA\'s start', 'bool'),
     _f('authors_code', 'preset', None, None, '',
        'follow the authors\' released scripts where they depart from '
        'Algorithm 1 (docs/algorithm.md)', 'bool'),

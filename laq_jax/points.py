@@ -295,14 +295,16 @@ def programs(points: Sequence[Mapping[str, Any]]
 
 def parts_of(points: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
   """The RunSpec parts the points need (what a program compiles in):
-  compressors, triggers, servers, error_feedback, downlink, clients,
-  estimators, broadcasts, compressors_b, weighting, participation."""
+  compressors, triggers, servers, error_feedback, warm_start, downlink,
+  clients, estimators, broadcasts, compressors_b, weighting,
+  participation."""
   algos = [get_algorithm(p['algo']) for p in points]
   return dict(
       compressors=compressors.check_names({a.compressor for a in algos}),
       triggers=trigger_lib.REGISTRY.check_names({a.trigger for a in algos}),
       servers=servers_lib.REGISTRY.check_names({a.server for a in algos}),
       error_feedback=any(a.error_feedback for a in algos),
+      warm_start=any(a.warm_start for a in algos),
       downlink=any(a.downlink for a in algos),
       clients=clients_lib.REGISTRY.check_names({a.client for a in algos}),
       estimators=estimators_lib.check_names({a.estimator for a in algos}),

@@ -85,6 +85,7 @@ class Algorithm:
   estimator: str = ''
   broadcast: str = ''
   compressor_b: str = 'identity'
+  warm_start: bool = False
 
   def __post_init__(self):
     if not self.estimator:
@@ -169,6 +170,18 @@ def _local_presets() -> tuple[Algorithm, ...]:
   )
 
 
+AFTER_LAQ: tuple[Algorithm, ...] = (
+    _A('tpc_ef21', False, 'top_k', True, 'eager', warm_start=True,
+       reference='Richtarik et al. 2022 (3PC): EF21, warm start'),
+    _A('tpc_lag', False, 'identity', True, 'tpc_lazy', warm_start=True,
+       reference='Richtarik et al. 2022 (3PC): LAG, its test on the '
+                 'gradient change'),
+    _A('tpc_clag', False, 'top_k', True, 'tpc_lazy', warm_start=True,
+       reference='Richtarik et al. 2022 (3PC): CLAG, its test on the '
+                 'gradient change'),
+)
+
+
 ALGORITHMS: dict[str, Algorithm] = registry.track({
     a.name: a for a in (
         # The LAQ paper's family (Sun et al. 2019).
@@ -232,6 +245,10 @@ ALGORITHMS: dict[str, Algorithm] = registry.track({
         # Rounds with local work (docs/algorithm.md, "Local work"): the
         # upload is the model change Delta_m after K local steps.
         *_local_presets(),
+        # After LAQ (docs/algorithm.md, "After LAQ"): the 3PC paper's
+        # (Richtarik et al. 2022) EF21, LAG and CLAG, each worker's first
+        # upload its gradient (warm start).
+        *AFTER_LAQ,
     )
 })
 

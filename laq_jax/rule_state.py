@@ -120,6 +120,8 @@ class Parts:
       ones).
     compressors_b: the compressor Parts `Hyper.compressor_b` may pick, the
       second compressor an estimator may call (empty: identity alone).
+    warm_start: whether any point starts warm (`Hyper.warm_start`: a
+      worker's first upload is its gradient, 32 p bits).
   """
   compressors: tuple[parts_lib.Part, ...] = ()
   triggers: tuple[parts_lib.Part, ...] = ()
@@ -132,6 +134,7 @@ class Parts:
   estimators: tuple[parts_lib.Part, ...] = ()
   broadcasts: tuple[parts_lib.Part, ...] = ()
   compressors_b: tuple[parts_lib.Part, ...] = ()
+  warm_start: bool = False
 
   def __post_init__(self):
     if not self.estimators:

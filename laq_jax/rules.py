@@ -36,7 +36,7 @@ from laq_jax import trigger as trigger_lib
 from laq_jax.hyper import Hyper
 # The rule's records (re-exported: `rules.RuleState`, `rules.Parts`, ...).
 from laq_jax.rule_state import LocalOut  # pylint: disable=unused-import
-from laq_jax.rule_state import NEVER_UPLOADED  # pylint: disable=unused-import
+from laq_jax.rule_state import NEVER_UPLOADED
 from laq_jax.rule_state import Parts
 from laq_jax.rule_state import Rule
 from laq_jax.rule_state import RuleState
@@ -67,6 +67,11 @@ def _worker(grad_P, last_upload_P, last_error, clock, error_P, states, key,
                                for p in parts.estimators if p.stateful}},
       parts.compressors_b, coin)
   new_compressor_states = {n: estimated_states[n] for n in compressor_states}
+  if parts.warm_start:  # a first upload is g itself, 32 p bits
+    first = hyper.warm_start & (clock == NEVER_UPLOADED)
+    out = out._replace(
+        value_P=jnp.where(first, sent_P, out.value_P),
+        bits=jnp.where(first, jnp.int32(32 * sent_P.shape[-1]), out.bits))
   value_P = out.value_P
   error = collectives.sum_sq(value_P - grad_P)
   compressed_sq = collectives.sum_sq(value_P - last_upload_P)

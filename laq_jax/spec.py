@@ -110,6 +110,9 @@ class RunSpec:
       masked. The logged objective stays the full f(theta^k) over every
       client: a pass over all the data at each logged iteration
       (`loss_every`).
+    warm_start: compile the warm start in (`Hyper.warm_start`: a worker's
+      first upload is its gradient uncompressed, 32 p bits; the 3PC
+      family's and MARINA's presets).
 
   The parts are resolved from their registries when the RunSpec is made,
   and the RunSpec holds the part objects (`part_objects`): two RunSpecs
@@ -138,6 +141,7 @@ class RunSpec:
   estimators: tuple[str, ...] | None = None
   broadcasts: tuple[str, ...] | None = None
   compressors_b: tuple[str, ...] = ('identity',)
+  warm_start: bool = False
   part_objects: tuple = dataclasses.field(default=(), init=False,
                                           repr=False)
 
@@ -149,7 +153,7 @@ class RunSpec:
     return rules.Parts(compressors_, triggers, servers, self.error_feedback,
                        self.downlink, self.stochastic, clients,
                        self.weighting, estimators_, broadcasts_,
-                       compressors_b)
+                       compressors_b, self.warm_start)
 
   @property
   def local(self) -> bool:
@@ -182,7 +186,7 @@ class RunSpec:
         raise ValueError(f'{name}={show(value)} is not allowed: it must be an '
                          f'integer >= {low}')
     for name in ('stochastic', 'error_feedback', 'downlink', 'participation',
-                 'weighting'):
+                 'weighting', 'warm_start'):
       if not isinstance(getattr(self, name), (bool, np.bool_)):
         raise ValueError(f'{name}={show(getattr(self, name))} is not '
                          'allowed: it must be True or False')
@@ -335,8 +339,10 @@ class RunSpec:
                   & (np.asarray(hyper.downlink_bits) == 0)),
         deadline_s=hyper.deadline_s, where='hyper.')
     weighted = bool(np.any(np.asarray(hyper.weighting) > 0))
+    warm = bool(np.any(np.asarray(hyper.warm_start)))
     for used_it, name in ((feedback, 'error_feedback'),
-                          (downlink, 'downlink'), (weighted, 'weighting')):
+                          (downlink, 'downlink'), (weighted, 'weighting'),
+                          (warm, 'warm_start')):
       if used_it and not getattr(self, name):
         raise ValueError(f'hyper uses {name} but RunSpec.{name}=False; '
                          'set it True')

@@ -187,6 +187,23 @@ def clag(i: Inputs, *, params=None) -> Decision:
                   i.raw_sq, zeta * i.last_step_sq)
 
 
+def tpc_lazy(i: Inputs, *, params, state) -> tuple[Decision, dict]:
+  """The 3PC paper's LAG and CLAG test (Richtarik et al. 2022, Table 1):
+  upload iff ||g - Qhat||^2 > zeta ||g - y||^2, y the worker's gradient at
+  its last round (its state: y <- g every round it takes part in, upload
+  or skip), or the first upload. Strict, as the authors' code; no
+  staleness bound. `clag` is the suite's proxy with the parameter step in
+  place of ||g - y||^2."""
+  rhs = params['zeta'] * collectives.sum_sq(i.grad_P - state['y'])
+  return (Decision(clag_upload(i.raw_sq, 1.0, rhs, i.clock), i.raw_sq, rhs),
+          {'y': i.grad_P})
+
+
+def _y_init(num_params, dtype, *, theta_P):
+  del theta_P
+  return {'y': jnp.zeros((num_params,), dtype)}
+
+
 # ----------------------------------------------------------------------------
 # LASG and CADA (Chen, Sun, Yin 2020; Chen, Guo, Sun, Yin 2021): the trigger
 # compares two gradients on the SAME sample (`Inputs.gradient_at`), whose
@@ -319,6 +336,13 @@ REGISTRY: parts_lib.PartRegistry = parts_lib.PartRegistry(
         ('cada_wk1', parts_lib.trigger(
             'cada_wk1', cada_wk1, init=_snapshot_init, params=[_C],
             doc='CADA1 (Chen, Guo, Sun, Yin 2021)', opt_in=True)),
+        ('tpc_lazy', parts_lib.trigger(
+            'tpc_lazy', tpc_lazy, init=_y_init, params=[parts_lib.Param(
+                'zeta', 1.0, check=lambda a: a >= 0,
+                allowed='a finite number >= 0 (the 3PC LAG/CLAG weight)',
+                doc='zeta: upload iff ||g - Qhat||^2 > zeta ||g - y||^2')],
+            doc='the 3PC paper\'s LAG/CLAG test (Richtarik et al. 2022)',
+            opt_in=True)),
     ])
 
 

@@ -130,18 +130,24 @@ class CheckpointerTest(absltest.TestCase):
     from experiments.run import outputs  # pylint: disable=g-import-not-at-top
     import configs  # pylint: disable=g-import-not-at-top
     now = configs.load('mnist_logreg', 'tiny').to_dict()
-    self.assertEqual(now['server_lr'], 0.0)
+    self.assertEqual((now['server_lr'], now['init']), (0.0, 'default'))
+    # (`init` came after every slot: the older eras had none)
+    newest = dict(now)
+    now_without_init = {k: v for k, v in now.items() if k != 'init'}
     slots = ('compressor', 'trigger', 'server', 'client', 'estimator',
              'broadcast', 'compressor_b')
     self.assertEqual([now[s] for s in slots], [''] * 7)
     # (the estimator, broadcast and compressor_b slots came after the other
     # four)
+    now = now_without_init
     four = {k: v for k, v in now.items() if k not in slots[4:]}
     between = {k: v for k, v in now.items() if k not in slots}
     before = {k: v for k, v in between.items() if k != 'server_lr'}
+    now = newest
     arrays = {'loss': self.trace.loss}
     for era, written in (('before', before), ('between', between),
-                         ('four slots', four)):
+                         ('four slots', four),
+                         ('every slot, before init', now_without_init)):
       with checkpoint.Checkpointer(self.folder(era),
                                    checkpoint.fingerprint(written)) as ckpt:
         ckpt.save(6, self.state, arrays)
@@ -155,7 +161,8 @@ class CheckpointerTest(absltest.TestCase):
     # server_lr (its server stepped by step_size): neither its checkpoint
     # nor its results from then stand for it now (from between, they do).
     fed_now = dict(now, algo='fedavg')
-    fed_between = {k: v for k, v in fed_now.items() if k not in slots}
+    fed_between = {k: v for k, v in fed_now.items()
+                   if k not in slots and k != 'init'}
     fed_before = {k: v for k, v in fed_between.items() if k != 'server_lr'}
     self.assertNotIn(checkpoint.fingerprint(fed_before),
                      outputs.legacy_fingerprints(fed_now))
@@ -165,7 +172,7 @@ class CheckpointerTest(absltest.TestCase):
     grid_now = dict(now, sweep={'algo': ['sgd', 'fedavg']})
     self.assertNotIn(checkpoint.fingerprint(
         {k: v for k, v in grid_now.items()
-         if k not in slots and k != 'server_lr'}),
+         if k not in slots and k not in ('server_lr', 'init')}),
                      outputs.legacy_fingerprints(grid_now))
     self.assertTrue(outputs.same_config(
         {k: v for k, v in dict(now, sweep={'algo': ['sgd', 'slaq']}).items()

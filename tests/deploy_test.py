@@ -205,6 +205,11 @@ class DeployedIsSimulatedTest(parameterized.TestCase):
       with self.assertRaisesRegex(ValueError, "estimator 'mine' is not "
                                   'deployable.*direct, innovation'):
         deploy.check_deployable(spec, lj.make_hyper('laq_mine'), np.float32)
+    # The 3PC family's warm start (a first upload of g uncompressed).
+    spec_3pc, _, hyper_3pc = built('tpc_ef21')
+    with self.assertRaisesRegex(ValueError, 'a warm start .* is not '
+                                'deployable yet'):
+      deploy.check_deployable(spec_3pc, hyper_3pc, np.float32)
     server = deploy.Server(spec, hyper)
     # A client's index is an integer of the round (a bool is an int in
     # Python: True made every client of the round absent).

@@ -314,7 +314,7 @@ class FieldsTest(absltest.TestCase):
         self.assertEqual(value['momentum']['momentum'].dtype, jnp.float64)
         continue
       want = (jnp.float64 if name in hyper.FLOAT_ARRAYS
-              else jnp.bool_ if name in ('error_feedback',
+              else jnp.bool_ if name in ('error_feedback', 'warm_start',
                                          'authors_code') else jnp.int32)
       self.assertEqual(value.dtype, want, name)
     self.assertIn('xi_factors', hyper.FLOAT_ARRAYS)

@@ -185,7 +185,8 @@ class StaleProgramsTest(absltest.TestCase):
     # LASG's and CADA's triggers take a second gradient every step in any
     # program that compiles them in: a RunSpec left to its defaults has
     # every registered trigger but them, and refuses their points by name.
-    opt_in = {'lasg_wk2', 'lasg_wk1', 'lasg_ps', 'cada_wk2', 'cada_wk1'}
+    opt_in = {'lasg_wk2', 'lasg_wk1', 'lasg_ps', 'cada_wk2', 'cada_wk1',
+              'tpc_lazy'}
     self.assertEqual({n for n in trigger.REGISTRY.names
                       if trigger.REGISTRY.get(n).opt_in}, opt_in)
     spec = lj.RunSpec(problem(), M)

@@ -36,8 +36,8 @@ TIE_FLOAT32 = 1e-5
 MODELS = ('logreg', 'mlp')
 # In the order of the family's table (/work/shared/compressors.md).
 COMPRESSORS = ('identity', 'uniform', 'qsgd', 'rand_p', 'top_k', 'sign',
-               'terngrad')
-TRIGGERS = ('eager', 'laq', 'clag')
+               'terngrad', 'randk', 'top_k_b', 'randk_b')
+TRIGGERS = ('eager', 'laq', 'clag', 'tpc_lazy')
 
 # The presets of docs/algorithm.md ("The presets"): name -> (minibatch
 # gradients, compressor, compresses the innovation, lazy).
@@ -95,11 +95,12 @@ def preset(name):
 
 def _member(minibatch, compressor, innovation, error_feedback, trigger,
             downlink=False, server='sgd', client='gradient', absent='stale',
-            weighting='sum'):
+            weighting='sum', warm_start=False):
   return dict(minibatch=minibatch, compressor=compressor,
               innovation=innovation, error_feedback=error_feedback,
               trigger=trigger, downlink=downlink, server=server,
-              client=client, absent=absent, weighting=weighting)
+              client=client, absent=absent, weighting=weighting,
+              warm_start=warm_start)
 
 
 def _fed(compressor='identity', innovation=False, trigger='eager',
@@ -153,6 +154,14 @@ FAMILY = {
     'fedpaq': _fed('qsgd'),  # Reisizadeh et al. 2020
     'local_sgd': _fed(weighting='uniform'),
     'fedlaq': _fed('uniform', True, 'laq'),
+    # After LAQ (/work/shared/after-laq.md, section 1): the 3PC paper's
+    # EF21, LAG and CLAG, each worker's first upload g itself.
+    'tpc_ef21': _member(False, 'top_k', True, False, 'eager',
+                        warm_start=True),
+    'tpc_lag': _member(False, 'identity', True, False, 'tpc_lazy',
+                       warm_start=True),
+    'tpc_clag': _member(False, 'top_k', True, False, 'tpc_lazy',
+                        warm_start=True),
 }
 
 
@@ -161,7 +170,8 @@ def family(name, bits):
   f = FAMILY[name]
   return dict(compressor=f['compressor'], innovation=f['innovation'],
               trigger=f['trigger'], error_feedback=f['error_feedback'],
-              downlink_bits=bits if f['downlink'] else 0)
+              downlink_bits=bits if f['downlink'] else 0,
+              warm_start=f['warm_start'])
 
 
 def tie_tolerance(dtype):
@@ -364,6 +374,17 @@ def top_k(v, k):
   return out, k * (32 + index_bits)
 
 
+def randk(v, k, uniforms):
+  """Rand-K (/work/shared/after-laq.md, section 0): the k coordinates of
+  the k smallest uniforms (ties to the lowest i), scaled by p / k; 32 k
+  bits for the values and 32 for the seed."""
+  p = v.size
+  keep = np.argsort(uniforms, kind='stable')[:k]
+  out = np.zeros_like(v)
+  out[keep] = (v.dtype.type(p) / v.dtype.type(k)) * v[keep]
+  return out, 32 * k + 32
+
+
 def sign(v):
   """Scaled sign (Karimireddy et al. 2019): (||v||_1 / p) sign(v): (C, bits).
 
@@ -401,7 +422,7 @@ def run(x_mnd, y_mn, *, steps, alpha, bits, compressor='uniform',
         keep_prob=0.5, uniforms=None, authors_code=False, model='logreg',
         hidden=None, theta0=None, top_k=0.01, error_feedback=False,
         trigger=None, zeta=1.0, downlink_bits=0, xi_schedule=(),
-        minibatch_scripts=False):
+        minibatch_scripts=False, warm_start=False, randk_k=0.09):
   """`steps` iterations of docs/algorithm.md's "One iteration", loop by loop.
 
   Extended to the family of /work/shared/compressors.md: error feedback,
@@ -426,7 +447,9 @@ def run(x_mnd, y_mn, *, steps, alpha, bits, compressor='uniform',
     model: 'logreg' or 'mlp' (with `hidden` ReLU units).
     theta0: the flat initial parameters (`layout`); None: zeros (logreg
       only: the MLP cannot start at zero).
-    top_k: top_k's k, a fraction of p or a count (`top_k_count`).
+    top_k: top_k's k, a fraction of p or a count (`top_k_count`); also
+      top_k_b's.
+    randk_k: randk's (and randk_b's) k, the same way.
     error_feedback: add the worker's error memory err_m to g before
       compressing; an upload sets err_m = u - Q.
     trigger: 'eager' (always upload), 'laq' (LAG/LAQ's rule with the clock)
@@ -437,6 +460,11 @@ def run(x_mnd, y_mn, *, steps, alpha, bits, compressor='uniform',
       workers hold thetahat and compute their gradients there; 0: they hold
       theta itself (an unquantized broadcast of 32 p bits).
     xi_schedule: ((K1, C1), ...): xi times C_j from iteration K_j on.
+    warm_start: a worker's first upload is its gradient uncompressed, 32 p
+      bits (the 3PC family's start, /work/shared/after-laq.md section 0).
+      'tpc_lazy' (the 3PC paper's LAG/CLAG test): upload iff
+      ||g - Qhat_m||^2 > zeta ||g - y_m||^2, y_m the worker's gradient at
+      its last step (0 before), or never uploaded.
     minibatch_scripts: with authors_code, the history of the authors'
       minibatch scripts (SLAQ.py, SGD/lasterrsgdDNN.py), copied loop by loop:
       a rolling buffer dtheta of the last D parameter steps, shifted at the
@@ -475,13 +503,15 @@ def run(x_mnd, y_mn, *, steps, alpha, bits, compressor='uniform',
     raise ValueError(f'theta0 has shape {theta.shape}, the {model} {p}')
   alpha, lam, xi, c_e, c_0 = dt(alpha), dt(lam), dt(xi), dt(c_e), dt(c_0)
   zeta = dt(zeta)
-  k_top = top_k_count(top_k, p) if compressor == 'top_k' else None
+  k_top = top_k_count(top_k, p)
+  k_rand = top_k_count(randk_k, p)
   loss_and_grad = lambda th, x, y: shard_loss_and_grad(th, x, y, lam, classes,
                                                        model, hidden)
   theta_hat = theta.copy()  # what the workers hold: thetahat^0 = theta^0
   qhat = np.zeros((m_workers, p), dtype)
   ehat = np.zeros(m_workers, dtype)
   err = np.zeros((m_workers, p), dtype)  # error feedback's memory
+  y = np.zeros((m_workers, p), dtype)  # the 3PC test's last gradient
   # Algorithm 1 of the paper starts from every worker's upload at theta^0: a
   # worker that never uploaded is infinitely stale.
   clock = np.zeros(m_workers) if authors_code else np.full(m_workers, np.inf)
@@ -540,8 +570,11 @@ def run(x_mnd, y_mn, *, steps, alpha, bits, compressor='uniform',
         c, cost = rand_p(u - ref, keep_prob, uniforms[k][m])
         q = ref + c
         cost -= 32 if authors_code else 0  # no seed in their count
-      elif compressor == 'top_k':
+      elif compressor in ('top_k', 'top_k_b'):
         c, cost = _top_k(u - ref, k_top)
+        q = ref + c
+      elif compressor in ('randk', 'randk_b'):
+        c, cost = randk(u - ref, k_rand, uniforms[k][m])
         q = ref + c
       elif compressor == 'sign':
         c, cost = sign(u - ref)
@@ -551,8 +584,15 @@ def run(x_mnd, y_mn, *, steps, alpha, bits, compressor='uniform',
         q = ref + c
       else:
         raise ValueError(compressor)
+      if warm_start and clock[m] == np.inf:  # the first upload: g itself
+        q, cost = u, 32 * p
       e = np.sum((q - g)**2)
-      if trigger == 'clag':
+      if trigger == 'tpc_lazy':
+        lhs = np.sum((g - qhat[m])**2)
+        rhs = zeta * np.sum((g - y[m])**2)
+        upload = lhs > rhs or clock[m] == np.inf
+        y[m] = g  # every step, upload or skip
+      elif trigger == 'clag':
         lhs = np.sum((g - qhat[m])**2)  # the uncompressed innovation
         rhs = zeta * hist[0]  # h_1 (0 at k = 0)
         # CLAG has no staleness bound: only a worker that never uploaded is

@@ -177,9 +177,10 @@ class OracleModelTest(parameterized.TestCase):
       a = lj.ALGORITHMS[name]
       self.assertEqual(
           (a.stochastic, a.compressor, a.innovation, a.error_feedback,
-           a.trigger, a.downlink, a.server),
+           a.trigger, a.downlink, a.server, a.warm_start),
           (f['minibatch'], f['compressor'], f['innovation'],
-           f['error_feedback'], f['trigger'], f['downlink'], f['server']),
+           f['error_feedback'], f['trigger'], f['downlink'], f['server'],
+           f['warm_start']),
           name)
     self.assertEqual(reference.COMPRESSORS, lj.COMPRESSORS)
 

@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import laq_jax as lj
+from laq_jax import compressors
 from laq_jax import spec as spec_lib
 
 M, N, D, C = 3, 8, 5, 4
@@ -94,7 +95,11 @@ class RunSpecTest(parameterized.TestCase):
     self.assertEqual([p.name for p in spec.parts.compressors],
                      ['identity', 'top_k'])
     self.assertEqual([p.name for p in spec.parts.servers], ['sgd', 'adam'])
-    self.assertEqual(lj.RunSpec(problem(), M).compressors, lj.COMPRESSORS)
+    # (every registered compressor but the opt-in ones)
+    self.assertEqual(lj.RunSpec(problem(), M).compressors,
+                     tuple(n for n in lj.COMPRESSORS
+                           if not compressors.REGISTRY.get(n).opt_in))
+    self.assertEqual(lj.RunSpec(problem(), M).compressors[-1], 'terngrad')
     self.assertEqual(lj.RunSpec(problem(), M).servers, ('sgd',))
 
   def test_equal_specs_are_one_static_key(self):

@@ -209,6 +209,7 @@ def build(config, *, validated: bool = False) -> Built:
                  compressors=(algorithm.compressor,),
                  triggers=(algorithm.trigger,),
                  error_feedback=algorithm.error_feedback,
+                 warm_start=algorithm.warm_start,
                  downlink=algorithm.downlink,
                  loss_every=get('loss_every'),
                  participation=config_lib.partial_participation(config),

@@ -246,7 +246,11 @@ def _settings_section() -> list[str]:
       'its sign and ternary methods); QSGD s = 10,000 levels and SSGD p = 0.5 '
       '(the authors\' script), top-k k = 1% of p, CLAG zeta = 20 (its '
       'threshold then equals LAG\'s xi / (alpha^2 M^2) for one history '
-      'term), two-way LAQ\'s broadcast at b bits. Bits are exact '
+      'term; `clag` tests ||g - Qhat||^2 against zeta times the last '
+      'parameter step, the suite\'s proxy: the 3PC paper\'s CLAG tests it '
+      'against the worker\'s own gradient change zeta ||g - y||^2, which '
+      'the preset `tpc_clag` runs, docs/algorithm.md, "The trigger"), '
+      'two-way LAQ\'s broadcast at b bits. Bits are exact '
       '(docs/algorithm.md): uplink per upload, downlink per worker per step '
       '(32 p for a full-precision broadcast).', '',
       table(['preset', 'gradient', 'parts', 'reference'], rows, 'llll'), '']

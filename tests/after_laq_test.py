@@ -1,0 +1,160 @@
+"""After LAQ: the 3PC paper's EF21, LAG and CLAG (tpc_ef21, tpc_lag,
+tpc_clag), Rand-K and the warm start, against the NumPy oracle.
+
+Each preset runs on real MNIST shards (float64 logistic regression) and is
+compared round by round with `tests.reference.run` written from
+/work/shared/after-laq.md (section 0 and 1): uploads, bits, the trigger's
+two sides, the loss and theta. The contract's equivalences hold: tpc_clag
+at zeta = 0 is tpc_ef21, at k = p it is tpc_lag (theta; its bits are top-k's
+count). Rand-K's mask is the k smallest of the key's p uniforms, drawn by
+NumPy from those uniforms; its value is unbiased.
+"""
+
+from absl.testing import absltest
+from absl.testing import parameterized
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import laq_jax as lj
+from laq_jax import compressors
+from laq_jax import randomness
+from tests import common
+from tests import reference
+
+M, N, STEPS, ALPHA = common.SMALL_M, common.SMALL_N, 25, 0.03
+# Each preset's oracle arguments (the after-LAQ contract's table, section 1).
+ORACLE = {
+    'tpc_ef21': dict(compressor='top_k', innovation=True, trigger='eager'),
+    'tpc_lag': dict(compressor='identity', innovation=True,
+                    trigger='tpc_lazy'),
+    'tpc_clag': dict(compressor='top_k', innovation=True,
+                     trigger='tpc_lazy'),
+}
+
+
+def run(algo, steps=STEPS, **hyper):
+  """`algo` on the small shards, in a program that compiles in the 3PC
+  parts: (state, trace, (x, y))."""
+  x, y = common.mnist_shards(M, N, dtype=np.float64)
+  spec = lj.RunSpec(lj.get_problem('logreg'), M,
+                    compressors=('identity', 'top_k'),
+                    triggers=('eager', 'tpc_lazy'), warm_start=True,
+                    error_feedback=False, downlink=False)
+  h = lj.make_hyper(algo, dtype=jnp.float64, step_size=ALPHA, **hyper)
+  with jax.enable_x64(True):
+    state, trace = lj.run(spec, lj.Data(jnp.asarray(x), jnp.asarray(y)), h,
+                          steps)
+  return state, trace, (x, y)
+
+
+class ThreePCTest(parameterized.TestCase):
+
+  @parameterized.parameters(('tpc_ef21', 1.0), ('tpc_lag', 1.0),
+                            ('tpc_clag', 1.0), ('tpc_clag', 4.0))
+  def test_preset_matches_numpy(self, algo, zeta):
+    k = 0.02
+    state, trace, (x, y) = run(algo, **{'top_k.k': k, 'tpc_lazy.zeta': zeta})
+    ref = reference.run(x, y, steps=STEPS, alpha=ALPHA, bits=4, top_k=k,
+                        zeta=zeta, warm_start=True, **ORACLE[algo])
+    np.testing.assert_array_equal(trace.sent_M, ref['sent'])
+    np.testing.assert_array_equal(trace.bits_M.astype(np.int64), ref['bits'])
+    np.testing.assert_allclose(trace.loss, ref['loss'], rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(state.theta_P), ref['theta'],
+                               rtol=1e-12, atol=1e-15)
+    if ORACLE[algo]['trigger'] == 'tpc_lazy':
+      np.testing.assert_allclose(trace.innovation_M, ref['innovation'],
+                                 rtol=1e-12)
+      np.testing.assert_allclose(trace.threshold_M, ref['threshold'],
+                                 rtol=1e-12, atol=1e-300)
+      self.assertLess(trace.sent_M.sum(), trace.sent_M.size)  # it skipped
+    # The warm start: every worker's first upload is g itself, 32 p bits.
+    np.testing.assert_array_equal(trace.bits_M[0], 32 * 7850)
+
+  def test_equivalences(self):
+    # tpc_clag at zeta = 0 uploads whenever g moved: tpc_ef21.
+    _, ef21, _ = run('tpc_ef21', **{'top_k.k': 0.02})
+    _, clag0, _ = run('tpc_clag', **{'top_k.k': 0.02, 'tpc_lazy.zeta': 0.0})
+    np.testing.assert_array_equal(clag0.sent_M, ef21.sent_M)
+    np.testing.assert_array_equal(clag0.loss, ef21.loss)
+    # tpc_clag with k = p sends the whole innovation: tpc_lag's theta, at
+    # top-k's count (p values with their indices) where LAG sends 32 p.
+    lag_state, lag, _ = run('tpc_lag', **{'tpc_lazy.zeta': 0.5})
+    full_state, full, _ = run('tpc_clag', **{'top_k.k': 7850.0,
+                                             'tpc_lazy.zeta': 0.5})
+    np.testing.assert_array_equal(full.sent_M, lag.sent_M)
+    np.testing.assert_allclose(np.asarray(full_state.theta_P),
+                               np.asarray(lag_state.theta_P), rtol=1e-13,
+                               atol=1e-16)
+    later = full.sent_M[1:]
+    np.testing.assert_array_equal(full.bits_M[1:][later],
+                                  7850 * (32 + 13))  # ceil(log2 7850) = 13
+
+  def test_a_program_without_the_warm_start_refuses_it(self):
+    x, y = common.mnist_shards(M, N, dtype=np.float64)
+    spec = lj.RunSpec(lj.get_problem('logreg'), M, compressors=('top_k',),
+                      triggers=('eager',))
+    h = lj.make_hyper('tpc_ef21', dtype=jnp.float64)
+    with jax.enable_x64(True), self.assertRaisesRegex(
+        ValueError, 'hyper uses warm_start but RunSpec.warm_start=False; '
+        'set it True'):
+      lj.run(spec, lj.Data(jnp.asarray(x), jnp.asarray(y)), h, 2)
+
+
+class RandKTest(absltest.TestCase):
+
+  def test_the_k_smallest_uniforms_scaled(self):
+    # The mask from the key's uniforms by NumPy (a stable sort: ties to
+    # the lowest index), the kept values scaled by p / k, 32 k + 32 bits.
+    p, k = 200, 7
+    rng = np.random.default_rng(0)
+    v, ref = rng.normal(size=p), rng.normal(size=p)
+    h = lj.make_hyper('gd', dtype=jnp.float64)
+    with jax.enable_x64(True):
+      for seed in range(5):
+        key = randomness.compress_key(seed, 3, 1)
+        out = compressors.randk(jnp.asarray(v), jnp.asarray(ref), key, h,
+                                params={'k': jnp.asarray(float(k))})
+        u = np.asarray(jax.random.uniform(key, (p,), jnp.float64))
+        keep = np.sort(np.argsort(u, kind='stable')[:k])
+        want = ref.copy()
+        want[keep] += (p / k) * (v - ref)[keep]
+        np.testing.assert_allclose(np.asarray(out.value_P), want, rtol=1e-15)
+        self.assertEqual(int(out.bits), 32 * k + 32)
+
+  def test_unbiased(self):
+    # E[C(v)] = v: the mean over 4,000 keys within 5 standard errors.
+    p, k, draws = 40, 4, 4000
+    v = np.random.default_rng(1).normal(size=p)
+    h = lj.make_hyper('gd', dtype=jnp.float64)
+    keys = jax.random.split(jax.random.key(2), draws)
+    with jax.enable_x64(True):
+      values = jax.vmap(lambda key: compressors.randk(
+          jnp.asarray(v), jnp.zeros(p), key, h,
+          params={'k': jnp.asarray(float(k))}).value_P)(keys)
+    values = np.asarray(values)
+    se = values.std(axis=0) / np.sqrt(draws)
+    self.assertLess(np.max(np.abs(values.mean(axis=0) - v) / se), 5.0)
+    # each draw keeps exactly k coordinates
+    np.testing.assert_array_equal((values != 0).sum(axis=1), k)
+
+  def test_its_copies_own_their_k(self):
+    h = lj.make_hyper('gd', **{'randk_b.k': 0.05, 'top_k_b.k': 3.0})
+    self.assertAlmostEqual(float(h.params['randk_b']['k']), 0.05)
+    self.assertEqual(float(h.params['top_k_b']['k']), 3.0)
+    self.assertAlmostEqual(float(h.params['randk']['k']), 0.09)
+    for name in ('randk', 'top_k_b', 'randk_b'):
+      self.assertTrue(compressors.REGISTRY.get(name).opt_in)
+    # called directly (not through the slot), a copy reads its own k
+    h = lj.make_hyper('gd', **{'randk_b.k': 2.0, 'top_k_b.k': 3.0,
+                               'randk.k': 5.0, 'top_k.k': 7.0})
+    v = jnp.arange(1.0, 41.0)
+    for name, kept in (('randk_b', 2), ('top_k_b', 3), ('randk', 5),
+                       ('top_k', 7)):
+      out = compressors.REGISTRY.get(name)(v, jnp.zeros(40),
+                                           jax.random.key(0), h)
+      self.assertEqual(int((np.asarray(out.value_P) != 0).sum()), kept, name)
+
+
+if __name__ == '__main__':
+  absltest.main()
