@@ -37,6 +37,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 import jax
 import jax.numpy as jnp
 
+from laq_jax import collectives
 from laq_jax import compressors as compressors_lib
 from laq_jax import parts as parts_lib
 from laq_jax import registry
@@ -90,6 +91,93 @@ def reference(inputs: Inputs):
   return inputs.compress(inputs.grad_P, ref_P, inputs.compressor_states)
 
 
+# ----------------------------------------------------------------------------
+# The 3PC family (Richtarik, Sokolov, Gasanov, Fatkhullin, Li, Gorbunov, ICML
+# 2022, Table 1) and MARINA (Gorbunov et al., ICML 2021): x = g, h = Q-hat,
+# y the worker's gradient at its last round (each estimator's state, set to
+# g every round, upload or skip). A difference the server adds to its copy
+# is compressed against 0, so the upload is exactly C(.) (`_compressed`).
+
+def _y_init(num_params, dtype, *, theta_P):
+  del theta_P
+  return {'y': jnp.zeros((num_params,), dtype)}
+
+
+def _compressed(compress, v_P, states):
+  """C(v) itself (compressed against 0) and the states it leaves."""
+  return compress(v_P, jnp.zeros_like(v_P), states)
+
+
+def tpc_v1(inputs: Inputs, *, state):
+  """3PC v1: Q = y + C(g - y). Idealized: the server cannot rebuild it
+  without y (the authors' script counts C's values only, as here)."""
+  out = inputs.compress(inputs.grad_P, state['y'], inputs.compressor_states)
+  return out, {'y': inputs.grad_P}
+
+
+def tpc_v2(inputs: Inputs, *, state):
+  """3PC v2: b = Q-hat + Q(g - y) with Q the second slot (randk_b), then
+  Q = b + C(g - b); both sent, their bits added."""
+  g = inputs.grad_P
+  q = inputs.compress_b(g - state['y'], jnp.zeros_like(g))
+  b = inputs.qhat_P + q.value_P
+  out, states = inputs.compress(g, b, inputs.compressor_states)
+  return (out._replace(bits=out.bits + q.bits), states), {'y': g}
+
+
+def tpc_v3(inputs: Inputs, *, params, state):
+  """3PC v3: b = LAG's C_{h,y}(g) (g if ||g - Q-hat||^2 > zeta ||g - y||^2,
+  else Q-hat), then Q = b + C(g - b): the full gradient (32 p bits) when
+  LAG's test fires, else an EF21 step."""
+  g = inputs.grad_P
+  fires = (collectives.sum_sq(g - inputs.qhat_P)
+           > params['zeta'] * collectives.sum_sq(g - state['y']))
+  b = jnp.where(fires, g, inputs.qhat_P)
+  out, states = inputs.compress(g, b, inputs.compressor_states)
+  bits = jnp.where(fires, jnp.int32(32 * g.shape[-1]), out.bits)
+  return (out._replace(bits=bits), states), {'y': g}
+
+
+def tpc_v4(inputs: Inputs, *, state):
+  """3PC v4: b = Q-hat + C2(g - Q-hat) with C2 the second slot (top_k_b),
+  then Q = b + C(g - b); both sent, their bits added."""
+  g = inputs.grad_P
+  first = inputs.compress_b(g, inputs.qhat_P)
+  out, states = inputs.compress(g, first.value_P, inputs.compressor_states)
+  return (out._replace(bits=out.bits + first.bits), states), {'y': g}
+
+
+def coin_probability(hyper, p, num_params: int) -> jax.Array:
+  """MARINA's p: the parameter, or where it is 0, k / P with k the
+  compressor slot's (randk's, else top_k's) count."""
+  k = jnp.where(hyper.compressor == compressors_lib.index('randk'),
+                hyper.params['randk']['k'], hyper.params['top_k']['k'])
+  ratio = (compressors_lib.top_k_count(k, num_params).astype(p.dtype)
+           / num_params)
+  return jnp.where(p > 0, p, ratio)
+
+
+def marina(inputs: Inputs, *, params, state):
+  """MARINA (and 3PC v5): on the round's coin c_k = [u_k < p] every
+  worker sends g (32 p bits), else Q = Q-hat + C(g - y) (C's bits)."""
+  g = inputs.grad_P
+  p = coin_probability(inputs.hyper, params['p'].astype(g.dtype), g.shape[-1])
+  full = inputs.coin < p
+  c, states = _compressed(inputs.compress, g - state['y'],
+                          inputs.compressor_states)
+  value = jnp.where(full, g, inputs.qhat_P + c.value_P)
+  bits = jnp.where(full, jnp.int32(32 * g.shape[-1]), c.bits)
+  return (compressors_lib.Compressed(value, bits), states), {'y': g}
+
+
+_ZETA = parts_lib.Param(
+    'zeta', 1.0, check=lambda a: a >= 0, allowed='a finite number >= 0',
+    doc='zeta of the LAG test inside 3PC v3')
+_P = parts_lib.Param(
+    'p', 0.0, check=lambda a: (a >= 0) & (a <= 1),
+    allowed='a number in [0, 1] (0: k / P)',
+    doc='p, the probability of a full-gradient round (0: k / P)')
+
 REGISTRY: parts_lib.PartRegistry = parts_lib.PartRegistry(
     'estimator', [
         ('direct', parts_lib.estimator(
@@ -97,6 +185,21 @@ REGISTRY: parts_lib.PartRegistry = parts_lib.PartRegistry(
         ('innovation', parts_lib.estimator(
             'innovation', reference,
             doc='Q = Qhat + C(g - Qhat): the innovation compressed')),
+        ('tpc_v1', parts_lib.estimator(
+            'tpc_v1', tpc_v1, init=_y_init, opt_in=True,
+            doc='3PC v1: y + C(g - y) (idealized)')),
+        ('tpc_v2', parts_lib.estimator(
+            'tpc_v2', tpc_v2, init=_y_init, opt_in=True,
+            doc='3PC v2: b = Qhat + Q(g - y), b + C(g - b)')),
+        ('tpc_v3', parts_lib.estimator(
+            'tpc_v3', tpc_v3, init=_y_init, params=[_ZETA], opt_in=True,
+            doc='3PC v3: LAG\'s full gradient, else an EF21 step')),
+        ('tpc_v4', parts_lib.estimator(
+            'tpc_v4', tpc_v4, init=_y_init, opt_in=True,
+            doc='3PC v4: b = Qhat + C2(g - Qhat), b + C(g - b)')),
+        ('marina', parts_lib.estimator(
+            'marina', marina, init=_y_init, params=[_P], opt_in=True,
+            doc='MARINA / 3PC v5: g on the coin, else Qhat + C(g - y)')),
     ])
 
 

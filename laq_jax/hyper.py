@@ -219,6 +219,11 @@ def check_participation(values, algorithm: Algorithm | None = None,
                      'partial participation: its quantized broadcast '
                      'assumes every worker received every broadcast; use '
                      'participation=1 and clients_per_round=0, or laq')
+  if partial and algorithm is not None and algorithm.estimator == 'marina':
+    raise ValueError(f'{where}algo={show(algorithm.name)} is not allowed with '
+                     'partial participation: its full-gradient rounds (the '
+                     'coin) need every worker; use participation=1 and '
+                     'clients_per_round=0')
 
 
 def network_overrides(values) -> dict[str, Any]:

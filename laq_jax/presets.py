@@ -179,6 +179,22 @@ AFTER_LAQ: tuple[Algorithm, ...] = (
     _A('tpc_clag', False, 'top_k', True, 'tpc_lazy', warm_start=True,
        reference='Richtarik et al. 2022 (3PC): CLAG, its test on the '
                  'gradient change'),
+    _A('tpc_v1', False, 'top_k', False, estimator='tpc_v1', warm_start=True,
+       reference='Richtarik et al. 2022 (3PC): v1, y + C(g - y) '
+                 '(idealized: the server lacks y)'),
+    _A('tpc_v2', False, 'top_k', False, estimator='tpc_v2',
+       compressor_b='randk_b', warm_start=True,
+       reference='Richtarik et al. 2022 (3PC): v2, Rand-K then top-k'),
+    _A('tpc_v3', False, 'top_k', False, estimator='tpc_v3', warm_start=True,
+       reference='Richtarik et al. 2022 (3PC): v3, LAG then EF21'),
+    _A('tpc_v4', False, 'top_k', False, estimator='tpc_v4',
+       compressor_b='top_k_b', warm_start=True,
+       reference='Richtarik et al. 2022 (3PC): v4, top-k then top-k'),
+    _A('tpc_v5', False, 'top_k', False, estimator='marina', warm_start=True,
+       reference='Richtarik et al. 2022 (3PC): v5, MARINA\'s coin with '
+                 'top-k'),
+    _A('marina', False, 'randk', False, estimator='marina', warm_start=True,
+       reference='Gorbunov, Burlachenko, Li, Richtarik 2021: MARINA'),
 )
 
 

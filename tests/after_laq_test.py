@@ -1,13 +1,15 @@
 """After LAQ: the 3PC paper's EF21, LAG and CLAG (tpc_ef21, tpc_lag,
-tpc_clag), Rand-K and the warm start, against the NumPy oracle.
+tpc_clag), its v1-v5 and MARINA (estimators with the worker's last
+gradient as memory), Rand-K and the warm start, against the NumPy oracle.
 
 Each preset runs on real MNIST shards (float64 logistic regression) and is
 compared round by round with `tests.reference.run` written from
 /work/shared/after-laq.md (section 0 and 1): uploads, bits, the trigger's
 two sides, the loss and theta. The contract's equivalences hold: tpc_clag
 at zeta = 0 is tpc_ef21, at k = p it is tpc_lag (theta; its bits are top-k's
-count). Rand-K's mask is the k smallest of the key's p uniforms, drawn by
-NumPy from those uniforms; its value is unbiased.
+count), MARINA at p = 1 and v4 with C2 = identity are GD. Rand-K's mask is
+the k smallest of the key's p uniforms, drawn by NumPy from those
+uniforms; its value is unbiased.
 """
 
 from absl.testing import absltest
@@ -33,14 +35,18 @@ ORACLE = {
 }
 
 
-def run(algo, steps=STEPS, **hyper):
+def run(algo, steps=STEPS, participation=False, **hyper):
   """`algo` on the small shards, in a program that compiles in the 3PC
   parts: (state, trace, (x, y))."""
   x, y = common.mnist_shards(M, N, dtype=np.float64)
+  a = lj.ALGORITHMS[algo]
   spec = lj.RunSpec(lj.get_problem('logreg'), M,
-                    compressors=('identity', 'top_k'),
+                    compressors=('identity', 'top_k', 'randk'),
+                    compressors_b=('identity', a.compressor_b),
+                    estimators=('direct', 'innovation', a.estimator),
                     triggers=('eager', 'tpc_lazy'), warm_start=True,
-                    error_feedback=False, downlink=False)
+                    error_feedback=False, downlink=False,
+                    participation=participation)
   h = lj.make_hyper(algo, dtype=jnp.float64, step_size=ALPHA, **hyper)
   with jax.enable_x64(True):
     state, trace = lj.run(spec, lj.Data(jnp.asarray(x), jnp.asarray(y)), h,
@@ -99,6 +105,85 @@ class ThreePCTest(parameterized.TestCase):
         ValueError, 'hyper uses warm_start but RunSpec.warm_start=False; '
         'set it True'):
       lj.run(spec, lj.Data(jnp.asarray(x), jnp.asarray(y)), h, 2)
+
+
+# The 3PC estimators and MARINA (/work/shared/after-laq.md, sections 1-2).
+ESTIMATOR_PRESETS = ('tpc_v1', 'tpc_v2', 'tpc_v3', 'tpc_v4', 'tpc_v5',
+                     'marina')
+P = 7850
+
+
+def draws(seed, steps, fold=None):
+  """uniforms[k][m]: the [P] draws of worker m's compressor key at step k
+  (folded with `fold`: the second slot's)."""
+  out = []
+  for k in range(steps):
+    row = []
+    for m in range(M):
+      key = randomness.compress_key(seed, k, m)
+      if fold is not None:
+        key = jax.random.fold_in(key, fold)
+      row.append(np.asarray(jax.random.uniform(key, (P,), jnp.float64)))
+    out.append(row)
+  return out
+
+
+class EstimatorsTest(parameterized.TestCase):
+
+  @parameterized.parameters(*ESTIMATOR_PRESETS)
+  def test_preset_matches_numpy(self, algo):
+    a = lj.ALGORITHMS[algo]
+    seed, k, k_b = 3, 0.02, 0.01
+    # MARINA at p = 0.3 (its default k / P would give few full rounds here)
+    params = {'top_k.k': k, 'randk.k': k, 'top_k_b.k': k_b,
+              'randk_b.k': k_b, 'marina.p': 0.3, 'tpc_v3.zeta': 1.0}
+    state, trace, (x, y) = run(algo, seed=seed, **params)
+    coins = [float(randomness.round_coin(seed, s, jnp.float64))
+             for s in range(STEPS)]
+    with jax.enable_x64(True):
+      uniforms = draws(seed, STEPS)
+      uniforms_b = draws(seed, STEPS, fold=1)
+    ref = reference.run(
+        x, y, steps=STEPS, alpha=ALPHA, bits=4, compressor=a.compressor,
+        innovation=False, trigger='eager', top_k=k, randk_k=k,
+        warm_start=True, estimator=a.estimator,
+        compressor_b=a.compressor_b, k_b=k_b, uniforms=uniforms,
+        uniforms_b=uniforms_b, coins=coins, marina_p=0.3, zeta_v3=1.0)
+    np.testing.assert_array_equal(trace.sent_M, ref['sent'])
+    np.testing.assert_array_equal(trace.bits_M.astype(np.int64), ref['bits'])
+    np.testing.assert_allclose(trace.loss, ref['loss'], rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(state.theta_P), ref['theta'],
+                               rtol=1e-11, atol=1e-14)
+    # the estimator's memory: every worker's last gradient
+    y_state = np.asarray(state.rule.parts_M[a.estimator]['y'])
+    self.assertEqual(y_state.shape, (M, P))
+    self.assertGreater(np.abs(y_state).max(), 0)
+    # bits: the warm start, then the estimator's own count
+    np.testing.assert_array_equal(trace.bits_M[0], 32 * P)
+    if a.estimator == 'marina':
+      full = np.array(coins[1:]) < 0.3
+      self.assertTrue(full.any() and not full.all())
+      np.testing.assert_array_equal(trace.bits_M[1:][full], 32 * P)
+
+  def test_equivalences(self):
+    # MARINA at p = 1 sends g every round: GD, as tpc_v4 with k2 = p does
+    # (C2 = identity: b = g, C(0) = 0).
+    _, gd, _ = run('tpc_ef21', **{'top_k.k': 1.0 * P})
+    _, marina_1, _ = run('marina', **{'marina.p': 1.0})
+    np.testing.assert_allclose(marina_1.loss, gd.loss, rtol=1e-13)
+    _, v4_full, _ = run('tpc_v4', **{'top_k_b.k': 1.0 * P})
+    np.testing.assert_allclose(v4_full.loss, gd.loss, rtol=1e-13)
+
+  def test_marina_refuses_partial_participation(self):
+    with self.assertRaisesRegex(ValueError, "'marina' .*is not allowed with "
+                                'partial participation'):
+      run('marina', steps=2, participation=True, clients_per_round=2)
+    # and a launcher's config, in one line before anything runs
+    from experiments.run import config as config_lib  # pylint: disable=g-import-not-at-top
+    config = common.tiny_config(algo='marina', participation=0.5)
+    with self.assertRaisesRegex(config_lib.ConfigError, "config.algo='marina' "
+                                'is not allowed with partial participation'):
+      config_lib.validate_config(config)
 
 
 class RandKTest(absltest.TestCase):

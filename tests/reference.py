@@ -95,12 +95,15 @@ def preset(name):
 
 def _member(minibatch, compressor, innovation, error_feedback, trigger,
             downlink=False, server='sgd', client='gradient', absent='stale',
-            weighting='sum', warm_start=False):
+            weighting='sum', warm_start=False, estimator=None,
+            compressor_b='identity'):
   return dict(minibatch=minibatch, compressor=compressor,
               innovation=innovation, error_feedback=error_feedback,
               trigger=trigger, downlink=downlink, server=server,
               client=client, absent=absent, weighting=weighting,
-              warm_start=warm_start)
+              warm_start=warm_start, compressor_b=compressor_b,
+              estimator=estimator or ('innovation' if innovation
+                                      else 'direct'))
 
 
 def _fed(compressor='identity', innovation=False, trigger='eager',
@@ -162,6 +165,17 @@ FAMILY = {
                        warm_start=True),
     'tpc_clag': _member(False, 'top_k', True, False, 'tpc_lazy',
                         warm_start=True),
+    # Its v1-v5 and MARINA: `run`'s `estimator` (sections 1 and 2).
+    **{name: _member(False, compressor, False, False, 'eager',
+                     warm_start=True, estimator=estimator,
+                     compressor_b=second)
+       for name, compressor, estimator, second in (
+           ('tpc_v1', 'top_k', 'tpc_v1', 'identity'),
+           ('tpc_v2', 'top_k', 'tpc_v2', 'randk_b'),
+           ('tpc_v3', 'top_k', 'tpc_v3', 'identity'),
+           ('tpc_v4', 'top_k', 'tpc_v4', 'top_k_b'),
+           ('tpc_v5', 'top_k', 'marina', 'identity'),
+           ('marina', 'randk', 'marina', 'identity'))},
 }
 
 
@@ -385,6 +399,53 @@ def randk(v, k, uniforms):
   return out, 32 * k + 32
 
 
+def _three_pc(estimator, g, qhat, y, k, m, p, dtype, compressor, k_top,
+              k_rand, uniforms, compressor_b, k_b, uniforms_b, coins,
+              marina_p, zeta_v3):
+  """(Q, bits) of one 3PC-family worker (`run`'s `estimator`)."""
+  def c_main(v):
+    if compressor == 'top_k':
+      return top_k(v, k_top)
+    if compressor == 'randk':
+      return randk(v, k_rand, uniforms[k][m])
+    raise ValueError(compressor)
+
+  def c_second(v):
+    if compressor_b == 'top_k_b':
+      return top_k(v, k_b)
+    if compressor_b == 'randk_b':
+      return randk(v, k_b, uniforms_b[k][m])
+    raise ValueError(compressor_b)
+
+  if estimator == 'tpc_v1':
+    c, cost = c_main(g - y)
+    return y + c, cost
+  if estimator == 'tpc_v2':
+    qb, cost_b = c_second(g - y)
+    b = qhat + qb
+    c, cost = c_main(g - b)
+    return b + c, cost_b + cost
+  if estimator == 'tpc_v3':
+    fires = np.sum((g - qhat)**2) > dtype.type(zeta_v3) * np.sum((g - y)**2)
+    b = g if fires else qhat
+    c, cost = c_main(g - b)
+    return b + c, 32 * p if fires else cost
+  if estimator == 'tpc_v4':
+    c2, cost_b = c_second(g - qhat)
+    b = qhat + c2
+    c, cost = c_main(g - b)
+    return b + c, cost_b + cost
+  if estimator == 'marina':
+    k_c = k_rand if compressor == 'randk' else k_top
+    prob = dtype.type(marina_p) if marina_p > 0 else (
+        dtype.type(k_c) / dtype.type(p))
+    c, cost = c_main(g - y)
+    if coins[k] < prob:
+      return g.copy(), 32 * p
+    return qhat + c, cost
+  raise ValueError(estimator)
+
+
 def sign(v):
   """Scaled sign (Karimireddy et al. 2019): (||v||_1 / p) sign(v): (C, bits).
 
@@ -422,7 +483,9 @@ def run(x_mnd, y_mn, *, steps, alpha, bits, compressor='uniform',
         keep_prob=0.5, uniforms=None, authors_code=False, model='logreg',
         hidden=None, theta0=None, top_k=0.01, error_feedback=False,
         trigger=None, zeta=1.0, downlink_bits=0, xi_schedule=(),
-        minibatch_scripts=False, warm_start=False, randk_k=0.09):
+        minibatch_scripts=False, warm_start=False, randk_k=0.09,
+        estimator=None, compressor_b=None, k_b=0.01, uniforms_b=None,
+        coins=None, marina_p=0.0, zeta_v3=1.0):
   """`steps` iterations of docs/algorithm.md's "One iteration", loop by loop.
 
   Extended to the family of /work/shared/compressors.md: error feedback,
@@ -449,7 +512,21 @@ def run(x_mnd, y_mn, *, steps, alpha, bits, compressor='uniform',
       only: the MLP cannot start at zero).
     top_k: top_k's k, a fraction of p or a count (`top_k_count`); also
       top_k_b's.
-    randk_k: randk's (and randk_b's) k, the same way.
+    randk_k: randk's k, the same way.
+    estimator: None (`innovation` decides: Qhat + C(g - Qhat) or C(g)), or
+      one of the 3PC family's (/work/shared/after-laq.md, section 1 and 2;
+      y_m the worker's gradient at its last step, 0 before): 'tpc_v1'
+      (y + C(g - y)), 'tpc_v2' (b = Qhat + Q(g - y), b + C(g - b)),
+      'tpc_v3' (b = g if ||g - Qhat||^2 > zeta_v3 ||g - y||^2 else Qhat,
+      b + C(g - b); 32 p bits when it fires), 'tpc_v4' (b = Qhat +
+      C2(g - Qhat), b + C(g - b)), 'marina' (g if coins[k] < p, else
+      Qhat + C(g - y); p = marina_p, or k / p where that is 0, k the
+      compressor's count). A difference added to the server's copy is
+      compressed on its own (C(v), against 0).
+    compressor_b, k_b, uniforms_b: the second compressor ('top_k_b' or
+      'randk_b'), its k and its uniforms[k][m] (under the compressor key
+      folded with 1).
+    coins: coins[k], the round's shared uniform u_k (MARINA's coin).
     error_feedback: add the worker's error memory err_m to g before
       compressing; an upload sets err_m = u - Q.
     trigger: 'eager' (always upload), 'laq' (LAG/LAQ's rule with the clock)
@@ -584,6 +661,11 @@ def run(x_mnd, y_mn, *, steps, alpha, bits, compressor='uniform',
         q = ref + c
       else:
         raise ValueError(compressor)
+      if estimator is not None:
+        q, cost = _three_pc(estimator, g, qhat[m], y[m], k, m, p, dtype,
+                            compressor, k_top, k_rand, uniforms,
+                            compressor_b, top_k_count(k_b, p), uniforms_b,
+                            coins, marina_p, zeta_v3)
       if warm_start and clock[m] == np.inf:  # the first upload: g itself
         q, cost = u, 32 * p
       e = np.sum((q - g)**2)
@@ -591,7 +673,6 @@ def run(x_mnd, y_mn, *, steps, alpha, bits, compressor='uniform',
         lhs = np.sum((g - qhat[m])**2)
         rhs = zeta * np.sum((g - y[m])**2)
         upload = lhs > rhs or clock[m] == np.inf
-        y[m] = g  # every step, upload or skip
       elif trigger == 'clag':
         lhs = np.sum((g - qhat[m])**2)  # the uncompressed innovation
         rhs = zeta * hist[0]  # h_1 (0 at k = 0)
@@ -613,6 +694,7 @@ def run(x_mnd, y_mn, *, steps, alpha, bits, compressor='uniform',
         row['bits'][m] = cost
       else:
         clock[m] += 1
+      y[m] = g  # the 3PC family's memory: every step, upload or skip
       row['innovation'][m], row['threshold'][m], row['error'][m] = lhs, rhs, e
     new_theta = theta - alpha * agg
     moved = np.sum((new_theta - theta)**2)

@@ -177,10 +177,11 @@ class OracleModelTest(parameterized.TestCase):
       a = lj.ALGORITHMS[name]
       self.assertEqual(
           (a.stochastic, a.compressor, a.innovation, a.error_feedback,
-           a.trigger, a.downlink, a.server, a.warm_start),
+           a.trigger, a.downlink, a.server, a.warm_start, a.estimator,
+           a.compressor_b),
           (f['minibatch'], f['compressor'], f['innovation'],
            f['error_feedback'], f['trigger'], f['downlink'], f['server'],
-           f['warm_start']),
+           f['warm_start'], f['estimator'], f['compressor_b']),
           name)
     self.assertEqual(reference.COMPRESSORS, lj.COMPRESSORS)
 
