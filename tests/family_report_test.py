@@ -357,6 +357,38 @@ class LasgReportTest(absltest.TestCase):
         f'lasg_wk1_laq (diverged at k=3 {note}).')
 
 
+  def test_uploads_per_window_and_the_model(self):
+    # Uploads of all workers per 100 steps in the first five windows, the
+    # middle and the last, against sums by hand; the model line names the
+    # initialization.
+    steps, workers = 1000, 3
+    rng = np.random.default_rng(0)
+    uploads = (rng.random((2, steps, workers)) < [[[0.9]], [[0.2]]])
+    sweep = {'rows': [{'algo': 'sgd'}, {'algo': 'lasg_wk2'}],
+             'curves': {'uploads': uploads.astype(np.int32)},
+             'config': {'model': 'lasg_cnn', 'init': 'torch'},
+             'info': {'num_train': 60000}}
+    self.assertEqual(lasg_report.windows(steps),
+                     [(0, 100), (100, 200), (200, 300), (300, 400),
+                      (400, 500), (500, 600), (900, 1000)])
+    text = '\n'.join(lasg_report.window_section(sweep))
+    for g, algo in enumerate(('sgd', 'lasg_wk2')):
+      want = [f'{int(uploads[g, a:a + 100].sum()):,}'
+              for a in (0, 100, 200, 300, 400, 500, 900)]
+      self.assertEqual(cells(text, algo), [algo] + want)
+    self.assertIn('at most 300', text)
+    with unittest.mock.patch.object(
+        lasg_report.replay_lib, 'flops_per_worker_step',
+        lambda config, num_train: (1.0, 431_080)):
+      line = lasg_report.model_line(sweep)[0]
+    self.assertEqual(line, "Model: `lasg_cnn` (431,080 parameters), started "
+                     "as PyTorch starts it (`init='torch'`: torch.nn's "
+                     "default uniform initializers, as the authors' code "
+                     'does).')
+    self.assertEqual(lasg_report.window_section(
+        dict(sweep, curves={'uploads': uploads[:, :150]})), [])
+
+
 # `python -m experiments.family` with two more presets, one of each kind,
 # registered from user code as a user's join the family (one more grid point
 # in each compiled program), at a huge step size: they diverge.

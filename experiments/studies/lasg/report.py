@@ -107,7 +107,55 @@ def section(title: str, sweep: dict) -> list[str]:
   lines += [table(list(COLUMNS), body, 'l' + 'r' * (len(COLUMNS) - 2) + 'l'),
             '']
   lines += [verdict(by_algo), '']
+  lines += model_line(sweep) + window_section(sweep)
   return lines
+
+
+def model_line(sweep: dict) -> list[str]:
+  """The sweep's model, its initialization and parameter count."""
+  config = sweep['config']
+  if 'model' not in config:
+    return []
+  algo = sweep['rows'][0]['algo']
+  _, num_params = replay_lib.flops_per_worker_step(
+      dict(config, algo=algo), sweep['info'].get('num_train'))
+  init = config.get('init', 'default')
+  started = (', started as PyTorch starts it (`init=\'torch\'`: torch.nn\'s '
+             'default uniform initializers, as the authors\' code does)'
+             if init == 'torch' else ', flax\'s default initialization')
+  return [f'Model: `{config["model"]}` ({num_params:,} parameters){started}.',
+          '']
+
+
+# The windows of `window_section`: the first 500 steps (where a slow start
+# shows), the middle and the last 100.
+WINDOW = 100
+
+
+def windows(steps: int) -> list[tuple[int, int]]:
+  starts = [0, 100, 200, 300, 400, steps // 2 // WINDOW * WINDOW,
+            steps - WINDOW]
+  return sorted({(s, s + WINDOW) for s in starts if 0 <= s <= steps - WINDOW})
+
+
+def window_section(sweep: dict) -> list[str]:
+  """Uploads per 100 steps (all workers) in a few windows, per preset:
+  how the lazy rules' savings move over the run (SGD: 100 M each)."""
+  if 'uploads' not in sweep['curves']:
+    return []
+  uploads = sweep['curves']['uploads']  # [G, T, M]
+  steps, workers = uploads.shape[1], uploads.shape[2]
+  spans = windows(steps)
+  if steps < 2 * WINDOW or not spans:
+    return []
+  header = ['preset'] + [f'k {a:,}-{b - 1:,}' for a, b in spans]
+  body = [[r['algo']] + [fmt(int(uploads[g, a:b].sum())) for a, b in spans]
+          for g, r in enumerate(sweep['rows'])]
+  return [f'Uploads per {WINDOW} steps, all {workers} workers (at most '
+          f'{WINDOW * workers:,}); the LASG paper shows its runs as figures '
+          'only (no result files are committed with its code), so no '
+          'published numbers stand beside these:', '',
+          table(header, body, 'l' + 'r' * len(spans)), '']
 
 
 def gap_points(row: dict, base: dict) -> float | None:
