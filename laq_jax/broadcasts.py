@@ -32,6 +32,7 @@ from typing import Any, NamedTuple, Sequence
 import jax
 import jax.numpy as jnp
 
+from laq_jax import compressors
 from laq_jax import parts as parts_lib
 from laq_jax import quantize
 from laq_jax import registry
@@ -75,6 +76,16 @@ def laq_downlink(inputs: Inputs):
                       lambda: (theta_P, full))
 
 
+def ef21p(inputs: Inputs):
+  """EF21-P's broadcast (Gruntkowska, Tyurin, Richtarik, ICML 2023):
+  thetahat^k + C_P(theta^{k+1} - thetahat^k) with C_P the compressor
+  `top_k_down` (its own k), its bits k (32 + ceil(log2 p)) per worker."""
+  out = compressors.top_k(inputs.theta_P, inputs.last_broadcast_P, None,
+                          inputs.hyper,
+                          params=inputs.hyper.params['top_k_down'])
+  return out.value_P, out.bits
+
+
 REGISTRY: parts_lib.PartRegistry = parts_lib.PartRegistry(
     'broadcast', [
         ('full', parts_lib.broadcast(
@@ -82,6 +93,9 @@ REGISTRY: parts_lib.PartRegistry = parts_lib.PartRegistry(
         ('quantized', parts_lib.broadcast(
             'quantized', laq_downlink,
             doc='thetahat + Q_b(theta - thetahat), LAQ\'s quantizer')),
+        ('ef21p', parts_lib.broadcast(
+            'ef21p', ef21p, opt_in=True,
+            doc='EF21-P: thetahat + top_k_down(theta - thetahat)')),
     ])
 
 

@@ -369,6 +369,10 @@ _TOP_K_B = parts_lib.compressor(
     opt_in=True,
     wire=codecs.TopK(top_k_count),
     doc='top-k with its own k, for the second slot (3PC v4)')
+_TOP_K_DOWN = parts_lib.compressor(
+    'top_k_down', _own_group(top_k, 'top_k_down'), params=[_k_param(0.01)],
+    opt_in=True, wire=codecs.TopK(top_k_count),
+    doc='top-k with its own k, for the broadcast (EF21-P)')
 _RANDK_B = parts_lib.compressor(
     'randk_b', _own_group(randk, 'randk_b'), params=[_k_param(0.01)],
     opt_in=True,
@@ -377,7 +381,8 @@ REGISTRY: parts_lib.PartRegistry = parts_lib.PartRegistry(
     'compressor', [('identity', _IDENTITY), ('uniform', _UNIFORM),
                    ('qsgd', _QSGD), ('rand_p', _RAND_P), ('top_k', _TOP_K),
                    ('sign', sign), ('terngrad', terngrad), ('randk', _RANDK),
-                   ('top_k_b', _TOP_K_B), ('randk_b', _RANDK_B)])
+                   ('top_k_b', _TOP_K_B), ('randk_b', _RANDK_B),
+                   ('top_k_down', _TOP_K_DOWN)])
 # COMPRESSORS: the registry's names (a compressor registered later is in it).
 __getattr__ = registry.names_attribute(__name__, COMPRESSORS=REGISTRY)
 

@@ -147,14 +147,59 @@ def tpc_v4(inputs: Inputs, *, state):
   return (out._replace(bits=out.bits + first.bits), states), {'y': g}
 
 
-def coin_probability(hyper, p, num_params: int) -> jax.Array:
-  """MARINA's p: the parameter, or where it is 0, k / P with k the
-  compressor slot's (randk's, else top_k's) count."""
+def slot_count(hyper, num_params: int) -> jax.Array:
+  """k of the compressor slot: randk's count where it holds randk, else
+  top_k's (int32)."""
   k = jnp.where(hyper.compressor == compressors_lib.index('randk'),
                 hyper.params['randk']['k'], hyper.params['top_k']['k'])
-  ratio = (compressors_lib.top_k_count(k, num_params).astype(p.dtype)
-           / num_params)
+  return compressors_lib.top_k_count(k, num_params)
+
+
+def coin_probability(hyper, p, num_params: int) -> jax.Array:
+  """MARINA's p: the parameter, or where it is 0, k / P with k the
+  compressor slot's count (`slot_count`)."""
+  ratio = slot_count(hyper, num_params).astype(p.dtype) / num_params
   return jnp.where(p > 0, p, ratio)
+
+
+def _omega(hyper, dtype, num_params: int) -> jax.Array:
+  """omega = P / k - 1 of Rand-K with the slot's k."""
+  return num_params / slot_count(hyper, num_params).astype(dtype) - 1
+
+
+def dasha(inputs: Inputs, *, params, state):
+  """DASHA (Tyurin, Richtarik, ICLR 2023): c = C(g - h - a (Q-hat - h)),
+  Q = Q-hat + c (c sent), h <- g; a = 1 / (2 omega + 1) where the
+  parameter is 0, omega = P / k - 1."""
+  g, qhat, h = inputs.grad_P, inputs.qhat_P, state['h']
+  omega = _omega(inputs.hyper, g.dtype, g.shape[-1])
+  a = params['a'].astype(g.dtype)
+  a = jnp.where(a > 0, a, 1 / (2 * omega + 1))
+  c, states = _compressed(inputs.compress, g - h - a * (qhat - h),
+                          inputs.compressor_states)
+  return (c._replace(value_P=qhat + c.value_P), states), {'h': g}
+
+
+def _diana_init(num_params, dtype, *, theta_P):
+  del theta_P
+  return {'h': jnp.zeros((num_params,), dtype),
+          'started': jnp.zeros((), bool)}
+
+
+def diana(inputs: Inputs, *, params, state):
+  """DIANA's shift (EF21-P + DIANA, Gruntkowska, Tyurin, Richtarik 2023):
+  m = Q(g - h) sent, Q = h + m (the server's H + sum m is the sum of
+  these), h <- h + beta m; beta = 1 / (omega + 1) where the parameter is 0.
+  With the warm start, the first round sets h = g (the upload is g)."""
+  g, h = inputs.grad_P, state['h']
+  omega = _omega(inputs.hyper, g.dtype, g.shape[-1])
+  beta = params['beta'].astype(g.dtype)
+  beta = jnp.where(beta > 0, beta, 1 / (omega + 1))
+  m, states = _compressed(inputs.compress, g - h, inputs.compressor_states)
+  first = inputs.hyper.warm_start & ~state['started']
+  new_h = jnp.where(first, g, h + beta * m.value_P)
+  return ((m._replace(value_P=h + m.value_P), states),
+          {'h': new_h, 'started': jnp.ones((), bool)})
 
 
 def marina(inputs: Inputs, *, params, state):
@@ -168,6 +213,11 @@ def marina(inputs: Inputs, *, params, state):
   value = jnp.where(full, g, inputs.qhat_P + c.value_P)
   bits = jnp.where(full, jnp.int32(32 * g.shape[-1]), c.bits)
   return (compressors_lib.Compressed(value, bits), states), {'y': g}
+
+
+def _h_init(num_params, dtype, *, theta_P):
+  del theta_P
+  return {'h': jnp.zeros((num_params,), dtype)}
 
 
 _ZETA = parts_lib.Param(
@@ -200,6 +250,20 @@ REGISTRY: parts_lib.PartRegistry = parts_lib.PartRegistry(
         ('marina', parts_lib.estimator(
             'marina', marina, init=_y_init, params=[_P], opt_in=True,
             doc='MARINA / 3PC v5: g on the coin, else Qhat + C(g - y)')),
+        ('dasha', parts_lib.estimator(
+            'dasha', dasha, init=_h_init, opt_in=True, params=[
+                parts_lib.Param(
+                    'a', 0.0, check=lambda a: (a >= 0) & (a <= 1),
+                    allowed='a number in [0, 1] (0: 1 / (2 omega + 1))',
+                    doc='a, the momentum of DASHA\'s estimate')],
+            doc='DASHA: Qhat + C(g - h - a (Qhat - h)), h <- g')),
+        ('diana', parts_lib.estimator(
+            'diana', diana, init=_diana_init, opt_in=True, params=[
+                parts_lib.Param(
+                    'beta', 0.0, check=lambda a: (a >= 0) & (a <= 1),
+                    allowed='a number in [0, 1] (0: 1 / (omega + 1))',
+                    doc='beta, the step of DIANA\'s shift h')],
+            doc='DIANA: h + Q(g - h), h <- h + beta Q(g - h)')),
     ])
 
 

@@ -195,6 +195,14 @@ AFTER_LAQ: tuple[Algorithm, ...] = (
                  'top-k'),
     _A('marina', False, 'randk', False, estimator='marina', warm_start=True,
        reference='Gorbunov, Burlachenko, Li, Richtarik 2021: MARINA'),
+    _A('dasha', False, 'randk', False, estimator='dasha', warm_start=True,
+       reference='Tyurin, Richtarik 2023: DASHA'),
+    _A('ef21_p_diana', False, 'randk', False, estimator='diana',
+       broadcast='ef21p', warm_start=True,
+       reference='Gruntkowska, Tyurin, Richtarik 2023: EF21-P + DIANA'),
+    _A('ef21_p_dcgd', False, 'randk', False, broadcast='ef21p',
+       warm_start=True,
+       reference='Gruntkowska, Tyurin, Richtarik 2023: EF21-P + DCGD'),
 )
 
 

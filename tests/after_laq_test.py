@@ -45,7 +45,8 @@ def run(algo, steps=STEPS, participation=False, **hyper):
                     compressors_b=('identity', a.compressor_b),
                     estimators=('direct', 'innovation', a.estimator),
                     triggers=('eager', 'tpc_lazy'), warm_start=True,
-                    error_feedback=False, downlink=False,
+                    error_feedback=False, downlink=a.downlink,
+                    broadcasts=('full', a.broadcast),
                     participation=participation)
   h = lj.make_hyper(algo, dtype=jnp.float64, step_size=ALPHA, **hyper)
   with jax.enable_x64(True):
@@ -164,6 +165,34 @@ class EstimatorsTest(parameterized.TestCase):
       full = np.array(coins[1:]) < 0.3
       self.assertTrue(full.any() and not full.all())
       np.testing.assert_array_equal(trace.bits_M[1:][full], 32 * P)
+
+  @parameterized.parameters('dasha', 'ef21_p_diana', 'ef21_p_dcgd')
+  def test_shifted_and_bidirectional_match_numpy(self, algo):
+    # DASHA (section 3), EF21-P with DIANA and with DCGD (section 4): the
+    # workers compute at the broadcast thetahat + top-k(theta - thetahat).
+    a = lj.ALGORITHMS[algo]
+    seed, k, k_down = 5, 0.02, 0.05
+    state, trace, (x, y) = run(algo, seed=seed, **{
+        'randk.k': k, 'top_k_down.k': k_down})
+    with jax.enable_x64(True):
+      uniforms = draws(seed, STEPS)
+    ref = reference.run(
+        x, y, steps=STEPS, alpha=ALPHA, bits=4, compressor='randk',
+        innovation=False, trigger='eager', randk_k=k, warm_start=True,
+        estimator=None if a.estimator == 'direct' else a.estimator,
+        uniforms=uniforms,
+        broadcast_top_k=k_down if a.downlink else None)
+    np.testing.assert_array_equal(trace.sent_M, ref['sent'])
+    np.testing.assert_array_equal(trace.bits_M.astype(np.int64), ref['bits'])
+    np.testing.assert_array_equal(trace.bits_down_M.astype(np.int64),
+                                  ref['bits_down'])
+    np.testing.assert_allclose(trace.loss, ref['loss'], rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(state.theta_P), ref['theta'],
+                               rtol=1e-11, atol=1e-14)
+    if a.downlink:
+      np.testing.assert_allclose(np.asarray(state.rule.broadcast_P),
+                                 ref['theta_hat'], rtol=1e-11, atol=1e-14)
+      self.assertLess(int(trace.bits_down_M[0, 0]), 32 * P)
 
   def test_equivalences(self):
     # MARINA at p = 1 sends g every round: GD, as tpc_v4 with k2 = p does

@@ -56,7 +56,7 @@ def top_k_down(inputs, *, params):
 
 
 def user_part():
-  return parts.broadcast('top_k_down', top_k_down, params=[
+  return parts.broadcast('users_top_k', top_k_down, params=[
       parts.Param('k', 4, 'int', check=lambda a: a >= 1,
                   allowed='an integer >= 1')])
 
@@ -92,15 +92,15 @@ class BroadcastTest(absltest.TestCase):
   def test_a_users_broadcast_in_rounds_and_in_a_run(self):
     g = np.random.default_rng(6).normal(size=(T, M, P))
     with registry.scoped():
-      broadcasts.REGISTRY.register('top_k_down', user_part())
+      broadcasts.REGISTRY.register('users_top_k', user_part())
       lj.register_algorithm(lj.Algorithm(
-          'gd_down', False, 'identity', False, broadcast='top_k_down'))
+          'gd_down', False, 'identity', False, broadcast='users_top_k'))
       self.assertTrue(lj.get_algorithm('gd_down').downlink)
       parts_ = rules.Parts.of(['identity'], ['eager'], ['sgd'],
                               error_feedback=False, downlink=True,
-                              broadcasts=['full', 'top_k_down'])
+                              broadcasts=['full', 'users_top_k'])
       h = lj.make_hyper('gd_down', step_size=ALPHA, dtype=jnp.float64,
-                        **{'top_k_down.k': 5})
+                        **{'users_top_k.k': 5})
       with jax.enable_x64(True):
         _, (stats, sent_T) = rule_steps(jnp.asarray(g), parts_, h)
       theta = np.linspace(-1, 1, P)
@@ -120,7 +120,7 @@ class BroadcastTest(absltest.TestCase):
       data = lj.Data(jnp.asarray(x[..., ::40]), jnp.asarray(y))
       problem = lj.get_problem('logreg', input_dim=20, num_classes=10)
       spec = lj.RunSpec(problem, M, downlink=True,
-                        broadcasts=('full', 'top_k_down'), grid_axis='map')
+                        broadcasts=('full', 'users_top_k'), grid_axis='map')
       grid = lj.stack_hypers([lj.make_hyper(a, step_size=0.05)
                               for a in ('gd', 'gd_down')])
       _, trace = lj.run(spec, data, grid, 4)
@@ -131,9 +131,9 @@ class BroadcastTest(absltest.TestCase):
                                     4 * (32 + 8))  # k = 4 of P = 210
       # Its parameter is a grid axis for the points that use it.
       points = sweep.expand_grid({'algo': ['gd', 'gd_down'],
-                                  'top_k_down.k': [2, 5]},
+                                  'users_top_k.k': [2, 5]},
                                  dict(hyper_lib.DEFAULTS, algo='gd'))
-      self.assertEqual([(p['algo'], p['top_k_down.k']) for p in points],
+      self.assertEqual([(p['algo'], p['users_top_k.k']) for p in points],
                        [('gd', 4), ('gd_down', 2), ('gd_down', 5)])
 
   def test_refusals(self):

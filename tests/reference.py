@@ -36,7 +36,7 @@ TIE_FLOAT32 = 1e-5
 MODELS = ('logreg', 'mlp')
 # In the order of the family's table (/work/shared/compressors.md).
 COMPRESSORS = ('identity', 'uniform', 'qsgd', 'rand_p', 'top_k', 'sign',
-               'terngrad', 'randk', 'top_k_b', 'randk_b')
+               'terngrad', 'randk', 'top_k_b', 'randk_b', 'top_k_down')
 TRIGGERS = ('eager', 'laq', 'clag', 'tpc_lazy')
 
 # The presets of docs/algorithm.md ("The presets"): name -> (minibatch
@@ -175,7 +175,14 @@ FAMILY = {
            ('tpc_v3', 'top_k', 'tpc_v3', 'identity'),
            ('tpc_v4', 'top_k', 'tpc_v4', 'top_k_b'),
            ('tpc_v5', 'top_k', 'marina', 'identity'),
-           ('marina', 'randk', 'marina', 'identity'))},
+           ('marina', 'randk', 'marina', 'identity'),
+           ('dasha', 'randk', 'dasha', 'identity'))},
+    # EF21-P (section 4): the broadcast thetahat + top-k(theta - thetahat).
+    'ef21_p_diana': _member(False, 'randk', False, False, 'eager',
+                            downlink=True, warm_start=True,
+                            estimator='diana'),
+    'ef21_p_dcgd': _member(False, 'randk', False, False, 'eager',
+                           downlink=True, warm_start=True),
 }
 
 
@@ -399,6 +406,24 @@ def randk(v, k, uniforms):
   return out, 32 * k + 32
 
 
+def _shifted(estimator, g, qhat, h, started, k, m, p, dtype, compressor,
+             k_top, k_rand, uniforms, dasha_a, diana_beta):
+  """(Q, bits, the new h) of a DASHA or DIANA worker (`run`)."""
+  k_c = k_rand if compressor == 'randk' else k_top
+  omega = dtype.type(p) / dtype.type(k_c) - 1
+  if compressor == 'randk':
+    compress = lambda v: randk(v, k_rand, uniforms[k][m])
+  else:
+    compress = lambda v: top_k(v, k_top)
+  if estimator == 'dasha':
+    a = dtype.type(dasha_a) if dasha_a > 0 else 1 / (2 * omega + 1)
+    c, cost = compress(g - h - a * (qhat - h))
+    return qhat + c, cost, g.copy()
+  beta = dtype.type(diana_beta) if diana_beta > 0 else 1 / (omega + 1)
+  c, cost = compress(g - h)
+  return h + c, cost, (h + beta * c) if started else g.copy()
+
+
 def _three_pc(estimator, g, qhat, y, k, m, p, dtype, compressor, k_top,
               k_rand, uniforms, compressor_b, k_b, uniforms_b, coins,
               marina_p, zeta_v3):
@@ -485,7 +510,8 @@ def run(x_mnd, y_mn, *, steps, alpha, bits, compressor='uniform',
         trigger=None, zeta=1.0, downlink_bits=0, xi_schedule=(),
         minibatch_scripts=False, warm_start=False, randk_k=0.09,
         estimator=None, compressor_b=None, k_b=0.01, uniforms_b=None,
-        coins=None, marina_p=0.0, zeta_v3=1.0):
+        coins=None, marina_p=0.0, zeta_v3=1.0, dasha_a=0.0, diana_beta=0.0,
+        broadcast_top_k=None):
   """`steps` iterations of docs/algorithm.md's "One iteration", loop by loop.
 
   Extended to the family of /work/shared/compressors.md: error feedback,
@@ -527,6 +553,14 @@ def run(x_mnd, y_mn, *, steps, alpha, bits, compressor='uniform',
       'randk_b'), its k and its uniforms[k][m] (under the compressor key
       folded with 1).
     coins: coins[k], the round's shared uniform u_k (MARINA's coin).
+      'dasha' (section 3: c = C(g - h - a (Qhat - h)), Q = Qhat + c,
+      h <- g; a = dasha_a, or 1 / (2 omega + 1) where that is 0, omega =
+      p / k - 1) and 'diana' (section 4: m = C(g - h), Q = h + m,
+      h <- h + beta m, beta = diana_beta or 1 / (omega + 1); with the warm
+      start the first step sets h = g) keep h_m in place of y_m.
+    broadcast_top_k: EF21-P's broadcast, thetahat + top-k(theta -
+      thetahat) with this k (a fraction of p or a count), k (32 +
+      ceil(log2 p)) bits per worker; None: `downlink_bits` decides.
     error_feedback: add the worker's error memory err_m to g before
       compressing; an upload sets err_m = u - Q.
     trigger: 'eager' (always upload), 'laq' (LAG/LAQ's rule with the clock)
@@ -589,6 +623,8 @@ def run(x_mnd, y_mn, *, steps, alpha, bits, compressor='uniform',
   ehat = np.zeros(m_workers, dtype)
   err = np.zeros((m_workers, p), dtype)  # error feedback's memory
   y = np.zeros((m_workers, p), dtype)  # the 3PC test's last gradient
+  h_shift = np.zeros((m_workers, p), dtype)  # DASHA's and DIANA's h_m
+  started = np.zeros(m_workers, bool)
   # Algorithm 1 of the paper starts from every worker's upload at theta^0: a
   # worker that never uploaded is infinitely stale.
   clock = np.zeros(m_workers) if authors_code else np.full(m_workers, np.inf)
@@ -626,7 +662,7 @@ def run(x_mnd, y_mn, *, steps, alpha, bits, compressor='uniform',
       # The loss is the server's f(theta^k); the gradient is at thetahat^k.
       f_m, g = loss_and_grad(theta, x_mnd[m], y_mn[m])
       row['loss'] += f_m
-      if downlink_bits > 0:
+      if downlink_bits > 0 or broadcast_top_k is not None:
         _, g = loss_and_grad(theta_hat, x_mnd[m], y_mn[m])
       if batches is not None:
         idx = batches[k][m]
@@ -647,7 +683,7 @@ def run(x_mnd, y_mn, *, steps, alpha, bits, compressor='uniform',
         c, cost = rand_p(u - ref, keep_prob, uniforms[k][m])
         q = ref + c
         cost -= 32 if authors_code else 0  # no seed in their count
-      elif compressor in ('top_k', 'top_k_b'):
+      elif compressor in ('top_k', 'top_k_b', 'top_k_down'):
         c, cost = _top_k(u - ref, k_top)
         q = ref + c
       elif compressor in ('randk', 'randk_b'):
@@ -661,7 +697,13 @@ def run(x_mnd, y_mn, *, steps, alpha, bits, compressor='uniform',
         q = ref + c
       else:
         raise ValueError(compressor)
-      if estimator is not None:
+      if estimator in ('dasha', 'diana'):
+        q, cost, h_shift[m] = _shifted(
+            estimator, g, qhat[m], h_shift[m], started[m] or not warm_start,
+            k, m, p, dtype, compressor, k_top, k_rand, uniforms, dasha_a,
+            diana_beta)
+        started[m] = True
+      elif estimator is not None:
         q, cost = _three_pc(estimator, g, qhat[m], y[m], k, m, p, dtype,
                             compressor, k_top, k_rand, uniforms,
                             compressor_b, top_k_count(k_b, p), uniforms_b,
@@ -702,7 +744,12 @@ def run(x_mnd, y_mn, *, steps, alpha, bits, compressor='uniform',
     theta = new_theta
     # The broadcast: the b-bit quantizer of theta^{k+1} - thetahat^k, whose
     # value is thetahat^k + the quantized innovation; or theta itself.
-    if downlink_bits > 0:
+    if broadcast_top_k is not None:
+      c, cost_down = _top_k(theta - theta_hat, top_k_count(broadcast_top_k,
+                                                           p))
+      theta_hat = theta_hat + c
+      row['bits_down'][:] = cost_down
+    elif downlink_bits > 0:
       theta_hat, _ = quantize(theta, theta_hat, downlink_bits)
       row['bits_down'][:] = downlink_bits * p + 32
     else:
