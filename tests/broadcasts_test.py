@@ -28,22 +28,9 @@ ALPHA = 0.05
 
 
 def rule_steps(grads_TxMxP, parts_, h):
-  h = hyper_lib.cast(h, grads_TxMxP.dtype)
-  theta0 = jnp.asarray(np.linspace(-1, 1, P), grads_TxMxP.dtype)
-  state = rules.init(theta0, M, 4, False, parts_, h)
-
-  @jax.jit
-  def run(theta, state):
-    def body(carry, inputs):
-      theta, state = carry
-      k, grads = inputs
-      theta, state, stats = rules.step(grads, state, theta, h, step_count=k,
-                                       parts=parts_)
-      return (theta, state), (stats, state.broadcast_P)
-    steps = jnp.arange(T, dtype=jnp.int32)
-    return jax.lax.scan(body, (theta, state), (steps, grads_TxMxP))
-
-  return run(theta0, state)
+  """((theta, state), (stats, the broadcast the workers hold) per step)."""
+  return common.rule_steps(grads_TxMxP, parts_, h, np.linspace(-1, 1, P),
+                           per_step=lambda state: state.broadcast_P)
 
 
 def top_k_down(inputs, *, params):

@@ -179,3 +179,31 @@ def batch_rows(key, n, k):
   from tests import reference  # pylint: disable=g-import-not-at-top
   round_keys = jax.random.bits(key, (randomness.FEISTEL_ROUNDS,), jnp.uint32)
   return reference.sample_rows(np.asarray(round_keys), n, k)
+
+
+def rule_steps(grads_TxMxP, parts_, h, theta0, state=None, per_step=None):
+  """`rules.step` over the given gradients [T, M, P] (one jitted scan from
+  `rules.init` at theta0 with D = 4, or from `state`): ((theta, state),
+  the stats per step), or ((theta, state), (stats, per_step(state))) per
+  step where `per_step` is given (e.g. the broadcast the workers hold)."""
+  import jax  # pylint: disable=g-import-not-at-top
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  from laq_jax import hyper as hyper_lib  # pylint: disable=g-import-not-at-top
+  from laq_jax import rules  # pylint: disable=g-import-not-at-top
+  h = hyper_lib.cast(h, grads_TxMxP.dtype)
+  if state is None:
+    state = rules.init(theta0, grads_TxMxP.shape[1], 4, False, parts_, h)
+
+  @jax.jit
+  def run(theta, state):
+    def body(carry, inputs):
+      theta, state = carry
+      k, grads = inputs
+      theta, state, stats = rules.step(grads, state, theta, h, step_count=k,
+                                       parts=parts_)
+      out = stats if per_step is None else (stats, per_step(state))
+      return (theta, state), out
+    steps = jnp.arange(grads_TxMxP.shape[0], dtype=jnp.int32)
+    return jax.lax.scan(body, (theta, state), (steps, grads_TxMxP))
+
+  return run(jnp.asarray(theta0, grads_TxMxP.dtype), state)

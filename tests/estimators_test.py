@@ -21,6 +21,7 @@ from laq_jax import registry
 from laq_jax import rules
 from laq_jax import sweep
 from laq_jax import trigger
+from tests import common
 from tests import reference
 
 M, P, K, T = 3, 30, 4, 6
@@ -29,22 +30,7 @@ PER_VALUE = 32 + 5  # a value and its index among P = 30
 
 
 def rule_steps(grads_TxMxP, parts_, h):
-  h = hyper_lib.cast(h, grads_TxMxP.dtype)
-  theta0 = jnp.zeros((P,), grads_TxMxP.dtype)
-  state = rules.init(theta0, M, 4, False, parts_, h)
-
-  @jax.jit
-  def run(theta, state):
-    def body(carry, inputs):
-      theta, state = carry
-      k, grads = inputs
-      theta, state, stats = rules.step(grads, state, theta, h, step_count=k,
-                                       parts=parts_)
-      return (theta, state), stats
-    steps = jnp.arange(T, dtype=jnp.int32)
-    return jax.lax.scan(body, (theta, state), (steps, grads_TxMxP))
-
-  return run(theta0, state)
+  return common.rule_steps(grads_TxMxP, parts_, h, jnp.zeros((P,)))
 
 
 def top_k(v, k=K):

@@ -234,22 +234,8 @@ def numpy_powersgd(grads_TxMxP, q0, rank, cols, step_size, theta0):
 
 
 def rule_steps(grads_TxMxP, parts_, h, theta0, state=None):
-  h = hyper_lib.cast(h, grads_TxMxP.dtype)
-  if state is None:
-    state = rules.init(theta0, grads_TxMxP.shape[1], 4, False, parts_, h)
-
-  @jax.jit
-  def run(theta, state):
-    def body(carry, inputs):
-      theta, state = carry
-      k, grads = inputs
-      theta, state, stats = rules.step(grads, state, theta, h, step_count=k,
-                                       parts=parts_)
-      return (theta, state), stats
-    steps = jnp.arange(grads_TxMxP.shape[0], dtype=jnp.int32)
-    return jax.lax.scan(body, (theta, state), (steps, grads_TxMxP))
-
-  (theta, state), stats = run(theta0, state)
+  (theta, state), stats = common.rule_steps(grads_TxMxP, parts_, h, theta0,
+                                            state)
   return theta, state, stats
 
 
