@@ -38,8 +38,11 @@ level or index out of range, a NaN or an
 infinity or a value over `wire.bound`, a format that is not the run's, a
 second answer from the same node in a round, an error reply (the ClientApp
 failed); a client that does not answer before the round's timeout is absent
-too. A refused or absent client counts as absent for the round (its last
-upload stays where it was, `laq_jax.deploy`), and the round goes on.
+too (the first round, where the clients compile, waits up to
+`first-round-timeout-s`, by default the larger of the round's and
+FIRST_ROUND_TIMEOUT_S). A refused or absent client counts as absent for
+the round (its last upload stays where it was, `laq_jax.deploy`), and the
+round goes on.
 
 The ServerApp writes `run_config['out']` (if set): a JSON file with, per
 run, every round's uploads, counted bits, payload and message bytes and
@@ -70,6 +73,10 @@ from laq_jax import wire
 
 # Under Flower's logger, so the lines reach `flwr run --stream` and `flwr log`.
 log = logging.getLogger('flwr').getChild('laq_jax')
+# How long the first round waits for replies at least, s: each client
+# compiles its program there (a 2-core CPU busy with other work took more
+# than 40 s).
+FIRST_ROUND_TIMEOUT_S = 300.0
 
 MakeRun = Callable[[dict], Mapping[str, tuple]]
 _CACHE: dict = {}
@@ -240,6 +247,11 @@ def serve(grid: Grid, make_run: MakeRun, run_config: dict) -> dict:
                      'deployment serves runs of the same clients')
   rounds = int(run_config.get('rounds', 20))
   timeout = float(run_config.get('round-timeout-s', 120))
+  # The first round's clients compile their program (a cold compilation
+  # cache): it waits longer, `first-round-timeout-s` (default the larger of
+  # the round timeout and FIRST_ROUND_TIMEOUT_S).
+  first_timeout = float(run_config.get('first-round-timeout-s',
+                                       max(timeout, FIRST_ROUND_TIMEOUT_S)))
   num_workers = num_workers.pop()
   wanted = int(run_config.get('clients', num_workers))
   if wanted != num_workers:
@@ -278,7 +290,8 @@ def serve(grid: Grid, make_run: MakeRun, run_config: dict) -> dict:
                               message_type='train'))
     down_bytes = _message_bytes(messages[0].content)
     round_start = time.perf_counter()
-    replies, arrived = _exchange(grid, messages, timeout)
+    waits = first_timeout if k == 0 else timeout
+    replies, arrived = _exchange(grid, messages, waits)
     wall = time.perf_counter() - round_start
     per_client = {s.name: {} for s in served}
     heard_nodes = set()
@@ -320,7 +333,7 @@ def serve(grid: Grid, make_run: MakeRun, run_config: dict) -> dict:
       for node, w in worker_of.items():
         if node not in heard_nodes:
           log.warning('round %d: client %d absent%s (no reply in %g s)', k,
-                      w, '' if s.name == 'run' else f' ({s.name})', timeout)
+                      w, '' if s.name == 'run' else f' ({s.name})', waits)
           s.refusals.append({'round': k, 'client': w, 'reason': 'no reply'})
       taken = s.server.finish_round()
       s.rounds.append({'round': k, 'wall_s': wall,

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import unittest.mock
 
 from absl.testing import absltest
 import numpy as np
@@ -167,8 +168,16 @@ class InProcessTest(absltest.TestCase):
     grid = _InProcessGrid(laq_app.client, run_config,
                           node_ids=(302, 999, 100, 205),
                           duplicate={(2, 205)})
-    with self.assertLogs('flwr.laq_jax', 'WARNING') as logs:
+    waited = []
+    exchange = flower._exchange  # pylint: disable=protected-access
+    def timed(grid_, messages, timeout, **kw):
+      waited.append(timeout)
+      return exchange(grid_, messages, timeout, **kw)
+    with self.assertLogs('flwr.laq_jax', 'WARNING') as logs, \
+        unittest.mock.patch.object(flower, '_exchange', timed):
       record = flower.serve(grid, laq_app.make_run, run_config)
+    # the first round (the clients compile) waits FIRST_ROUND_TIMEOUT_S
+    self.assertEqual(waited, [flower.FIRST_ROUND_TIMEOUT_S] + [5.0] * 4)
     self.assertEqual(grid.messaged, {100, 205, 302})
     for algo, overrides in RUNS:
       with self.subTest(algo):
