@@ -269,9 +269,9 @@ ALGORITHMS: dict[str, Algorithm] = registry.track({
         # Rounds with local work (docs/algorithm.md, "Local work"): the
         # upload is the model change Delta_m after K local steps.
         *_local_presets(),
-        # After LAQ (docs/algorithm.md, "After LAQ"): the 3PC paper's
-        # (Richtarik et al. 2022) EF21, LAG and CLAG, each worker's first
-        # upload its gradient (warm start).
+        # After LAQ (docs/algorithm.md, "After LAQ"): the 3PC family,
+        # MARINA, DASHA and EF21-P, each worker's first upload its gradient
+        # (warm start).
         *AFTER_LAQ,
     )
 })
