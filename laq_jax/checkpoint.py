@@ -35,6 +35,7 @@ the writer process.
 
 from __future__ import annotations
 
+import atexit
 import errno
 import hashlib
 import json
@@ -42,6 +43,7 @@ import logging
 import os
 import pathlib
 import shutil
+import time
 from typing import Any, Mapping, NamedTuple, Sequence
 
 import jax
@@ -100,6 +102,22 @@ def fingerprint(config: Mapping[str, Any]) -> str:
   text = json.dumps(config, sort_keys=True, separators=(',', ':'),
                     default=str)
   return hashlib.sha256(text.encode()).hexdigest()
+
+
+# How long a failed save's temporary folder is watched for a writing thread
+# that makes it again (s), and how long it must stay away to stop earlier.
+_PARTIAL_WATCH_S = 5.0
+_PARTIAL_QUIET_S = 0.5
+
+
+def _remove_partial(directory: pathlib.Path, step: int) -> bool:
+  """Removes the temporary folders of a failed save of `step`; whether
+  there were any."""
+  found = False
+  for path in pathlib.Path(directory).glob(f'{step}.orbax-checkpoint-tmp*'):
+    shutil.rmtree(path, ignore_errors=True)
+    found = True
+  return found
 
 
 class Restored(NamedTuple):
@@ -237,8 +255,19 @@ class Checkpointer:
       self._manager.wait_until_finished()
     except Exception:  # pylint: disable=broad-except
       pass  # the same failure, already reported by the caller
-    for path in self.directory.glob(f'{step}.orbax-checkpoint-tmp*'):
-      shutil.rmtree(path, ignore_errors=True)
+    _remove_partial(self.directory, step)
+    # A writing thread that outlived the wait can make the folder again
+    # (seen once on a full disk under load): watch it a moment, and remove
+    # what is left again when the process exits, after its threads.
+    quiet_since = time.monotonic()
+    end = quiet_since + _PARTIAL_WATCH_S
+    while time.monotonic() < end:
+      if _remove_partial(self.directory, step):
+        quiet_since = time.monotonic()
+      elif time.monotonic() - quiet_since > _PARTIAL_QUIET_S:
+        break
+      time.sleep(0.05)
+    atexit.register(_remove_partial, self.directory, step)
     try:
       self._manager.reload()
     except Exception:  # pylint: disable=broad-except
