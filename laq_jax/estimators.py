@@ -98,9 +98,16 @@ def reference(inputs: Inputs):
 # g every round, upload or skip). A difference the server adds to its copy
 # is compressed against 0, so the upload is exactly C(.) (`_compressed`).
 
-def _y_init(num_params, dtype, *, theta_P):
-  del theta_P
-  return {'y': jnp.zeros((num_params,), dtype)}
+def _zeros(name: str):
+  """The init of an estimator whose state is one vector `name`, 0 at the
+  start."""
+  def init(num_params, dtype, *, theta_P):
+    del theta_P
+    return {name: jnp.zeros((num_params,), dtype)}
+  return init
+
+
+_y_init, _h_init = _zeros('y'), _zeros('h')
 
 
 def _compressed(compress, v_P, states):
@@ -213,11 +220,6 @@ def marina(inputs: Inputs, *, params, state):
   value = jnp.where(full, g, inputs.qhat_P + c.value_P)
   bits = jnp.where(full, jnp.int32(32 * g.shape[-1]), c.bits)
   return (compressors_lib.Compressed(value, bits), states), {'y': g}
-
-
-def _h_init(num_params, dtype, *, theta_P):
-  del theta_P
-  return {'h': jnp.zeros((num_params,), dtype)}
 
 
 _ZETA = parts_lib.Param(

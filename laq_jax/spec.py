@@ -325,15 +325,6 @@ class RunSpec:
       raise ValueError('hyper uses partial participation (participation < 1, '
                        'clients_per_round > 0 or deadline_s > 0) but '
                        'RunSpec.participation=False; set it True')
-    partial_points = ((np.asarray(hyper.participation) < 1)
-                      | (np.asarray(hyper.clients_per_round) > 0)
-                      | (np.asarray(hyper.deadline_s) > 0))
-    if 'marina' in self.estimators and np.any(partial_points & (
-        np.asarray(hyper.estimator) == estimators_lib.index('marina'))):
-      raise ValueError('estimator \'marina\' (MARINA, 3PC v5) is not allowed '
-                       'with partial participation (participation < 1, '
-                       'clients_per_round > 0 or deadline_s > 0): its '
-                       'full-gradient rounds need every worker')
     if np.any(np.asarray(hyper.clients_per_round) > self.num_workers):
       raise ValueError(
           f'clients_per_round={show(np.asarray(hyper.clients_per_round))} is '

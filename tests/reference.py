@@ -406,15 +406,23 @@ def randk(v, k, uniforms):
   return out, 32 * k + 32
 
 
+def _sparsify(name, v, k_top, k_rand, uniforms):
+  """(C(v), bits) for the sparsifiers of the after-LAQ presets: top-k (and
+  its copies top_k_b, top_k_down) at k_top, Rand-K (and randk_b) at k_rand
+  on these uniforms."""
+  if name in ('top_k', 'top_k_b', 'top_k_down'):
+    return top_k(v, k_top)
+  if name in ('randk', 'randk_b'):
+    return randk(v, k_rand, uniforms)
+  raise ValueError(name)
+
+
 def _shifted(estimator, g, qhat, h, started, k, m, p, dtype, compressor,
              k_top, k_rand, uniforms, dasha_a, diana_beta):
   """(Q, bits, the new h) of a DASHA or DIANA worker (`run`)."""
   k_c = k_rand if compressor == 'randk' else k_top
   omega = dtype.type(p) / dtype.type(k_c) - 1
-  if compressor == 'randk':
-    compress = lambda v: randk(v, k_rand, uniforms[k][m])
-  else:
-    compress = lambda v: top_k(v, k_top)
+  compress = lambda v: _sparsify(compressor, v, k_top, k_rand, uniforms[k][m])
   if estimator == 'dasha':
     a = dtype.type(dasha_a) if dasha_a > 0 else 1 / (2 * omega + 1)
     c, cost = compress(g - h - a * (qhat - h))
@@ -428,19 +436,9 @@ def _three_pc(estimator, g, qhat, y, k, m, p, dtype, compressor, k_top,
               k_rand, uniforms, compressor_b, k_b, uniforms_b, coins,
               marina_p, zeta_v3):
   """(Q, bits) of one 3PC-family worker (`run`'s `estimator`)."""
-  def c_main(v):
-    if compressor == 'top_k':
-      return top_k(v, k_top)
-    if compressor == 'randk':
-      return randk(v, k_rand, uniforms[k][m])
-    raise ValueError(compressor)
-
-  def c_second(v):
-    if compressor_b == 'top_k_b':
-      return top_k(v, k_b)
-    if compressor_b == 'randk_b':
-      return randk(v, k_b, uniforms_b[k][m])
-    raise ValueError(compressor_b)
+  c_main = lambda v: _sparsify(compressor, v, k_top, k_rand, uniforms[k][m])
+  c_second = lambda v: _sparsify(compressor_b, v, k_b, k_b,
+                                 uniforms_b and uniforms_b[k][m])
 
   if estimator == 'tpc_v1':
     c, cost = c_main(g - y)
