@@ -6,7 +6,7 @@ r"""CIFAR-10 with ResNet-20 (GroupNorm), federated.
 CIFAR-10 is read from its official files (dataset `cifar10`; not
 downloadable from here: docs/algorithm.md, "Datasets", says where to put
 them). The setting: ResNet-20 with GroupNorm (`resnet20`, 269,722
-parameters; why GroupNorm: laq_jax/models.py), M = 100 clients of 500
+parameters; why GroupNorm: laq_jax/problems/models.py), M = 100 clients of 500
 images with a Dirichlet(0.5) label skew, 10% participation, absent
 clients dropped, minibatches of 32, SGD's step 0.05 on the mean gradient,
 no l2, 1,000 rounds, test accuracy every 50; the sweep is

@@ -49,7 +49,7 @@ The workdir receives:
                                (experiments/run/events.py), written when the
                                sweep finishes;
   checkpoints/                 with config.checkpoint_every > 0: orbax
-                               checkpoints (laq_jax/checkpoint.py).
+                               checkpoints (laq_jax/devices/checkpoint.py).
 Every file is written whole or not at all (temporary file, then rename;
 event files excepted).
 One point of the sweep reproduces `experiments.main` run on

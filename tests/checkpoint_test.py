@@ -1,4 +1,4 @@
-"""Tests of laq_jax/checkpoint.py: round trip, the last few kept, fingerprint.
+"""Tests of laq_jax/devices/checkpoint.py: round trip, the last few kept, fingerprint.
 
 The state saved is a real LAQ run's after 6 steps (every field non-trivial,
 so a field lost on the way would show); what comes back must equal it bit

@@ -8,6 +8,7 @@ import numpy as np
 
 import laq_jax as lj
 from laq_jax import compressors
+from laq_jax.parts import sparsify
 from tests import reference
 
 
@@ -179,6 +180,37 @@ class CompressorTest(parameterized.TestCase):
     spec = lj.RunSpec(lj.get_problem('logreg'), 2, compressors=('uniform',))
     with self.assertRaisesRegex(ValueError, 'rand_p.*RunSpec.compressors'):
       spec.check_hyper(lj.make_hyper('ssgd'))
+
+
+class SparsifyTest(parameterized.TestCase):
+  """The masks of laq_jax/parts/sparsify.py against NumPy's stable sorts."""
+
+  @parameterized.parameters(jnp.float32, jnp.float64)
+  def test_top_k_mask_is_the_stable_order_of_magnitudes(self, dtype):
+    rng = np.random.default_rng(3)
+    for k in (1, 4, 9, 16):
+      # many ties (a few levels, both signs): ties go to the lowest index
+      v = rng.integers(-3, 4, size=16).astype(np.float64) * 0.5
+      want = np.zeros(16, bool)
+      want[np.argsort(-np.abs(v), kind='stable')[:k]] = True
+      got = np.asarray(sparsify.top_k_mask(jnp.asarray(v, dtype), k))
+      np.testing.assert_array_equal(got, want, f'k={k}, v={v}')
+
+  def test_randk_mask_keeps_the_k_smallest_uniforms_of_its_key(self):
+    key = jax.random.key(11)
+    u = np.asarray(jax.random.uniform(key, (50,), jnp.float32))
+    for k in (1, 7, 50):
+      want = np.zeros(50, bool)
+      want[np.argsort(u, kind='stable')[:k]] = True
+      got = np.asarray(sparsify.randk_mask(key, 50, k, jnp.float32))
+      np.testing.assert_array_equal(got, want)
+      self.assertEqual(got.sum(), k)
+
+  def test_top_k_count_reads_a_fraction_or_a_count(self):
+    self.assertEqual(int(sparsify.top_k_count(0.01, 1000)), 10)
+    self.assertEqual(int(sparsify.top_k_count(0.0001, 1000)), 1)  # >= 1
+    self.assertEqual(int(sparsify.top_k_count(7, 1000)), 7)
+    self.assertEqual(int(sparsify.top_k_count(5000, 1000)), 1000)  # <= p
 
 
 class ChainTest(absltest.TestCase):

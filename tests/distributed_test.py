@@ -1,4 +1,4 @@
-"""Tests of laq_jax/distributed.py without starting any process or runtime.
+"""Tests of laq_jax/devices/distributed.py without starting any process or runtime.
 
 How the settings come from arguments and $LAQ_JAX_*, which values are
 refused, and that `maybe_initialize` calls `jax.distributed.initialize`

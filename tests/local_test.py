@@ -1,4 +1,4 @@
-"""Rounds with local work (laq_jax/clients.py, loop.local_gradients).
+"""Rounds with local work (laq_jax/parts/clients.py, loop.local_gradients).
 
 FedAvg, FedProx, SCAFFOLD, FedPAQ and the FedOpt servers round by round
 against the NumPy oracle (tests/reference.run_local, written from the

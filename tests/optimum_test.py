@@ -1,4 +1,4 @@
-"""Tests of laq_jax/optimum.py: f* checked against independent minimizers.
+"""Tests of laq_jax/problems/optimum.py: f* checked against independent minimizers.
 
 On 600 MNIST images (M = 10 shards of 60), f* must match scipy's L-BFGS-B on
 an objective written here in NumPy, a long GD run must never go below it,

@@ -51,6 +51,12 @@ class WheelTest(absltest.TestCase):
                      {'laq_jax'})
     self.assertIn('laq_jax/datasets/heart_scale', names)
     self.assertIn('laq_jax/data/libsvm.py', names)
+    # every module of the clone's library, its layers' subpackages too
+    root = pathlib.Path(__file__).resolve().parent.parent
+    modules = sorted(p.relative_to(root).as_posix()
+                     for p in (root / 'laq_jax').rglob('*.py')
+                     if '__pycache__' not in p.parts)
+    self.assertEqual([m for m in modules if m not in names], [])
     metadata = next(n for n in names if n.endswith('METADATA'))
     requires = [line for line in zipfile.ZipFile(self.wheel).read(metadata)
                 .decode().splitlines() if line.startswith('Requires-Dist')]

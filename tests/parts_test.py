@@ -11,6 +11,7 @@ import pathlib
 import subprocess
 import sys
 import tempfile
+import types
 
 from absl.testing import absltest
 import jax
@@ -25,6 +26,7 @@ from laq_jax import compressors
 from laq_jax import estimators
 from laq_jax import hyper as hyper_lib
 from laq_jax import parts
+from laq_jax.parts import dispatch
 from laq_jax import rules
 from laq_jax import servers
 from laq_jax import sweep
@@ -433,6 +435,47 @@ class DevicesTest(absltest.TestCase):
                          timeout=600, env={**os.environ,
                                            'JAX_PLATFORMS': 'cpu'})
     self.assertIn('EQUAL', out.stdout, out.stderr[-3000:])
+
+
+class DispatchTest(absltest.TestCase):
+  """laq_jax/parts/dispatch.py: the switch among a program's parts."""
+
+  def test_switch_merged_calls_each_part_and_merges_same_functions(self):
+    double = lambda x: 2 * x
+    made = {'a': parts.compressor('a', double),
+            'other': parts.compressor('other', lambda x: x + 100),
+            'b': parts.compressor('b', double),
+            'c': parts.compressor('c', lambda x: -x)}
+    # (a registry's names in its order: a new PartRegistry would take the
+    # place of the library's compressors)
+    reg = types.SimpleNamespace(names=tuple(made),
+                                index=lambda n: tuple(made).index(n))
+    compiled = (made['a'], made['b'], made['c'])  # 'other' not compiled in
+    run = lambda i, x: dispatch.switch_merged(
+        i, compiled, reg, lambda part, y: part.fn(y), x)
+    x = jnp.float32(3.0)
+    for name, want in (('a', 6.0), ('b', 6.0), ('c', -3.0)):
+      self.assertEqual(float(run(reg.index(name), x)), want, name)
+    # a and b share one function: two branches, not three
+    jaxpr = jax.make_jaxpr(run)(jnp.int32(0), x)
+    (cond,) = [e for e in jaxpr.jaxpr.eqns if e.primitive.name == 'cond']
+    self.assertLen(cond.params['branches'], 2)
+    # the registry's index maps to the position among the compiled parts
+    self.assertEqual(
+        [int(dispatch.local_index(reg.index(n), compiled, reg))
+         for n in ('a', 'b', 'c')], [0, 1, 2])
+
+  def test_one_part_is_called_directly(self):
+    one = (parts.compressor('a', lambda x: x + 1),)
+    jaxpr = jax.make_jaxpr(lambda i, x: dispatch.switch(
+        i, one, lambda p, y: p.fn(y), x))(jnp.int32(0), 1.0)
+    self.assertNotIn('cond', str(jaxpr))
+
+  def test_own_params_names_a_part_the_hyper_lacks(self):
+    part = parts.compressor('unheard_of', lambda x: x,
+                            params=[parts.Param('k', 1.0)])
+    with self.assertRaisesRegex(ValueError, "no group 'unheard_of'"):
+      dispatch.own_params(lj.make_hyper('laq'), part)
 
 
 if __name__ == '__main__':

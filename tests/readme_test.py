@@ -66,6 +66,21 @@ def relative_links(path: pathlib.Path) -> list[str]:
           if not re.match(r'[a-z][a-z0-9+.-]*:', link)]
 
 
+def library_modules() -> list[str]:
+  """The file names of the library's modules, in its subpackages too
+  (data/'s are named by the data/ line)."""
+  lib = ROOT / 'laq_jax'
+  return sorted(p.name for p in lib.rglob('*.py')
+                if p.name != '__init__.py' and 'data' not in
+                p.relative_to(lib).parts[:-1])
+
+
+def library_packages() -> list[str]:
+  """The library's subpackages ('parts', 'round', ...)."""
+  lib = ROOT / 'laq_jax'
+  return sorted(p.parent.name for p in lib.glob('*/__init__.py'))
+
+
 class ReadmeTest(absltest.TestCase):
 
   def setUp(self):
@@ -88,10 +103,11 @@ class ReadmeTest(absltest.TestCase):
 
   def test_map_names_every_library_module(self):
     code_map = section(self.text, MAP_HEADING)
-    modules = sorted(p.name for p in (ROOT / 'laq_jax').glob('*.py')
-                     if p.name != '__init__.py')
+    modules = library_modules()
     self.assertNotEmpty(modules)
     missing = [m for m in modules if f'`{m}`' not in code_map]
+    missing += [f'laq_jax/{p}/' for p in library_packages()
+                if f'`laq_jax/{p}/`' not in code_map and f'`{p}/`' not in code_map]
     self.assertEqual(missing, [], f'laq_jax modules not in README.md\'s '
                      f'"{MAP_HEADING}"')
     for folder in ('laq_jax/', 'experiments/', 'configs/', 'notebooks/',
@@ -100,8 +116,7 @@ class ReadmeTest(absltest.TestCase):
 
   def test_architecture_guide_names_every_library_module(self):
     guide = (ROOT / 'docs' / 'guide' / 'architecture.md').read_text()
-    modules = sorted(p.name for p in (ROOT / 'laq_jax').glob('*.py')
-                     if p.name != '__init__.py')
+    modules = library_modules() + [f'{p}/' for p in library_packages()]
     missing = [m for m in modules
                if not re.search(rf'(^|[\s,]){re.escape(m)}([\s,]|$)', guide,
                                 re.M)]

@@ -290,7 +290,7 @@ class DeterminismTest(absltest.TestCase):
   """Same config and seed: identical uploads and bits, on any path."""
 
   # slaq draws minibatches (the PRNG matters); 64 images per worker keep
-  # the quantizer off rounding ties (see laq_jax/sharding.py).
+  # the quantizer off rounding ties (see laq_jax/devices/sharding.py).
   OVERRIDES = dict(algo='slaq', batch_size=32, train_subset=640,
                    num_iters=20, eval_every=5, checkpoint_every=10,
                    fstar='none')

@@ -39,7 +39,7 @@ writes into `workdir`:
                    after every chunk: `tensorboard --logdir runs/`;
   checkpoints/     with config.checkpoint_every > 0: orbax checkpoints (the
                    full LoopState and the metrics so far, see
-                   laq_jax/checkpoint.py), the last few kept.
+                   laq_jax/devices/checkpoint.py), the last few kept.
 Every file but the event files is written whole or not at all (temporary
 file, then rename), and
 only by process 0 of a multi-process run (checkpoints are written by all

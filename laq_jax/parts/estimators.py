@@ -38,9 +38,9 @@ import jax
 import jax.numpy as jnp
 
 from laq_jax import collectives
-from laq_jax import compressors as compressors_lib
 from laq_jax import parts as parts_lib
 from laq_jax import registry
+from laq_jax.parts import compressors as compressors_lib
 
 
 class Inputs(NamedTuple):

@@ -31,11 +31,11 @@ from typing import Mapping
 
 import numpy as np
 
-from laq_jax import codecs
-from laq_jax import compressors as compressors_lib
-from laq_jax.codecs import MAX_BITS  # pylint: disable=unused-import
-from laq_jax.codecs import WireError
-from laq_jax.codecs import payload_bytes
+from laq_jax.parts import codecs
+from laq_jax.parts import compressors as compressors_lib
+from laq_jax.parts.codecs import MAX_BITS  # pylint: disable=unused-import
+from laq_jax.parts.codecs import payload_bytes
+from laq_jax.parts.codecs import WireError
 
 
 def _formats() -> tuple[str, ...]:

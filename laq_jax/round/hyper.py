@@ -19,26 +19,26 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from laq_jax import broadcasts
-from laq_jax import clients as clients_lib
-from laq_jax import compressors
-from laq_jax import estimators
 from laq_jax import network as network_lib
 from laq_jax import parts as parts_lib
-from laq_jax import schedule
-from laq_jax import servers as servers_lib
 from laq_jax import show as show_lib
-from laq_jax import trigger as trigger_lib
+from laq_jax.parts import broadcasts
+from laq_jax.parts import clients as clients_lib
+from laq_jax.parts import compressors
+from laq_jax.parts import estimators
+from laq_jax.parts import servers as servers_lib
+from laq_jax.parts import triggers as trigger_lib
+from laq_jax.round import schedule
 from laq_jax.show import show
 # The fields and the presets, served here as they always were.
-from laq_jax.fields import (ARRAYS, CONFIG_FIELDS, DEFAULTS, FIELD, FIELDS,  # pylint: disable=unused-import
+from laq_jax.parts.presets import (ALGORITHMS, SLOTS, Algorithm, compose,  # pylint: disable=unused-import
+                             get_algorithm, parse_slot, register_algorithm,
+                             slot_value)
+from laq_jax.round.fields import (ARRAYS, CONFIG_FIELDS, DEFAULTS, FIELD, FIELDS,  # pylint: disable=unused-import
                             FLOAT_ARRAYS, FLOAT_FIELDS, INT_FIELDS,
                             NETWORK_FIELDS, SCHEDULE_FIELDS, Field,
                             check_value, hyper_keys, is_integer, is_number,
                             validate)
-from laq_jax.presets import (ALGORITHMS, SLOTS, Algorithm, compose,  # pylint: disable=unused-import
-                             get_algorithm, parse_slot, register_algorithm,
-                             slot_value)
 
 
 class Hyper(collections.namedtuple('Hyper', ARRAYS)):

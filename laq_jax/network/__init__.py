@@ -37,19 +37,19 @@ from laq_jax import randomness
 from laq_jax.show import show
 # The Network record, its fields and the profiles (re-exported:
 # `network.make_network`, `network.Network`, ...).
-from laq_jax.profiles import DOCS  # pylint: disable=unused-import
-from laq_jax.profiles import FIELDS
-from laq_jax.profiles import Network
-from laq_jax.profiles import PER_WORKER_FIELDS
-from laq_jax.profiles import PROFILES  # pylint: disable=unused-import
-from laq_jax.profiles import SOURCES  # pylint: disable=unused-import
-from laq_jax.profiles import STRAGGLERS  # pylint: disable=unused-import
-from laq_jax.profiles import TOPOLOGIES
-from laq_jax.profiles import allowed  # pylint: disable=unused-import
-from laq_jax.profiles import as_mapping  # pylint: disable=unused-import
-from laq_jax.profiles import check_field  # pylint: disable=unused-import
-from laq_jax.profiles import describe  # pylint: disable=unused-import
-from laq_jax.profiles import make_network  # pylint: disable=unused-import
+from laq_jax.network.profiles import allowed  # pylint: disable=unused-import
+from laq_jax.network.profiles import as_mapping  # pylint: disable=unused-import
+from laq_jax.network.profiles import check_field  # pylint: disable=unused-import
+from laq_jax.network.profiles import describe  # pylint: disable=unused-import
+from laq_jax.network.profiles import DOCS  # pylint: disable=unused-import
+from laq_jax.network.profiles import FIELDS
+from laq_jax.network.profiles import make_network  # pylint: disable=unused-import
+from laq_jax.network.profiles import Network
+from laq_jax.network.profiles import PER_WORKER_FIELDS
+from laq_jax.network.profiles import PROFILES  # pylint: disable=unused-import
+from laq_jax.network.profiles import SOURCES  # pylint: disable=unused-import
+from laq_jax.network.profiles import STRAGGLERS  # pylint: disable=unused-import
+from laq_jax.network.profiles import TOPOLOGIES
 
 def slowdown(network: Network, seed, step, worker_ids_M) -> jax.Array:
   """s[k, m] for the workers `worker_ids_M` at step k: 1 ('none'),

@@ -21,9 +21,9 @@ import matplotlib.ticker
 import numpy as np
 from matplotlib.figure import Figure
 
-from laq_jax.metrics import DIVERGENCE_FACTOR, QUANTITIES, Curve
-from laq_jax.sweep import point_label, varying_keys
-from laq_jax.sweep_metrics import columns, pareto_front
+from laq_jax.sweeps.metrics import DIVERGENCE_FACTOR, QUANTITIES, Curve
+from laq_jax.sweeps.sweep import point_label, varying_keys
+from laq_jax.sweeps.sweep_metrics import columns, pareto_front
 
 X_AXES = {
     'iterations': ('iterations', 'iteration k'),

@@ -32,10 +32,10 @@ from typing import Any, NamedTuple, Sequence
 import jax
 import jax.numpy as jnp
 
-from laq_jax import compressors
 from laq_jax import parts as parts_lib
-from laq_jax import quantize
 from laq_jax import registry
+from laq_jax.parts import compressors
+from laq_jax.parts import quantize
 from laq_jax.show import show
 
 

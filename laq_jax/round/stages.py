@@ -23,16 +23,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from laq_jax import clients as clients_lib
 from laq_jax import collectives
 from laq_jax import network as network_lib
-from laq_jax import participation as participation_lib
 from laq_jax import parts as parts_lib
 from laq_jax import randomness
-from laq_jax import rules
-from laq_jax.hyper import Hyper
-from laq_jax.objective import Data, _unravel, full_batch, worker_objective
-from laq_jax.spec import RunSpec
+from laq_jax.parts import clients as clients_lib
+from laq_jax.problems.objective import Data, _unravel, full_batch, worker_objective
+from laq_jax.round import participation as participation_lib
+from laq_jax.round import rules
+from laq_jax.round.hyper import Hyper
+from laq_jax.round.spec import RunSpec
 
 
 def flops_per_worker_step(spec: RunSpec, shard_size):

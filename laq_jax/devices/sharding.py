@@ -45,9 +45,9 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from laq_jax import loop
-from laq_jax.hyper import Hyper
-from laq_jax.loop import Data, LoopState, RunSpec, Trace
+from laq_jax.round import loop
+from laq_jax.round.hyper import Hyper
+from laq_jax.round.loop import Data, LoopState, RunSpec, Trace
 
 AXIS = 'workers'
 WORKERS_ON = ('vmap', 'devices')

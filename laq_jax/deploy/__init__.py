@@ -39,20 +39,20 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from laq_jax import broadcasts
 from laq_jax import collectives
-from laq_jax import compressors
-from laq_jax import estimators
-from laq_jax import hyper as hyper_lib
-from laq_jax import loop
-from laq_jax import participation as participation_lib
-from laq_jax import rules
-from laq_jax import servers as servers_lib
-from laq_jax import stages
-from laq_jax import trigger as trigger_lib
-from laq_jax import wire
-from laq_jax.hyper import Hyper
-from laq_jax.spec import RunSpec
+from laq_jax.deploy import wire
+from laq_jax.parts import broadcasts
+from laq_jax.parts import compressors
+from laq_jax.parts import estimators
+from laq_jax.parts import servers as servers_lib
+from laq_jax.parts import triggers as trigger_lib
+from laq_jax.round import hyper as hyper_lib
+from laq_jax.round import loop
+from laq_jax.round import participation as participation_lib
+from laq_jax.round import rules
+from laq_jax.round import stages
+from laq_jax.round.hyper import Hyper
+from laq_jax.round.spec import RunSpec
 
 
 class Memory(NamedTuple):

@@ -24,8 +24,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from laq_jax.loop import Data, flat_params, objective
 from laq_jax.problems import Problem
+from laq_jax.round.loop import Data, flat_params, objective
 
 
 class Optimum(NamedTuple):

@@ -88,7 +88,7 @@ def time_layouts(data, integer_scale: float | None, problem=None,
   on each layout that applies ('bf16_split' needs integer features and
   float32), plus 'plain' (autodiff of the loss on x alone)."""
   from laq_jax import problems
-  from laq_jax.objective import fast_layout, full_batch
+  from laq_jax.problems.objective import fast_layout, full_batch
   if problem is None:
     problem = problems.logistic_regression(data.x_MxNxD.shape[-1],
                                            int(np.max(data.y_MxN)) + 1)
@@ -145,7 +145,7 @@ def choose(data, integer_scale: float | None,
 def auto_layout(data, integer_scale: float | None = None):
   """`data` with the fast gradient's layout this machine runs fastest
   (`choose`)."""
-  from laq_jax.objective import fast_layout
+  from laq_jax.problems.objective import fast_layout
   if choose(data, integer_scale) == 'bf16_split':
     return fast_layout(data, integer_scale)
   return fast_layout(data, None)

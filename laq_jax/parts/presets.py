@@ -13,16 +13,16 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from laq_jax import broadcasts
-from laq_jax import clients as clients_lib
-from laq_jax import compressors
-from laq_jax import estimators
-from laq_jax import participation as participation_lib
 from laq_jax import parts as parts_lib
 from laq_jax import registry
-from laq_jax import servers as servers_lib
-from laq_jax import trigger as trigger_lib
-from laq_jax.fields import check_value
+from laq_jax.parts import broadcasts
+from laq_jax.parts import clients as clients_lib
+from laq_jax.parts import compressors
+from laq_jax.parts import estimators
+from laq_jax.parts import servers as servers_lib
+from laq_jax.parts import triggers as trigger_lib
+from laq_jax.round import participation as participation_lib
+from laq_jax.round.fields import check_value
 from laq_jax.show import show
 
 

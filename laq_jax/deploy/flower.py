@@ -69,7 +69,7 @@ except ImportError as e:  # the optional extra
                     '(flwr==1.42.0)') from e
 
 from laq_jax import deploy
-from laq_jax import wire
+from laq_jax.deploy import wire
 
 # Under Flower's logger, so the lines reach `flwr run --stream` and `flwr log`.
 log = logging.getLogger('flwr').getChild('laq_jax')

@@ -17,10 +17,10 @@ from typing import Any, Callable
 import numpy as np
 
 from laq_jax import network as network_lib
-from laq_jax import participation as participation_lib
 from laq_jax import parts as parts_lib
-from laq_jax import schedule
 from laq_jax import show as show_lib
+from laq_jax.round import participation as participation_lib
+from laq_jax.round import schedule
 from laq_jax.show import show
 
 # The fields, each declared once: name, kind, default, check and doc. The

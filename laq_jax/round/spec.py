@@ -8,17 +8,17 @@ from typing import Callable
 import jax
 import numpy as np
 
-from laq_jax import broadcasts as broadcasts_lib
-from laq_jax import clients as clients_lib
-from laq_jax import compressors
-from laq_jax import estimators as estimators_lib
 from laq_jax import network as network_lib
-from laq_jax import rules
-from laq_jax import servers as servers_lib
 from laq_jax import show as show_lib
-from laq_jax import trigger as trigger_lib
-from laq_jax.hyper import Hyper
+from laq_jax.parts import broadcasts as broadcasts_lib
+from laq_jax.parts import clients as clients_lib
+from laq_jax.parts import compressors
+from laq_jax.parts import estimators as estimators_lib
+from laq_jax.parts import servers as servers_lib
+from laq_jax.parts import triggers as trigger_lib
 from laq_jax.problems import Problem
+from laq_jax.round import rules
+from laq_jax.round.hyper import Hyper
 from laq_jax.show import show
 
 

@@ -14,7 +14,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from laq_jax.metrics import diverged_at, summarize
+from laq_jax.sweeps.metrics import diverged_at, summarize
 
 
 

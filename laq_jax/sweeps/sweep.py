@@ -36,17 +36,17 @@ from typing import Any, Callable, Mapping, NamedTuple, Sequence
 import jax
 import numpy as np
 
-from laq_jax import loop
-from laq_jax import participation
-from laq_jax.loop import Data, LoopState, RunSpec, Trace
-from laq_jax.points import (GRID_KEYS, HYPER_KEYS, batches,  # noqa: F401
+from laq_jax.problems import Problem
+from laq_jax.round import loop
+from laq_jax.round import participation
+from laq_jax.round.loop import Data, LoopState, RunSpec, Trace
+from laq_jax.round.points import (GRID_KEYS, HYPER_KEYS, batches,  # noqa: F401
                             algorithm_parts, check_grid, check_value,
                             expand_grid, flatten, grid_keys, part_values,
                             parts_of,
                             point_label, programs, stack_points,
                             varying_keys)
-from laq_jax.problems import Problem
-from laq_jax.record import RECORDED, Record
+from laq_jax.sweeps.record import RECORDED, Record
 
 
 class SweepResult(NamedTuple):

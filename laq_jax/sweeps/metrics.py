@@ -15,7 +15,7 @@ from typing import Any, Mapping, NamedTuple
 
 import numpy as np
 
-from laq_jax.record import Record
+from laq_jax.sweeps.record import Record
 
 
 def per_step(sent_TxM, bits_TxM) -> tuple[np.ndarray, np.ndarray]:

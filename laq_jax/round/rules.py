@@ -25,27 +25,27 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 
-from laq_jax import broadcasts as broadcasts_lib
 from laq_jax import collectives
-from laq_jax import estimators as estimators_lib
-from laq_jax import participation as participation_lib
 from laq_jax import randomness
-from laq_jax import schedule
-from laq_jax import servers as servers_lib
-from laq_jax import trigger as trigger_lib
-from laq_jax.hyper import Hyper
+from laq_jax.parts import broadcasts as broadcasts_lib
+from laq_jax.parts import estimators as estimators_lib
+from laq_jax.parts import servers as servers_lib
+from laq_jax.parts import triggers as trigger_lib
+from laq_jax.round import participation as participation_lib
+from laq_jax.round import schedule
+from laq_jax.round.hyper import Hyper
 # The rule's records (re-exported: `rules.RuleState`, `rules.Parts`, ...).
-from laq_jax.rule_state import LocalOut  # pylint: disable=unused-import
-from laq_jax.rule_state import NEVER_UPLOADED
-from laq_jax.rule_state import Parts
-from laq_jax.rule_state import Rule
-from laq_jax.rule_state import RuleState
-from laq_jax.rule_state import SameSample
-from laq_jax.rule_state import StepStats
-from laq_jax.rule_state import Worker
-from laq_jax.rule_state import init
-from laq_jax.rule_state import server_hyper
-from laq_jax.rule_state import worker_params  # pylint: disable=unused-import
+from laq_jax.round.rule_state import init
+from laq_jax.round.rule_state import LocalOut  # pylint: disable=unused-import
+from laq_jax.round.rule_state import NEVER_UPLOADED
+from laq_jax.round.rule_state import Parts
+from laq_jax.round.rule_state import Rule
+from laq_jax.round.rule_state import RuleState
+from laq_jax.round.rule_state import SameSample
+from laq_jax.round.rule_state import server_hyper
+from laq_jax.round.rule_state import StepStats
+from laq_jax.round.rule_state import Worker
+from laq_jax.round.rule_state import worker_params  # pylint: disable=unused-import
 
 
 def _worker(grad_P, last_upload_P, last_error, clock, error_P, states, key,

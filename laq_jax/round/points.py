@@ -15,18 +15,18 @@ from typing import Any, Mapping, Sequence
 import jax.numpy as jnp
 import numpy as np
 
-from laq_jax import broadcasts as broadcasts_lib
-from laq_jax import clients as clients_lib
-from laq_jax import compressors
-from laq_jax import estimators as estimators_lib
 from laq_jax import parts as parts_lib
-from laq_jax import servers as servers_lib
 from laq_jax import show as show_lib
-from laq_jax import trigger as trigger_lib
-from laq_jax.hyper import (ALGORITHMS, DEFAULTS, SLOTS, Hyper,
+from laq_jax.parts import broadcasts as broadcasts_lib
+from laq_jax.parts import clients as clients_lib
+from laq_jax.parts import compressors
+from laq_jax.parts import estimators as estimators_lib
+from laq_jax.parts import servers as servers_lib
+from laq_jax.parts import triggers as trigger_lib
+from laq_jax.parts.presets import parse_slot
+from laq_jax.round.hyper import (ALGORITHMS, DEFAULTS, SLOTS, Hyper,
                            check_value as check_field, compose,
                            get_algorithm, make_hyper, stack_hypers)
-from laq_jax.presets import parse_slot
 
 HYPER_KEYS = tuple(DEFAULTS)  # step_size, bits, xi, ..., seed
 # Every built-in key a grid may vary, in the order points are enumerated (the

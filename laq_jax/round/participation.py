@@ -21,7 +21,7 @@ import jax.numpy as jnp
 
 from laq_jax import collectives
 from laq_jax import randomness
-from laq_jax import trigger as trigger_lib
+from laq_jax.parts import triggers as trigger_lib
 
 ABSENT = ('stale', 'drop')  # what the server does with an absent client
 # How the server combines the uploads (`Hyper.weighting`).

@@ -49,7 +49,6 @@ Call conventions (keyword arguments only where the part declares them)::
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import jax
@@ -57,6 +56,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from laq_jax import registry
+# (how a compiled step picks and calls a part: its own module)
+from laq_jax.parts.dispatch import (init_state, local_index, num_bits,  # pylint: disable=unused-import
+                                    own_params, switch, switch_merged)
 from laq_jax.show import show
 
 KINDS = ('compressor', 'trigger', 'server', 'client', 'estimator',
@@ -417,72 +419,3 @@ def fill_params(params: dict, like_dtype) -> dict:
   for name, group in full.items():
     group.update(params.get(name, {}))
   return full
-
-
-def own_params(hyper, part: Part):
-  """The part's parameter arrays in `hyper` (None when it declares none)."""
-  if not part.params:
-    return None
-  try:
-    return hyper.params[part.name]
-  except (KeyError, TypeError):
-    raise ValueError(f'hyper.params has no group {show(part.name)}: build the '
-                     'Hyper after registering the part (laq_jax.make_hyper)'
-                     ) from None
-
-
-def init_state(part: Part, num_params: int, dtype, theta_P=None):
-  """One worker's initial state of a compressor or trigger: `init(num_params,
-  dtype)`, with `theta_P=` (theta^0) where the init declares it."""
-  import inspect  # pylint: disable=g-import-not-at-top
-  try:
-    takes = 'theta_P' in inspect.signature(part.init).parameters
-  except (TypeError, ValueError):
-    takes = False
-  if not takes:
-    return part.init(num_params, dtype)
-  if theta_P is None:
-    raise ValueError(f'{part.kind} {show(part.name)} starts from theta^0: its '
-                     'init needs theta_P')
-  return part.init(num_params, dtype, theta_P=theta_P)
-
-
-def num_bits(x) -> int:
-  """ceil(log2 x) for x >= 2, else 0 (index widths)."""
-  return math.ceil(math.log2(x)) if x > 1 else 0
-
-
-def switch(index, parts: Sequence[Part], branch: Callable, *operands):
-  """`branch(part, *operands)` for parts[index] (a lax.switch among them; one
-  part: a direct call)."""
-  branches = [lambda *ops, p=p: branch(p, *ops) for p in parts]
-  if len(branches) == 1:
-    return branches[0](*operands)
-  return jax.lax.switch(index, branches, *operands)
-
-
-def switch_merged(global_index, parts: Sequence[Part], reg: PartRegistry,
-                  branch: Callable, *operands):
-  """`switch` on the registry index `global_index` (a Hyper field), the
-  parts with one function and no parameters or state of their own merged
-  into one branch: built-ins that read which of them runs from the Hyper
-  (the estimators direct and innovation, the broadcasts full and
-  quantized) then compile as one function, as before they were parts."""
-  branches, table = [], []
-  for part in parts:
-    same = [i for i, b in enumerate(branches) if b.fn is part.fn and not (
-        b.params or b.stateful or part.params or part.stateful)]
-    if not same:
-      branches.append(part)
-    table.append(same[0] if same else len(branches) - 1)
-  index = jnp.asarray(table, jnp.int32)[local_index(global_index, parts, reg)]
-  return switch(index, branches, branch, *operands)
-
-
-def local_index(global_index, parts: Sequence[Part], reg: PartRegistry):
-  """The position among `parts` of the registry index `global_index` (a
-  Hyper field); an index outside them maps to 0 (callers refuse it first:
-  `RunSpec.check_hyper`)."""
-  table = [next((i for i, p in enumerate(parts) if p.name == n), 0)
-           for n in reg.names]
-  return jnp.asarray(table, jnp.int32)[global_index]

@@ -16,15 +16,15 @@ from typing import Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from laq_jax import broadcasts as broadcasts_lib
-from laq_jax import clients as clients_lib
-from laq_jax import compressors
-from laq_jax import estimators as estimators_lib
-from laq_jax import hyper as hyper_lib
 from laq_jax import parts as parts_lib
-from laq_jax import servers as servers_lib
-from laq_jax import trigger as trigger_lib
-from laq_jax.hyper import Hyper
+from laq_jax.parts import broadcasts as broadcasts_lib
+from laq_jax.parts import clients as clients_lib
+from laq_jax.parts import compressors
+from laq_jax.parts import estimators as estimators_lib
+from laq_jax.parts import servers as servers_lib
+from laq_jax.parts import triggers as trigger_lib
+from laq_jax.round import hyper as hyper_lib
+from laq_jax.round.hyper import Hyper
 
 
 class RuleState(NamedTuple):
