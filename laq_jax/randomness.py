@@ -11,7 +11,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-INIT, BATCH, COMPRESS, STRAGGLER, PARTICIPATION, COIN = 0, 1, 2, 3, 4, 5
+INIT, BATCH, COMPRESS, STRAGGLER, PARTICIPATION, COIN, LOCAL_WORK = range(7)
 
 
 def init_key(seed) -> jax.Array:
@@ -49,6 +49,13 @@ def round_coin(seed, step, dtype=jnp.float32) -> jax.Array:
   COIN, worker index 0): MARINA's and 3PC v5's coin c_k = [u_k < p]
   (`estimators.Inputs.coin`)."""
   return jax.random.uniform(_key(seed, COIN, step, 0), (), dtype)
+
+
+def local_work_uniform(seed, step, worker, dtype=jnp.float32) -> jax.Array:
+  """u_{k,m}, client m's uniform in [0, 1) of round k (stream LOCAL_WORK):
+  FedNova's heterogeneous work, E_m = E_min + floor(u (E_max - E_min + 1))
+  epochs (`clients.local_steps`)."""
+  return jax.random.uniform(_key(seed, LOCAL_WORK, step, worker), (), dtype)
 
 
 # The minibatch draw's keyed permutation: rounds of a balanced Feistel

@@ -113,6 +113,95 @@ class OracleTest(parameterized.TestCase):
     np.testing.assert_array_equal(trace.bits_down_M, per * present)
 
 
+def _taus(seed, rounds, e_min, e_max):
+  """tau_m of each round and client: E_m ceil(N / B) with E_m = E_min +
+  floor(u (E_max - E_min + 1)), u the documented LOCAL_WORK draw."""
+  return [[int(e_min + np.floor(float(randomness.local_work_uniform(
+      seed, k, m)) * (e_max - e_min + 1))) * -(-N // B) for m in range(M)]
+          for k in range(rounds)]
+
+
+class FedNovaTest(parameterized.TestCase):
+  """FedNova (after-laq.md section 7) against the oracle, round by round."""
+
+  @parameterized.named_parameters(
+      ('vanilla', {}, {}),
+      ('momentum', {'fednova.momentum': 0.8}, dict(rho=0.8)),
+      ('prox', {'fednova.mu': 0.5}, dict(mu=0.5)),
+      ('samples', {}, dict(weighting='samples')),
+      ('unnormalized', {'fednova.normalize': 0}, dict(normalize=False)),
+  )
+  def test_rounds(self, params, oracle_kw):
+    x, y, data = _data()
+    lr, seed = 0.05, 7
+    weighting = oracle_kw.get('weighting', 'uniform')
+    h = lj.make_hyper('fednova', dtype=jnp.float64, participation=0.6,
+                      seed=seed, l2=0.01, server_lr=0.9, weighting=weighting,
+                      **{'fednova.lr': lr, 'fednova.epochs_min': 1,
+                         'fednova.epochs_max': 3}, **params)
+    spec = _spec(['fednova'])
+    state, trace = lj.run(spec, data, h, ROUNDS)
+    theta0 = lj.init_state(spec, h, jnp.float64).theta_P
+    present = np.asarray(trace.participants_M)
+    self.assertTrue(0 < present.sum() < present.size)  # partial rounds
+    taus = _taus(seed, ROUNDS, 1, 3)
+    self.assertLen({t for row in taus for t in row}, 3)  # E_m = 1, 2, 3
+    ref = reference.run_fednova(
+        x, y, rounds=ROUNDS, theta0=np.asarray(theta0),
+        batches=_batches(seed, ROUNDS, max(max(r) for r in taus)),
+        present=present, taus=taus, client_lr=lr, server_lr=0.9, lam=0.01,
+        **oracle_kw)
+    np.testing.assert_array_equal(trace.grads_M, np.asarray(taus) * present)
+    np.testing.assert_array_equal(trace.bits_M, np.asarray(ref['bits']))
+    np.testing.assert_allclose(trace.loss, ref['loss'], rtol=1e-10)
+    np.testing.assert_allclose(state.theta_P, ref['theta'], rtol=1e-9,
+                               atol=1e-12)
+
+  def test_equal_work_is_fedavg(self):
+    """Every client K steps of client SGD (E_min = 0), uniform weights:
+    tau_eff = K, K (Delta_m / K) = Delta_m, so FedNova is FedAvg to
+    rounding (after-laq.md section 7 (g))."""
+    _, _, data = _data()
+    common_kw = dict(dtype=jnp.float64, participation=0.6, seed=3, l2=0.01,
+                     server_lr=1.0, weighting='uniform')
+    nova = lj.make_hyper('fednova', **common_kw, **{
+        'fednova.epochs_min': 0, 'fednova.steps': 4, 'fednova.lr': 0.1})
+    avg = lj.make_hyper('fedavg', **common_kw,
+                        **{'local.steps': 4, 'local.lr': 0.1})
+    spec = _spec(['fednova', 'fedavg'])
+    a, ta = lj.run(spec, data, nova, ROUNDS)
+    b, tb = lj.run(spec, data, avg, ROUNDS)
+    np.testing.assert_allclose(a.theta_P, b.theta_P, rtol=1e-12, atol=1e-14)
+    np.testing.assert_array_equal(ta.grads_M, tb.grads_M)
+    # its one number more: ||a_m||_1 beside Delta_m
+    np.testing.assert_array_equal(ta.bits_M, tb.bits_M + 32 * ta.sent_M)
+
+  def test_in_one_program_with_fedavg(self):
+    """A grid of fednova and fedavg points is one program, each point as
+    run alone."""
+    _, _, data = _data()
+    kw = dict(dtype=jnp.float64, seed=4, l2=0.01, weighting='uniform')
+    hypers = [lj.make_hyper('fednova', **kw), lj.make_hyper('fedavg', **kw)]
+    spec = _spec(['fednova', 'fedavg'], participation_=False,
+                 grid_axis='vmap')
+    grid, trace = lj.run(spec, data, lj.stack_hypers(hypers), 4)
+    for i, h in enumerate(hypers):
+      alone, alone_trace = lj.run(spec, data, h, 4)
+      np.testing.assert_allclose(grid.theta_P[i], alone.theta_P, rtol=1e-10,
+                                 atol=1e-13)
+      np.testing.assert_array_equal(trace.grads_M[i], alone_trace.grads_M)
+
+  def test_stale_clients_and_deployment_are_refused(self):
+    with self.assertRaisesRegex(ValueError, "absent='stale' is not allowed "
+                                "with algo='fednova'"):
+      lj.make_hyper('fednova', participation=0.5, absent='stale')
+    from laq_jax import deploy  # pylint: disable=g-import-not-at-top
+    with self.assertRaisesRegex(ValueError, "client 'fednova' .* is not "
+                                'deployable yet'):
+      deploy.check_deployable(_spec(['fednova']), lj.make_hyper('fednova'),
+                              np.float32)
+
+
 class RelationsTest(absltest.TestCase):
 
   def test_fedavg_k1_is_minibatch_sgd(self):

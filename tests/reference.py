@@ -183,6 +183,9 @@ FAMILY = {
                             estimator='diana'),
     'ef21_p_dcgd': _member(False, 'randk', False, False, 'eager',
                            downlink=True, warm_start=True),
+    # FedNova (section 7): local work normalized; its oracle `run_fednova`.
+    'fednova': _fed(weighting='uniform', client='fednova'),
+    'fednova_momentum': _fed(weighting='uniform', client='fednova'),
 }
 
 
@@ -989,3 +992,67 @@ def run_local(x_mnd, y_mn, *, rounds, theta0, batches, present, local_steps,
     out['uploads'].append(uploads)
   out['theta'] = theta
   return out
+
+
+def fednova_norm(tau, client_lr, mu=0.0, rho=0.0):
+  """||a_m||_1 of FedNova (Wang et al. 2020, Section 4), the paper's closed
+  forms: tau (client SGD); sum_{j=1..tau} (1 - rho^j) / (1 - rho) (local
+  momentum rho); (1 - (1 - eta mu)^tau) / (eta mu) (the proximal term)."""
+  if rho:
+    return sum((1 - rho ** j) / (1 - rho) for j in range(1, tau + 1))
+  if mu:
+    eta_mu = client_lr * mu
+    return (1 - (1 - eta_mu) ** tau) / eta_mu
+  return float(tau)
+
+
+def run_fednova(x_mnd, y_mn, *, rounds, theta0, batches, present, taus,
+                client_lr, mu=0.0, rho=0.0, normalize=True, server_lr=1.0,
+                weighting='uniform', counts=None, lam=0.0, classes=10):
+  """FedNova's rounds from the contract's text (after-laq.md section 7).
+
+  Participant m of round k runs taus[k][m] steps of client SGD (heavy-ball
+  rho, reset each round: b <- g + rho b, y <- y - eta b; the gradient of f_m
+  + mu/2 ||y - theta^k||^2) on the minibatches batches[k][m][j] and
+  uploads d_m = Delta_m / ||a_m||_1 (`fednova_norm`; Delta_m itself when
+  not `normalize`), 32 P + 32 bits. The server: w_m = counts[m] (samples)
+  or 1 over the participants, tau_eff = sum w_m ||a_m||_1 / sum w_m,
+  theta <- theta - eta_s tau_eff sum w_m d_m / sum w_m (without
+  `normalize`: FedAvg's weighted mean of Delta_m).
+
+  Returns:
+    {'theta', 'loss': [f(theta^k)], 'bits': [k][m]}.
+  """
+  theta = np.array(theta0, dtype=x_mnd.dtype)
+  dtype = theta.dtype.type
+  num_workers, num_params = len(x_mnd), theta.size
+  counts = np.full(num_workers, x_mnd.shape[1]) if counts is None else counts
+  out = {'loss': [], 'bits': []}
+  for k in range(rounds):
+    out['loss'].append(objective(theta, x_mnd, y_mn, lam, classes)[0])
+    uploads, norms, bits = {}, {}, [0] * num_workers
+    for m in range(num_workers):
+      if not present[k][m]:
+        continue
+      y, buf = theta.copy(), np.zeros_like(theta)
+      for j in range(taus[k][m]):
+        idx = batches[k][m][j]
+        _, g = shard_loss_and_grad(y, x_mnd[m][idx], y_mn[m][idx], lam,
+                                   classes)
+        g = g + dtype(mu) * (y - theta)
+        buf = g + dtype(rho) * buf
+        y = y - dtype(client_lr) * buf
+      a = fednova_norm(taus[k][m], client_lr, mu, rho) if normalize else 1.0
+      uploads[m], norms[m] = (theta - y) / dtype(a), a
+      bits[m] = 32 * num_params + (32 if normalize else 0)
+    if uploads:
+      w = {m: float(counts[m]) if weighting == 'samples' else 1.0
+           for m in uploads}
+      total = sum(w.values())
+      mean = sum(dtype(w[m]) * uploads[m] for m in uploads) / dtype(total)
+      tau_eff = sum(w[m] * norms[m] for m in uploads) / total
+      theta = theta - dtype(server_lr) * dtype(tau_eff) * mean
+    out['bits'].append(bits)
+  out['theta'] = theta
+  return out
+

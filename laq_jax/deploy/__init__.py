@@ -42,6 +42,7 @@ import numpy as np
 from laq_jax import collectives
 from laq_jax.deploy import wire
 from laq_jax.parts import broadcasts
+from laq_jax.parts import clients as clients_lib
 from laq_jax.parts import compressors
 from laq_jax.parts import estimators
 from laq_jax.parts import servers as servers_lib
@@ -127,6 +128,12 @@ def check_deployable(spec: RunSpec, hyper: Hyper, dtype) -> str:
   if bool(np.asarray(hyper.warm_start)):
     raise ValueError('a warm start (the 3PC family\'s first upload, g '
                      'uncompressed) is not deployable yet')
+  client = clients_lib.REGISTRY.names[int(np.asarray(hyper.client))]
+  if clients_lib.heterogeneous(clients_lib.REGISTRY.get(client)) or (
+      clients_lib.normalizes(clients_lib.REGISTRY.get(client))):
+    raise ValueError(f'client {client!r} (FedNova\'s drawn work and '
+                     'normalized change, ||a_m||_1 beside Delta_m) is not '
+                     'deployable yet')
   return name
 
 

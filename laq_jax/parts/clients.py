@@ -27,6 +27,13 @@ SCAFFOLD's option II (Karimireddy et al. 2020): c_m per worker
 the local gradient corrected by c - c_m, c_m+ = c_m - c + Delta_m / (K
 eta_l) uploaded as Delta c_m (32 p bits beside Delta_m's) and c +=
 sum_S Delta c_m / M broadcast (32 p bits more).
+
+FedNova's part (`fednova`, opt-in) draws each client's work per round,
+tau_m = E_m ceil(n_m / B) (`local_steps`), and uploads its change
+normalized by its work, Delta_m / ||a_m||_1 (`normalizer`), with
+||a_m||_1 beside it (32 bits); the server steps tau_eff = sum_S w_m
+||a_m||_1 times the weighted mean of the normalized changes
+(docs/algorithm.md, "After LAQ").
 """
 
 from __future__ import annotations
@@ -94,8 +101,9 @@ def is_local(part: parts_lib.Part) -> bool:
 
 
 def work(part: parts_lib.Part, params, anchor_P, g0_P,
-         grad_at: Callable, own_P=None, control_P=None):
-  """One client's local work in a round: K = params['steps'] steps of the
+         grad_at: Callable, own_P=None, control_P=None, num_steps=None):
+  """One client's local work in a round: K = params['steps'] steps (or
+  `num_steps`, this client's own: `local_steps`) of the
   part's client optimizer from thetahat^k = `anchor_P` on the local
   objective f_m + mu/2 ||theta - thetahat||^2 (+ <c - c_m, theta> with
   control variates); step 0's gradient is `g0_P`, step j's
@@ -105,7 +113,7 @@ def work(part: parts_lib.Part, params, anchor_P, g0_P,
   stateful part, `own_P` (c_m) and `control_P` (c) correct the gradient
   and c_m+ = c_m - c + Delta_m / (K eta_l) (SCAFFOLD's option II)."""
   tx = part.fn(params)
-  num_steps = params['steps']
+  num_steps = params['steps'] if num_steps is None else num_steps
   mu = params.get('mu')
   correction_P = None if own_P is None else control_P - own_P
 
@@ -128,6 +136,66 @@ def work(part: parts_lib.Part, params, anchor_P, g0_P,
     return delta_P, num_steps, None
   return delta_P, num_steps, own_P - control_P + delta_P / (
       num_steps.astype(delta_P.dtype) * params['lr'])
+
+
+MAX_EPOCHS = 1_000
+
+
+def _epochs(name: str, doc: str) -> parts_lib.Param:
+  return _P(name, 0, 'int', check=lambda a: (a >= 0) & (a <= MAX_EPOCHS),
+            allowed=f'an integer in 0..{MAX_EPOCHS:,}', doc=doc)
+
+
+def heterogeneous(part: parts_lib.Part) -> bool:
+  """Whether the part draws each client's work per round (it declares
+  `epochs_min` and `epochs_max`: FedNova's heterogeneous E_m)."""
+  return {'epochs_min', 'epochs_max'} <= set(part.param_names)
+
+
+def normalizes(part: parts_lib.Part) -> bool:
+  """Whether the part may upload its change normalized by its work
+  (it declares `normalize`: FedNova's Delta_m / ||a_m||_1)."""
+  return 'normalize' in part.param_names
+
+
+def local_steps(params, u, count, batch_size: int):
+  """tau_m, a client's local steps this round: E_m ceil(n_m / B) with
+  E_m = E_min + floor(u (E_max - E_min + 1)) epochs (u: the client's
+  `randomness.local_work_uniform`; E_max below E_min reads as E_min), or
+  params['steps'] (K) where E_min is 0. int32.
+
+  `count` is the client's sample count n_m, `batch_size` B (the whole
+  client when it holds fewer)."""
+  e_min, e_max = params['epochs_min'], params['epochs_max']
+  span = jnp.maximum(e_max - e_min + 1, 1)
+  epochs = e_min + jnp.minimum(
+      jnp.floor(u * span.astype(u.dtype)).astype(jnp.int32), span - 1)
+  count = jnp.asarray(count, jnp.int32)
+  per_epoch = (count + batch_size - 1) // batch_size
+  return jnp.where(e_min > 0, epochs * jnp.maximum(per_epoch, 1),
+                   params['steps']).astype(jnp.int32)
+
+
+def normalizer(params, num_steps, dtype):
+  """||a_m||_1, FedNova's local normalizing factor (Wang et al. 2020): the
+  authors' recurrence over the tau local steps (JYWa/FedNova
+  distoptim/FedNova.py:151-162): tau for client SGD; sum_{j=1..tau} (1 -
+  rho^j) / (1 - rho) with momentum rho; (1 - (1 - eta_l mu)^tau) / (eta_l
+  mu) with the proximal term; both at once as the code combines them."""
+  rho = jnp.asarray(params.get('momentum', 0.0), dtype)
+  eta_mu = jnp.asarray(params['lr'], dtype) * jnp.asarray(
+      params.get('mu', 0.0), dtype)
+
+  def step(_, carry):
+    counter, vec = carry
+    counter = jnp.where(rho != 0, counter * rho + 1, counter)
+    vec = jnp.where(rho != 0, vec + counter, vec)
+    vec = jnp.where(eta_mu != 0, vec * (1 - eta_mu) + 1, vec)
+    vec = jnp.where((rho == 0) & (eta_mu == 0), vec + 1, vec)
+    return counter, vec
+
+  zero = jnp.zeros((), dtype)
+  return jax.lax.fori_loop(0, num_steps, step, (zero, zero))[1]
 
 
 def _control_init(num_params, dtype):
@@ -157,6 +225,26 @@ REGISTRY: parts_lib.PartRegistry = parts_lib.PartRegistry('client', [
         init=_control_init,
         doc='K steps of client SGD corrected by control variates '
         '(SCAFFOLD option II, Karimireddy et al. 2020)')),
+    ('fednova', client(
+        'fednova', lambda p: optax.sgd(p['lr'], momentum=p['momentum']),
+        params=[steps(), lr(0.05), mu(),
+                _P('momentum', 0.0, check=lambda a: (a >= 0) & (a < 1),
+                   allowed='a number in [0, 1)',
+                   doc='rho, the client\'s heavy-ball momentum, reset every '
+                   'round'),
+                _epochs('epochs_min', 'E_min, the fewest epochs a client '
+                        'runs in a round (0: K = steps for every client)'),
+                _epochs('epochs_max', 'E_max, the most epochs (drawn '
+                        'uniformly in E_min..E_max per client and round)'),
+                _P('normalize', 1, 'int', check=lambda a: (a == 0) | (a == 1),
+                   allowed='0 or 1',
+                   doc='1: upload Delta_m / ||a_m||_1 and step tau_eff times '
+                   'their mean (FedNova); 0: Delta_m (FedAvg with the same '
+                   'work)')],
+        opt_in=True,
+        doc='FedNova (Wang et al. 2020): tau_m local steps of client SGD '
+        '(momentum, prox optional), E_m epochs drawn per client, the '
+        'change normalized by its work')),
 ])
 __getattr__ = registry.names_attribute(__name__, CLIENTS=REGISTRY)
 

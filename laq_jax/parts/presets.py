@@ -203,6 +203,19 @@ AFTER_LAQ: tuple[Algorithm, ...] = (
     _A('ef21_p_dcgd', False, 'randk', False, broadcast='ef21p',
        warm_start=True,
        reference='Gruntkowska, Tyurin, Richtarik 2023: EF21-P + DCGD'),
+    # FedNova (Wang, Liu, Liang, Joshi, Poor 2020): E_m ~ U{2,3,4} epochs
+    # per client and round (the authors' and Flower's draws), uniform
+    # weights (the suite's f = sum_m f_m), the server's step 1.
+    _A('fednova', True, 'identity', False, client='fednova',
+       params={'fednova.lr': 0.05, 'fednova.epochs_min': 2,
+               'fednova.epochs_max': 4},
+       settings={'server_lr': 1.0}, absent='drop', weighting='uniform',
+       reference='Wang et al. 2020: FedNova (vanilla client SGD)'),
+    _A('fednova_momentum', True, 'identity', False, client='fednova',
+       params={'fednova.lr': 0.02, 'fednova.momentum': 0.9,
+               'fednova.epochs_min': 2, 'fednova.epochs_max': 4},
+       settings={'server_lr': 1.0}, absent='drop', weighting='uniform',
+       reference='Wang et al. 2020: FedNova, local momentum 0.9'),
 )
 
 
@@ -271,7 +284,7 @@ ALGORITHMS: dict[str, Algorithm] = registry.track({
         *_local_presets(),
         # After LAQ (docs/algorithm.md, "After LAQ"): the 3PC family,
         # MARINA, DASHA and EF21-P, each worker's first upload its gradient
-        # (warm start).
+        # (warm start); FedNova.
         *AFTER_LAQ,
     )
 })

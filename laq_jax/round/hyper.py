@@ -219,6 +219,13 @@ def check_participation(values, algorithm: Algorithm | None = None,
                      'partial participation: its quantized broadcast '
                      'assumes every worker received every broadcast; use '
                      'participation=1 and clients_per_round=0, or laq')
+  absent = get('absent') or (algorithm.absent if algorithm else None)
+  if (partial and algorithm is not None and algorithm.client == 'fednova'
+      and absent == 'stale'):
+    raise ValueError(f'{where}absent={show(absent)} is not allowed with '
+                     f'algo={show(algorithm.name)} and partial participation: '
+                     'its tau_eff is over the round\'s participants; use '
+                     "absent='drop'")
   if partial and algorithm is not None and algorithm.estimator == 'marina':
     raise ValueError(f'{where}algo={show(algorithm.name)} is not allowed with '
                      'partial participation: its full-gradient rounds (the '

@@ -246,11 +246,18 @@ class LocalOut(NamedTuple):
       control variate, 32 p), int32 scalar.
     controls_M: {stateful client part: each local worker's new control
       variate c_m+ [M, P]} (kept where the worker uploads).
+    norm_M: each local worker's ||a_m||_1, what its upload was divided by
+      (FedNova's normalized change; 1 for every other client), or None.
+    normalized: whether the point's uploads are normalized changes (the
+      server then steps tau_eff = sum_S w_m ||a_m||_1 times their weighted
+      mean: `rules.work_scale`), bool scalar, or None.
   """
   steps_M: jax.Array
   extra_bits_M: jax.Array
   extra_down: jax.Array
   controls_M: dict
+  norm_M: jax.Array | None = None
+  normalized: jax.Array | None = None
 
 
 def server_hyper(hyper: Hyper, parts: Parts) -> Hyper:

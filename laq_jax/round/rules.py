@@ -217,6 +217,9 @@ def step(grads_MxP: jax.Array, state: RuleState, theta_P: jax.Array,
   aggregate_P, step_P = aggregate_stage(
       state, out, taken, written, hyper, mean, counts_M, rows_M,
       num_workers, num_local, axis_name)
+  if mean is not None and local is not None and local.normalized is not None:
+    step_P = work_scale(step_P, local, taken, counts_M, rows_M, hyper,
+                        axis_name)
   new_theta_P, server = server_stage(step_P, theta_P, state, out, taken,
                                      hyper, parts, num_workers, axis_name)
   history, broadcast_P, stats = broadcast_stage(
@@ -342,6 +345,20 @@ def broadcast_stage(new_theta_P, theta_P, state: RuleState, out: Worker,
   if taken is not None:
     bits_down_M = jnp.where(taken, bits_down_M, 0)
   return history, broadcast_P, out.stats._replace(bits_down_M=bits_down_M)
+
+
+def work_scale(step_P, local: LocalOut, taken, counts_M, rows_M, hyper,
+               axis_name):
+  """FedNova's server step (Wang et al. 2020, eq. 6): the weighted mean of
+  the normalized changes Delta_m / ||a_m||_1 times tau_eff = sum_S w_m
+  ||a_m||_1 / sum_S w_m, the same weights and participants
+  (`participation.weighted_step`); a point whose uploads are not normalized
+  steps as it was."""
+  counts = counts_M if rows_M is None else counts_M[rows_M]
+  tau_eff = participation_lib.weighted_step(
+      local.norm_M[:, None].astype(step_P.dtype), taken, counts, hyper,
+      axis_name)[0]
+  return jnp.where(local.normalized, tau_eff * step_P, step_P)
 
 
 def _add_local(out: Worker, state: RuleState, local: LocalOut) -> Worker:

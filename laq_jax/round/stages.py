@@ -236,6 +236,17 @@ def local_gradients(s: Setting) -> Callable:
   controls = tuple(p.name for p in clients if p.stateful)
 
   batch = functools.partial(draw_minibatch, s)
+  shard_size = data.x_MxNxD.shape[1]
+
+  def _client_steps(part, params, step, worker, count):
+    """This client's K: its own draw where the part draws work (FedNova's
+    E_m epochs), else the part's steps."""
+    if not clients_lib.heterogeneous(part):
+      return None
+    u = randomness.local_work_uniform(hyper.seed, step, worker)
+    return clients_lib.local_steps(
+        params, u, shard_size if count is None else count,
+        spec.batch_size if spec.stochastic else shard_size)
 
   def one_worker(step, worker, x_NxD, y_N, count, anchor_P, own_M,
                  server_controls):
@@ -245,18 +256,29 @@ def local_gradients(s: Setting) -> Callable:
 
     def branch(part, g0_P, anchor_P, own):
       no_bits = jnp.int32(0)
+      one, plain = jnp.ones((), g0_P.dtype), jnp.zeros((), bool)
       if not clients_lib.is_local(part):
-        return g0_P, jnp.int32(1), no_bits, no_bits, own
+        return g0_P, jnp.int32(1), no_bits, no_bits, own, one, plain
+      params = parts_lib.own_params(hyper, part)
       grad_at = lambda theta_P, j: grad_fn(
           theta_P, *batch(jax.random.fold_in(key0, j), x_NxD, y_N, count))
       delta_P, num_steps, control_P = clients_lib.work(
-          part, parts_lib.own_params(hyper, part), anchor_P, g0_P, grad_at,
+          part, params, anchor_P, g0_P, grad_at,
           *((own[part.name], server_controls[part.name]) if part.stateful
-            else ()))
+            else (None, None)), num_steps=_client_steps(part, params, step,
+                                                        worker, count))
+      if clients_lib.normalizes(part):  # FedNova: Delta_m / ||a_m||_1
+        normalized = params['normalize'] == 1
+        norm = jnp.where(normalized, clients_lib.normalizer(
+            params, num_steps, delta_P.dtype), one)
+        return (delta_P / norm, num_steps,
+                jnp.where(normalized, jnp.int32(32), no_bits), no_bits, own,
+                norm, normalized)
       if control_P is None:
-        return delta_P, num_steps, no_bits, no_bits, own
+        return delta_P, num_steps, no_bits, no_bits, own, one, plain
       full = jnp.int32(32 * num_params)  # c_m's change up, c's down
-      return delta_P, num_steps, full, full, {**own, part.name: control_P}
+      return (delta_P, num_steps, full, full, {**own, part.name: control_P},
+              one, plain)
 
     index = parts_lib.local_index(hyper.client, clients,
                                   clients_lib.REGISTRY)
@@ -270,13 +292,16 @@ def local_gradients(s: Setting) -> Callable:
                else jnp.asarray(data.count_M, jnp.int32))
     worker = lambda w, x, y, n, own: one_worker(step, w, x, y, n, at_P, own,
                                                 server_controls)
-    (uploads_MxP, steps_M, bits_M, down_M, own_M), sample = jax.vmap(
-        worker, in_axes=(0, 0, 0, None if count_M is None else 0, 0))(
-            s.worker_ids_M, data.x_MxNxD, data.y_MxN, count_M, own_M)
+    (uploads_MxP, steps_M, bits_M, down_M, own_M, norm_M, normalized_M
+     ), sample = jax.vmap(
+         worker, in_axes=(0, 0, 0, None if count_M is None else 0, 0))(
+             s.worker_ids_M, data.x_MxNxD, data.y_MxN, count_M, own_M)
     same = rules.SameSample(sample, lambda th, batch_: grad_fn(th, *batch_))
+    first = lambda x, empty: x[0] if x.shape[0] else empty
     local = rules.LocalOut(steps_M.astype(jnp.int32), bits_M,
-                           down_M[0] if down_M.shape[0] else jnp.int32(0),
-                           {n: own_M[n] for n in controls})
+                           first(down_M, jnp.int32(0)),
+                           {n: own_M[n] for n in controls}, norm_M,
+                           first(normalized_M, jnp.zeros((), bool)))
     return (_logged_loss(s, step, theta_P, full_values), uploads_MxP, same,
             local)
 
