@@ -248,6 +248,9 @@ AT_A_GLANCE = [
      'workloads', 'fmnist_cnn',
      [('FedAvg', 'fedavg'), ('FedAdam', 'fedadam'), ('SGD (FedSGD)', 'sgd'),
       ('SLAQ', 'slaq')], AT_BUDGET),
+    ('the FedAvg family, logistic regression on 100 clients, q = 0.1, 500 '
+     'rounds (federated)', 'federated', 'logreg/local',
+     [('FedAvg', 'fedavg'), ('SCAFFOLD', 'scaffold')], AT_BUDGET),
 ]
 # The README's excerpt of what `./run.sh` (the quick reproduction) shows, from
 # a quick run's results.json committed in docs/quick (same shape).
