@@ -195,6 +195,9 @@ class FedNovaTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, "absent='stale' is not allowed "
                                 "with algo='fednova'"):
       lj.make_hyper('fednova', participation=0.5, absent='stale')
+    with self.assertRaisesRegex(ValueError, "weighting='sum' is not allowed "
+                                "with algo='fednova'"):
+      lj.make_hyper('fednova', weighting='sum')
     from laq_jax import deploy  # pylint: disable=g-import-not-at-top
     with self.assertRaisesRegex(ValueError, "client 'fednova' .* is not "
                                 'deployable yet'):

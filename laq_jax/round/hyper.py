@@ -220,6 +220,12 @@ def check_participation(values, algorithm: Algorithm | None = None,
                      'assumes every worker received every broadcast; use '
                      'participation=1 and clients_per_round=0, or laq')
   absent = get('absent') or (algorithm.absent if algorithm else None)
+  weighting = get('weighting')
+  if (algorithm is not None and algorithm.client == 'fednova'
+      and weighting == 'sum'):
+    raise ValueError(f"{where}weighting='sum' is not allowed with "
+                     f'algo={show(algorithm.name)}: its step is tau_eff times '
+                     "a weighted mean; use weighting='uniform' or 'samples'")
   if (partial and algorithm is not None and algorithm.client == 'fednova'
       and absent == 'stale'):
     raise ValueError(f'{where}absent={show(absent)} is not allowed with '
