@@ -35,7 +35,7 @@ def pages() -> dict[str, str]:
 # that package is not installed, the tests that import a module pass over it
 # (the docs build mocks the package: docs/conf.py); the others still read
 # its page.
-OPTIONAL = {'laq_jax.flower': 'flwr'}
+OPTIONAL = {'laq_jax.deploy.flower': 'flwr', 'laq_jax.flower': 'flwr'}
 
 
 def load(module_name: str):
