@@ -463,6 +463,17 @@ class ValidationTest(parameterized.TestCase):
                      rf'{re.escape(value)} is not allowed: it must be .*'
                      rf'{allowed}')
 
+  def test_a_client_s_epochs_together(self):
+    # FedNova's E_m in epochs_min..epochs_max: refused before anything runs
+    config = tiny_config(algo='fednova', batch_size=10)
+    config.params.fednova.epochs_min = 5  # above the preset's epochs_max 4
+    with self.assertRaisesRegex(
+        config_lib.ConfigError, r'^config\.params: fednova\.epochs_max=4 is '
+        r'not allowed with fednova\.epochs_min=5'):
+      config_lib.validate_config(config)
+    config.params.fednova.epochs_max = 6
+    config_lib.validate_config(config)
+
   def test_full_batch_algorithms_ignore_the_batch_size(self):
     config_lib.validate_config(tiny_config(algo='laq', batch_size=61))
 

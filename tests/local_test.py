@@ -198,6 +198,10 @@ class FedNovaTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, "weighting='sum' is not allowed "
                                 "with algo='fednova'"):
       lj.make_hyper('fednova', weighting='sum')
+    with self.assertRaisesRegex(ValueError, r'fednova.epochs_max=1 is not '
+                                r'allowed with fednova.epochs_min=3'):
+      lj.make_hyper('fednova', **{'fednova.epochs_min': 3,
+                                  'fednova.epochs_max': 1})
     from laq_jax import deploy  # pylint: disable=g-import-not-at-top
     with self.assertRaisesRegex(ValueError, "client 'fednova' .* is not "
                                 'deployable yet'):

@@ -229,9 +229,12 @@ def build(config, *, validated: bool = False) -> Built:
   for key, value in algorithm.settings:  # where the config left the default
     if key in fields and fields[key] == DEFAULTS[key]:
       fields[key] = value
-  hyper = make_hyper(algorithm, dtype=dtype,
-                     authors_code=bool(get('authors_code')), **fields,
-                     **sweep_lib.part_values(config))
+  try:  # (a part's parameters together: FedNova's epochs_min..epochs_max)
+    hyper = make_hyper(algorithm, dtype=dtype,
+                       authors_code=bool(get('authors_code')), **fields,
+                       **sweep_lib.part_values(config))
+  except ValueError as e:
+    raise config_lib.ConfigError(f'config.params: {e}') from None
   np_dtype = np.dtype(dtype)
   run_chunk_fn = mesh = None
   if get('workers_on') == 'devices':

@@ -158,11 +158,26 @@ def normalizes(part: parts_lib.Part) -> bool:
   return 'normalize' in part.param_names
 
 
+def check_epochs(name: str, params) -> None:
+  """Refuses E_max below E_min (where E_min > 0) in the part's parameter
+  arrays (a grid's too), naming both."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  e_min, e_max = (np.asarray(params['epochs_min']),
+                  np.asarray(params['epochs_max']))
+  if np.any((e_min > 0) & (e_max < e_min)):
+    raise ValueError(
+        f'{name}.epochs_max={e_max.tolist()} is not allowed with '
+        f'{name}.epochs_min={e_min.tolist()}: it must be at least epochs_min '
+        '(E_m is drawn in epochs_min..epochs_max; epochs_min 0 runs K = '
+        'steps for every client)')
+
+
 def local_steps(params, u, count, batch_size: int):
   """tau_m, a client's local steps this round: E_m ceil(n_m / B) with
   E_m = E_min + floor(u (E_max - E_min + 1)) epochs (u: the client's
-  `randomness.local_work_uniform`; E_max below E_min reads as E_min), or
-  params['steps'] (K) where E_min is 0. int32.
+  `randomness.local_work_uniform`; E_max below E_min is refused by
+  `check_epochs` when the Hyper is made), or params['steps'] (K) where
+  E_min is 0. int32.
 
   `count` is the client's sample count n_m, `batch_size` B (the whole
   client when it holds fewer)."""
