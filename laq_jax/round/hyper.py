@@ -135,10 +135,13 @@ def make_hyper(algo: str | Algorithm = 'laq', *, dtype=jnp.float32,
     if name not in DEFAULTS:
       raise ValueError('make_hyper: ' + show_lib.unknown(
           name, hyper_keys(), 'hyperparameter'))
-  params = parts_lib.param_arrays({**dict(algorithm.params), **dotted}, dtype)
+  given = {**dict(algorithm.params), **dotted}
+  params = parts_lib.param_arrays(given, dtype)
   for part in map(clients_lib.REGISTRY.get, clients_lib.REGISTRY.names):
     if clients_lib.heterogeneous(part):  # (FedNova's E_min..E_max)
-      clients_lib.check_epochs(part.name, params[part.name])
+      clients_lib.check_epochs(part.name, {
+          n: given.get(f'{part.name}.{n}', part.param(n).default)
+          for n in ('epochs_min', 'epochs_max')})
   values = {**DEFAULTS, **dict(algorithm.settings), **overrides}
   validate(**values)
   values['server_lr'] = server_lr(algorithm, values['server_lr'])
