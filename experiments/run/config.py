@@ -292,15 +292,6 @@ def validate_config(config, *, allow_extra: Iterable[str] = ()) -> None:
                         where='config.')
   except ValueError as e:
     raise ConfigError(str(e)) from None
-  try:  # a client's parameters together (FedNova's epochs_min..epochs_max)
-    merged = {**dict(algorithm.params), **sweep_lib.part_values(config)}
-    for part in map(clients_lib.REGISTRY.get, clients_lib.REGISTRY.names):
-      if clients_lib.heterogeneous(part):
-        clients_lib.check_epochs(part.name, {
-            n: merged.get(f'{part.name}.{n}', part.param(n).default)
-            for n in ('epochs_min', 'epochs_max')})
-  except ValueError as e:
-    raise ConfigError(f'config.params: {e}') from None
   if not isinstance(c['authors_code'], (bool, np.bool_)):
     raise bad('authors_code', c['authors_code'], 'True or False')
   if not (is_number(c['dirichlet_alpha']) and c['dirichlet_alpha'] > 0):
@@ -322,6 +313,15 @@ def validate_config(config, *, allow_extra: Iterable[str] = ()) -> None:
         raise bad(f'params.{key}', explicit[key], 'its default: '
                   f"algo={algorithm.name!r} does not use the part "
                   f"{key.split('.')[0]!r} (it uses {', '.join(used)})")
+  merged = {**dict(algorithm.params), **explicit}
+  try:  # a client's parameters together (FedNova's epochs_min..epochs_max)
+    for part in map(clients_lib.REGISTRY.get, clients_lib.REGISTRY.names):
+      if clients_lib.heterogeneous(part):
+        clients_lib.check_epochs(part.name, {
+            n: merged.get(f'{part.name}.{n}', part.param(n).default)
+            for n in ('epochs_min', 'epochs_max')})
+  except ValueError as e:
+    raise ConfigError(f'config.params: {e}') from None
 
   kind, rest = parse_dataset(c['dataset'])
   dataset_kind = data_lib.REGISTRY.get(kind)
