@@ -313,13 +313,8 @@ def validate_config(config, *, allow_extra: Iterable[str] = ()) -> None:
         raise bad(f'params.{key}', explicit[key], 'its default: '
                   f"algo={algorithm.name!r} does not use the part "
                   f"{key.split('.')[0]!r} (it uses {', '.join(used)})")
-  merged = {**dict(algorithm.params), **explicit}
   try:  # a client's parameters together (FedNova's epochs_min..epochs_max)
-    for part in map(clients_lib.REGISTRY.get, clients_lib.REGISTRY.names):
-      if clients_lib.heterogeneous(part):
-        clients_lib.check_epochs(part.name, {
-            n: merged.get(f'{part.name}.{n}', part.param(n).default)
-            for n in ('epochs_min', 'epochs_max')})
+    clients_lib.check_work({**dict(algorithm.params), **explicit})
   except ValueError as e:
     raise ConfigError(f'config.params: {e}') from None
 

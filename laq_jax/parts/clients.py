@@ -176,6 +176,17 @@ def check_epochs(name: str, params) -> None:
         'steps for every client)')
 
 
+def check_work(given) -> None:
+  """`check_epochs` for every registered client part that draws work, from
+  `given` ({'part.param': value}: a preset's and the caller's dotted
+  parameters; a part's default where absent)."""
+  for part in map(REGISTRY.get, REGISTRY.names):
+    if heterogeneous(part):
+      check_epochs(part.name, {
+          n: given.get(f'{part.name}.{n}', part.param(n).default)
+          for n in ('epochs_min', 'epochs_max')})
+
+
 def local_steps(params, u, count, batch_size: int):
   """tau_m, a client's local steps this round: E_m ceil(n_m / B) with
   E_m = E_min + floor(u (E_max - E_min + 1)) epochs (u: the client's

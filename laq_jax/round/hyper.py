@@ -137,11 +137,7 @@ def make_hyper(algo: str | Algorithm = 'laq', *, dtype=jnp.float32,
           name, hyper_keys(), 'hyperparameter'))
   given = {**dict(algorithm.params), **dotted}
   params = parts_lib.param_arrays(given, dtype)
-  for part in map(clients_lib.REGISTRY.get, clients_lib.REGISTRY.names):
-    if clients_lib.heterogeneous(part):  # (FedNova's E_min..E_max)
-      clients_lib.check_epochs(part.name, {
-          n: given.get(f'{part.name}.{n}', part.param(n).default)
-          for n in ('epochs_min', 'epochs_max')})
+  clients_lib.check_work(given)  # (FedNova's E_min..E_max together)
   values = {**DEFAULTS, **dict(algorithm.settings), **overrides}
   validate(**values)
   values['server_lr'] = server_lr(algorithm, values['server_lr'])
