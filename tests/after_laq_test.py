@@ -57,7 +57,7 @@ def run(algo, steps=STEPS, participation=False, **hyper):
                     triggers=('eager', 'tpc_lazy'), warm_start=True,
                     error_feedback=False, downlink=a.downlink,
                     broadcasts=('full', a.broadcast),
-                    participation=participation)
+                    servers=('sgd', a.server), participation=participation)
   h = lj.make_hyper(algo, dtype=jnp.float64, step_size=ALPHA, **hyper)
   with jax.enable_x64(True):
     state, trace = lj.run(spec, lj.Data(jnp.asarray(x), jnp.asarray(y)), h,
@@ -205,6 +205,49 @@ class EstimatorsTest(parameterized.TestCase):
                                  ref['theta_hat'], rtol=rtol,
                                  atol=1e-14 if rtol < 1e-6 else 1e-3)
       self.assertLess(int(trace.bits_down_M[0, 0]), 32 * P)
+
+  @parameterized.parameters(0.02, 0.05)
+  def test_ef21_bc_matches_numpy(self, k_down):
+    # EF21-BC (section 4): EF21 up, the server's G + top-k(agg - G) down;
+    # the workers step with G themselves, so they hold theta. (agg moves in
+    # at most M k p coordinates a round: k_M below M k = 0.1 compresses.)
+    k = 0.02
+    state, trace, (x, y) = run('ef21_bc', **{'top_k.k': k,
+                                             'top_k_down.k': k_down})
+    ref = reference.run(x, y, steps=STEPS, alpha=ALPHA, bits=4,
+                        compressor='top_k', innovation=True, trigger='eager',
+                        top_k=k, warm_start=True, server_top_k=k_down)
+    np.testing.assert_array_equal(trace.sent_M, ref['sent'])
+    np.testing.assert_array_equal(trace.bits_M.astype(np.int64), ref['bits'])
+    np.testing.assert_array_equal(trace.bits_down_M.astype(np.int64),
+                                  ref['bits_down'])
+    rtol = 1e-11 if _pinned_jax() else 1e-3
+    np.testing.assert_allclose(trace.loss, ref['loss'], rtol=rtol)
+    theta = np.asarray(state.theta_P)
+    np.testing.assert_allclose(theta, ref['theta'], rtol=rtol,
+                               atol=1e-14 if rtol < 1e-6 else 1e-3)
+    np.testing.assert_array_equal(np.asarray(state.rule.broadcast_P), theta)
+    # the server's G: theta moved by alpha G in the last step
+    g_state = state.rule.server['ef21bc_server']
+    self.assertEqual(g_state.g_P.shape, (P,))
+    # down: 32 p at the warm start, then k_M (32 + 13) per worker
+    np.testing.assert_array_equal(trace.bits_down_M[0], 32 * P)
+    k_m = max(1, int(np.floor(k_down * P + 0.5)))
+    np.testing.assert_array_equal(trace.bits_down_M[1:], k_m * (32 + 13))
+
+  def test_ef21_bc_with_the_whole_aggregate_is_ef21(self):
+    # k_M = p: G = agg every round, the run of tpc_ef21 (the contract's
+    # (g)), at top-k's count for the p values down.
+    _, ef21, _ = run('tpc_ef21', **{'top_k.k': 0.02})
+    _, bc, _ = run('ef21_bc', **{'top_k.k': 0.02, 'top_k_down.k': 1.0 * P})
+    np.testing.assert_array_equal(bc.sent_M, ef21.sent_M)
+    np.testing.assert_allclose(bc.loss, ef21.loss, rtol=1e-13)
+    np.testing.assert_array_equal(bc.bits_down_M[1:], P * (32 + 13))
+
+  def test_ef21_bc_refuses_partial_participation(self):
+    with self.assertRaisesRegex(ValueError, "'ef21_bc' .*partial "
+                                'participation'):
+      lj.make_hyper('ef21_bc', clients_per_round=2)
 
   def test_equivalences(self):
     # MARINA at p = 1 sends g every round: GD, as tpc_v4 with k2 = p does

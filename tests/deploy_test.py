@@ -210,6 +210,11 @@ class DeployedIsSimulatedTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, 'a warm start .* is not '
                                 'deployable yet'):
       deploy.check_deployable(spec_3pc, hyper_3pc, np.float32)
+    # EF21-BC's broadcast (the server's compressed aggregate), by name.
+    spec_bc, _, hyper_bc = built('ef21_bc')
+    with self.assertRaisesRegex(ValueError, "broadcast 'ef21bc' is not "
+                                'deployable yet'):
+      deploy.check_deployable(spec_bc, hyper_bc, np.float32)
     server = deploy.Server(spec, hyper)
     # A client's index is an integer of the round (a bool is an int in
     # Python: True made every client of the round absent).

@@ -456,5 +456,68 @@ class UserClientTest(absltest.TestCase):
     self.assertEqual(int(adam.grads_M.sum()), M)
 
 
+class ScaffnewTest(parameterized.TestCase):
+  """Scaffnew / ProxSkip (after-laq.md section 5) against the oracle."""
+
+  def _run(self, rounds=ROUNDS, **params):
+    x, y, data = _data()
+    h = lj.make_hyper('scaffnew', dtype=jnp.float64, seed=6, l2=0.01,
+                      **{'scaffnew.lr': 0.05, **params})
+    # B = the shard: every local step a full-shard gradient
+    spec = lj.RunSpec(lj.get_problem('logreg'), M, stochastic=True,
+                      batch_size=N, loss_every=1, clients=('scaffnew',),
+                      weighting=True)
+    state, trace = lj.run(spec, data, h, rounds)
+    theta0 = lj.init_state(spec, h, jnp.float64).theta_P
+    return x, y, state, trace, np.asarray(theta0)
+
+  @parameterized.parameters((0.3, 0), (0.2, 3))
+  def test_rounds(self, p, k_cap):
+    x, y, state, trace, theta0 = self._run(
+        **{'scaffnew.p': p, 'scaffnew.k_cap': k_cap})
+    with jax.enable_x64(True):
+      coins = [float(randomness.round_coin(6, k, jnp.float64))
+               for k in range(ROUNDS)]
+    ref = reference.run_scaffnew(x, y, rounds=ROUNDS, theta0=theta0,
+                                 coins=coins, p=p, gamma=0.05, lam=0.01,
+                                 k_cap=k_cap)
+    steps = np.asarray(ref['steps'])
+    self.assertGreater(len(set(steps.tolist())), 1)  # K_k varies
+    if k_cap:
+      self.assertEqual(steps.max(), k_cap)
+    np.testing.assert_array_equal(trace.grads_M, steps[:, None] * np.ones(M))
+    np.testing.assert_array_equal(trace.bits_M, 32 * theta0.size)
+    np.testing.assert_allclose(trace.loss, ref['loss'], rtol=1e-10)
+    np.testing.assert_allclose(state.theta_P, ref['theta'], rtol=1e-9,
+                               atol=1e-12)
+    h_state = np.asarray(state.rule.parts_M['scaffnew'])
+    np.testing.assert_allclose(h_state, ref['h'], rtol=1e-8, atol=1e-10)
+    self.assertGreater(np.abs(h_state).max(), 1e-3)  # it moved
+
+  def test_p_one_is_gd(self):
+    # K = 1 every round: theta - gamma mean(g_m - h_m), GD on the sum at
+    # alpha = gamma / M (the contract's (g)).
+    x, y, data = _data()
+    _, _, state, trace, _ = self._run(**{'scaffnew.p': 1.0})
+    np.testing.assert_array_equal(trace.grads_M, 1)
+    gd = lj.make_hyper('gd', dtype=jnp.float64, l2=0.01, step_size=0.05 / M)
+    spec = lj.RunSpec(lj.get_problem('logreg'), M, loss_every=1)
+    gd_state, gd_trace = lj.run(spec, data, gd, ROUNDS)
+    np.testing.assert_allclose(trace.loss, gd_trace.loss, rtol=1e-12)
+    np.testing.assert_allclose(state.theta_P, gd_state.theta_P, rtol=1e-10,
+                               atol=1e-13)
+
+  def test_refused_without_every_client(self):
+    for kw in (dict(participation=0.5), dict(clients_per_round=2),
+               dict(deadline_s=1.0)):
+      with self.assertRaisesRegex(ValueError, "algo='scaffnew' is not "
+                                  'allowed with partial participation or a '
+                                  'deadline'):
+        lj.make_hyper('scaffnew', **kw)
+    with self.assertRaisesRegex(ValueError, r"scaffnew.p=0(\.0)? is not "
+                                r'allowed'):
+      lj.make_hyper('scaffnew', **{'scaffnew.p': 0.0})
+
+
 if __name__ == '__main__':
   absltest.main()

@@ -183,7 +183,12 @@ FAMILY = {
                             estimator='diana'),
     'ef21_p_dcgd': _member(False, 'randk', False, False, 'eager',
                            downlink=True, warm_start=True),
+    # EF21-BC (section 4): EF21 up, the server's G + top-k(agg - G) down.
+    'ef21_bc': _member(False, 'top_k', True, False, 'eager', downlink=True,
+                       server='ef21bc_server', warm_start=True),
     # FedNova (section 7): local work normalized; its oracle `run_fednova`.
+    # Scaffnew (section 5): its oracle `run_scaffnew`.
+    'scaffnew': _fed(weighting='uniform', client='scaffnew'),
     'fednova': _fed(weighting='uniform', client='fednova'),
     'fednova_momentum': _fed(weighting='uniform', client='fednova'),
 }
@@ -512,7 +517,7 @@ def run(x_mnd, y_mn, *, steps, alpha, bits, compressor='uniform',
         minibatch_scripts=False, warm_start=False, randk_k=0.09,
         estimator=None, compressor_b=None, k_b=0.01, uniforms_b=None,
         coins=None, marina_p=0.0, zeta_v3=1.0, dasha_a=0.0, diana_beta=0.0,
-        broadcast_top_k=None):
+        broadcast_top_k=None, server_top_k=None):
   """`steps` iterations of docs/algorithm.md's "One iteration", loop by loop.
 
   Extended to the family of /work/shared/compressors.md: error feedback,
@@ -562,6 +567,11 @@ def run(x_mnd, y_mn, *, steps, alpha, bits, compressor='uniform',
     broadcast_top_k: EF21-P's broadcast, thetahat + top-k(theta -
       thetahat) with this k (a fraction of p or a count), k (32 +
       ceil(log2 p)) bits per worker; None: `downlink_bits` decides.
+    server_top_k: EF21-BC's server (section 4): G <- G + top-k(agg - G)
+      with this k (G = agg at the warm start's first step), theta <- theta
+      - alpha G; it broadcasts top-k(agg - G), k (32 + ceil(log2 p)) bits
+      per worker (32 p the first step with the warm start), and the
+      workers hold theta. None: theta <- theta - alpha agg.
     error_feedback: add the worker's error memory err_m to g before
       compressing; an upload sets err_m = u - Q.
     trigger: 'eager' (always upload), 'laq' (LAG/LAQ's rule with the clock)
@@ -630,6 +640,7 @@ def run(x_mnd, y_mn, *, steps, alpha, bits, compressor='uniform',
   # worker that never uploaded is infinitely stale.
   clock = np.zeros(m_workers) if authors_code else np.full(m_workers, np.inf)
   agg = np.zeros(p, dtype)
+  g_server = np.zeros(p, dtype)  # EF21-BC's G
   hist = np.zeros(memory, dtype)  # hist[d-1] = h_d
   buffer = np.zeros(memory, dtype)  # the scripts' dtheta, as squared norms
   rows = []
@@ -739,13 +750,24 @@ def run(x_mnd, y_mn, *, steps, alpha, bits, compressor='uniform',
         clock[m] += 1
       y[m] = g  # the 3PC family's memory: every step, upload or skip
       row['innovation'][m], row['threshold'][m], row['error'][m] = lhs, rhs, e
-    new_theta = theta - alpha * agg
+    if server_top_k is not None:
+      if warm_start and k == 0:
+        g_server, cost_down = agg.copy(), 32 * p
+      else:
+        c, cost_down = _top_k(agg - g_server, top_k_count(server_top_k, p))
+        g_server = g_server + c
+      new_theta = theta - alpha * g_server
+    else:
+      new_theta = theta - alpha * agg
     moved = np.sum((new_theta - theta)**2)
     hist = np.concatenate([np.array([moved], dtype), hist[:-1]])
     theta = new_theta
     # The broadcast: the b-bit quantizer of theta^{k+1} - thetahat^k, whose
     # value is thetahat^k + the quantized innovation; or theta itself.
-    if broadcast_top_k is not None:
+    if server_top_k is not None:  # the workers step with G themselves
+      theta_hat = theta
+      row['bits_down'][:] = cost_down
+    elif broadcast_top_k is not None:
       c, cost_down = _top_k(theta - theta_hat, top_k_count(broadcast_top_k,
                                                            p))
       theta_hat = theta_hat + c
@@ -1056,3 +1078,50 @@ def run_fednova(x_mnd, y_mn, *, rounds, theta0, batches, present, taus,
   out['theta'] = theta
   return out
 
+
+
+def scaffnew_steps(u, p, k_cap=0, max_steps=10_000):
+  """K_k = 1 + floor(ln u / ln(1 - p)) (after-laq.md section 5), u the
+  round's shared uniform (0 read as the smallest normal float), at most
+  k_cap (> 0) and max_steps."""
+  u = max(float(u), float(np.finfo(np.float64).tiny))
+  k = 1 + np.floor(np.log(u) / np.log1p(-p)) if p < 1 else 1
+  if k_cap > 0:
+    k = min(k, k_cap)
+  return int(min(max(k, 1), max_steps))
+
+
+def run_scaffnew(x_mnd, y_mn, *, rounds, theta0, coins, p, gamma, lam=0.0,
+                 k_cap=0, classes=10):
+  """Scaffnew's rounds from the contract's text (after-laq.md section 5):
+  every client from y = theta^k runs K_k (`scaffnew_steps` of coins[k])
+  steps y <- y - gamma (grad f_m(y) - h_m) on its whole shard; the server
+  takes the uniform mean of the y_m; then h_m <- h_m + (p / gamma)
+  (theta^{k+1} - y_m). Asserts sum_m h_m = 0 (to 1e-9 of sum ||h_m||).
+
+  Returns:
+    {'theta', 'h' [M, P], 'loss': [f(theta^k)], 'steps': [K_k]}.
+  """
+  theta = np.array(theta0, dtype=x_mnd.dtype)
+  dtype = theta.dtype.type
+  num_workers = len(x_mnd)
+  h = np.zeros((num_workers, theta.size), theta.dtype)
+  out = {'loss': [], 'steps': []}
+  for k in range(rounds):
+    out['loss'].append(objective(theta, x_mnd, y_mn, lam, classes)[0])
+    steps = scaffnew_steps(coins[k], p, k_cap)
+    out['steps'].append(steps)
+    ys = []
+    for m in range(num_workers):
+      y = theta.copy()
+      for _ in range(steps):
+        _, g = shard_loss_and_grad(y, x_mnd[m], y_mn[m], lam, classes)
+        y = y - dtype(gamma) * (g - h[m])
+      ys.append(y)
+    theta = sum(ys) / dtype(num_workers)
+    for m in range(num_workers):
+      h[m] = h[m] + dtype(p) / dtype(gamma) * (theta - ys[m])
+    total = np.abs(h.sum(axis=0)).max()
+    assert total <= 1e-9 * max(np.linalg.norm(h, axis=1).sum(), 1e-300), total
+  out['theta'], out['h'] = theta, h
+  return out

@@ -115,13 +115,16 @@ def check_deployable(spec: RunSpec, hyper: Hyper, dtype) -> str:
                      f'too; deployable are {", ".join(WIRE_ESTIMATORS)}')
   if parts.controls:
     raise ValueError('control variates (scaffold) are not deployable yet')
+  if parts.shifts:
+    raise ValueError(f'client {parts.shifts[0].name!r} (a state moved after '
+                     'the server\'s step) is not deployable yet')
+  broadcast = broadcasts.REGISTRY.names[int(np.asarray(hyper.broadcast))]
+  if spec.downlink and broadcast not in ('full', 'quantized'):
+    raise ValueError(f'broadcast {broadcast!r} is not deployable yet: a '
+                     'deployment sends theta itself (broadcast full)')
   if spec.downlink and int(np.asarray(hyper.downlink_bits)) > 0:
     raise ValueError('a quantized broadcast (downlink_bits > 0) is not '
                      'deployable yet')
-  broadcast = broadcasts.REGISTRY.names[int(np.asarray(hyper.broadcast))]
-  if spec.downlink and broadcast != 'full':
-    raise ValueError(f'broadcast {broadcast!r} is not deployable yet: a '
-                     'deployment sends theta itself (broadcast full)')
   triggers = [p.name for p in parts.triggers]
   if 'lasg_ps' in triggers:
     raise ValueError('LASG-PS (the server selects) is not deployable')

@@ -150,6 +150,10 @@ class Part:
       grid computes every compiled branch).
     wire: a compressor's wire format (a `laq_jax.codecs.Codec`), or None:
       it has none and is not deployable (`laq_jax.wire`).
+    after: a stateful client's update of its state after the server's
+      step, `after(params, own_P, local_P, new_theta_P) -> own_P` (it
+      reads theta^{k+1}: Scaffnew's h_m), or None: a stateful client keeps
+      control variates (SCAFFOLD's; `laq_jax.clients`).
   """
   kind: str
   name: str
@@ -159,6 +163,7 @@ class Part:
   doc: str = ''
   opt_in: bool = False
   wire: Any = None
+  after: Callable | None = None
 
   def __post_init__(self):
     if self.kind not in KINDS:
@@ -180,6 +185,9 @@ class Part:
     if self.wire is not None and self.kind != 'compressor':
       raise ValueError(f'{self.kind} {show(self.name)}: only a compressor '
                        'has a wire format')
+    if self.after is not None and (self.kind != 'client' or self.init is None):
+      raise ValueError(f'{self.kind} {show(self.name)}: only a stateful '
+                       'client (one with an init) has an after-step update')
 
   def __call__(self, *args, **kwargs):
     return self.fn(*args, **kwargs)

@@ -5,9 +5,12 @@ the parameters it computes at next, thetahat^{k+1}, and counts its bits. The
 broadcast part decides both from theta^{k+1} and the last broadcast
 thetahat^k (which every worker holds)::
 
-  full       thetahat = theta (32 p bits)                        all but two_laq
+  full       thetahat = theta (32 p bits)                        most presets
   quantized  thetahat^k + Q_b(theta^{k+1} - thetahat^k) with     two_laq
              LAQ's quantizer at b = Hyper.downlink_bits (b p + 32)
+  ef21p      thetahat^k + top_k_down(theta^{k+1} - thetahat^k)   ef21_p_*
+  ef21bc     theta, as top_k_down(agg - G) of the server         ef21_bc
+             part ef21bc_server, from which the workers step
 
 (`Hyper.broadcast` indexes `REGISTRY`; a preset's `downlink` flag picks one
 of the two, and the slot `'laq+broadcast=quantized'` another.) A user's
@@ -17,9 +20,10 @@ broadcast is `parts.broadcast(name, fn, params=...)` registered in
   fn(inputs: Inputs[, params=]) -> (thetahat_P, bits)
 
 with `bits` what each worker receives (int32). Its memory is the last
-broadcast itself (`Inputs.last_broadcast_P`, which the workers hold: the
-error-feedback downlinks of EF21-P and EF21-BC are thetahat^k +
-C(theta^{k+1} - thetahat^k)); a broadcast part has no state of its own. A
+broadcast itself (`Inputs.last_broadcast_P`, which the workers hold:
+EF21-P's error-feedback downlink is thetahat^k + C(theta^{k+1} -
+thetahat^k)); a broadcast part has no state of its own (EF21-BC's memory,
+the compressed aggregate G, is its server part's state). A
 program compiles the broadcast stage's parts in only where a point's
 broadcast is not `full` (`RunSpec.downlink`): then the workers compute at
 thetahat, and the logged objective is f at the server's theta.
@@ -27,6 +31,7 @@ thetahat, and the logged objective is f at the server's theta.
 
 from __future__ import annotations
 
+import math
 from typing import Any, NamedTuple, Sequence
 
 import jax
@@ -46,10 +51,12 @@ class Inputs(NamedTuple):
     theta_P: theta^{k+1}, the server's parameters after its step.
     last_broadcast_P: thetahat^k, what the workers hold (theta^0 at start).
     hyper: the run's scalar Hyper.
+    step_count: k, the round whose result this broadcast sends (0 first).
   """
   theta_P: jax.Array
   last_broadcast_P: jax.Array
   hyper: Any
+  step_count: Any = 0
 
 
 def laq_downlink(inputs: Inputs):
@@ -86,6 +93,21 @@ def ef21p(inputs: Inputs):
   return out.value_P, out.bits
 
 
+def ef21bc(inputs: Inputs):
+  """EF21-BC's broadcast (Fatkhullin et al. 2021): the server sends
+  C_M(agg - G), the change of its compressed aggregate G (the server part
+  `ef21bc_server`), and every worker updates its copies of G and theta
+  itself, so the workers hold theta^{k+1} exactly. Its bits per worker are C_M's
+  (`top_k_down`: k (32 + ceil(log2 p))); with the warm start the first
+  round sends G = agg in full, 32 p."""
+  theta_P, hyper = inputs.theta_P, inputs.hyper
+  num_params = theta_P.shape[-1]
+  k = compressors.top_k_count(hyper.params['top_k_down']['k'], num_params)
+  per_value = 32 + math.ceil(math.log2(num_params)) if num_params > 1 else 32
+  first = hyper.warm_start & (jnp.asarray(inputs.step_count) == 0)
+  return theta_P, jnp.where(first, jnp.int32(32 * num_params), k * per_value)
+
+
 REGISTRY: parts_lib.PartRegistry = parts_lib.PartRegistry(
     'broadcast', [
         ('full', parts_lib.broadcast(
@@ -96,6 +118,10 @@ REGISTRY: parts_lib.PartRegistry = parts_lib.PartRegistry(
         ('ef21p', parts_lib.broadcast(
             'ef21p', ef21p, opt_in=True,
             doc='EF21-P: thetahat + top_k_down(theta - thetahat)')),
+        ('ef21bc', parts_lib.broadcast(
+            'ef21bc', ef21bc, opt_in=True,
+            doc='EF21-BC: top_k_down(agg - G), the change of the server '
+            'part ef21bc_server; the workers hold theta')),
     ])
 
 
@@ -114,10 +140,11 @@ def check_names(names: Sequence[str]) -> tuple[str, ...]:
 
 
 def broadcast(theta_P, last_broadcast_P, hyper,
-              parts: Sequence[parts_lib.Part]):
+              parts: Sequence[parts_lib.Part], step_count=0):
   """(thetahat^{k+1}, the bits each worker receives, int32) of
   BROADCASTS[hyper.broadcast] among `parts` (static; one outside them
-  selects the first: `RunSpec.check_hyper` refuses it).
+  selects the first: `RunSpec.check_hyper` refuses it) after round
+  `step_count`.
 
   Raises:
     ValueError: a part among them keeps state (a broadcast's memory is the
@@ -130,7 +157,8 @@ def broadcast(theta_P, last_broadcast_P, hyper,
                        'last broadcast, Inputs.last_broadcast_P)')
 
   def branch(part, theta_P, last_broadcast_P, hyper):
-    value_P, bits = part.call(Inputs(theta_P, last_broadcast_P, hyper),
+    value_P, bits = part.call(Inputs(theta_P, last_broadcast_P, hyper,
+                                     step_count),
                               params=parts_lib.own_params(hyper, part))[0]
     return value_P, jnp.asarray(bits, jnp.int32)
 

@@ -78,16 +78,19 @@ def mu(default: float = 0.0) -> parts_lib.Param:
 
 def client(name: str, fn: Callable, *, params: Iterable[parts_lib.Param] = (),
            init: Callable | None = None, doc: str = '',
-           opt_in: bool = False) -> parts_lib.Part:
+           opt_in: bool = False, after: Callable | None = None
+           ) -> parts_lib.Part:
   """A client part (register it in `clients.REGISTRY`); see the module
-  docstring for `fn` and a stateful part's control variates."""
+  docstring for `fn`, a stateful part's control variates and `after`."""
   params = tuple(params)
   names = [p.name for p in params]
-  if fn is not _gradient and not ('steps' in names and 'lr' in names):
+  if fn is not _gradient and not (('steps' in names or 'p' in names)
+                                  and 'lr' in names):
     raise ValueError(f'client {name!r} declares {names}: a client part needs '
                      'the parameters steps (K) and lr (eta_l) '
                      '(laq_jax.clients.steps(), lr())')
-  return parts_lib.Part('client', name, fn, params, init, doc, opt_in)
+  return parts_lib.Part('client', name, fn, params, init, doc, opt_in,
+                        after=after)
 
 
 def _gradient(params=None):
@@ -111,7 +114,8 @@ def work(part: parts_lib.Part, params, anchor_P, g0_P,
 
   Returns (Delta_m = thetahat - theta_m^K, K, c_m+ or None): with a
   stateful part, `own_P` (c_m) and `control_P` (c) correct the gradient
-  and c_m+ = c_m - c + Delta_m / (K eta_l) (SCAFFOLD's option II)."""
+  and c_m+ = c_m - c + Delta_m / (K eta_l) (SCAFFOLD's option II); with
+  `control_P` 0 the correction is -c_m (Scaffnew's -h_m)."""
   tx = part.fn(params)
   num_steps = params['steps'] if num_steps is None else num_steps
   mu = params.get('mu')
@@ -185,6 +189,34 @@ def check_work(given) -> None:
       check_epochs(part.name, {
           n: given.get(f'{part.name}.{n}', part.param(n).default)
           for n in ('epochs_min', 'epochs_max')})
+
+
+def draws_coin(part: parts_lib.Part) -> bool:
+  """Whether the part draws the round's K from the shared coin (it
+  declares `p` and `k_cap`: Scaffnew's K_k ~ Geometric(p))."""
+  return {'p', 'k_cap'} <= set(part.param_names)
+
+
+def geometric_steps(params, u):
+  """K_k = 1 + floor(ln u / ln(1 - p)), Geometric(p) on {1, 2, ...}, from
+  the round's shared uniform u (`randomness.round_coin`; p = 1: K = 1),
+  at most `k_cap` where that is > 0 and at most MAX_STEPS (the tail
+  beyond it has mass (1 - p)^MAX_STEPS). int32."""
+  p = jnp.asarray(params['p'], u.dtype)
+  tiny = jnp.finfo(u.dtype).tiny
+  k = 1 + jnp.floor(jnp.log(jnp.maximum(u, tiny)) / jnp.log1p(-p))
+  cap = jnp.asarray(params['k_cap'], u.dtype)
+  k = jnp.where(cap > 0, jnp.minimum(k, cap), k)
+  return jnp.clip(k, 1, MAX_STEPS).astype(jnp.int32)
+
+
+def scaffnew_after(params, own_P, local_P, new_theta_P):
+  """Scaffnew's control step (Mishchenko et al. 2022, Algorithm 1 with
+  the prox the mean): h_m <- h_m + (p / gamma) (theta^{k+1} - y_m), y_m
+  the client's last local iterate."""
+  p = jnp.asarray(params['p'], own_P.dtype)
+  return own_P + p / jnp.asarray(params['lr'], own_P.dtype) * (
+      new_theta_P - local_P)
 
 
 def local_steps(params, u, count, batch_size: int):
@@ -275,6 +307,22 @@ REGISTRY: parts_lib.PartRegistry = parts_lib.PartRegistry('client', [
         doc='FedNova (Wang et al. 2020): tau_m local steps of client SGD '
         '(momentum, prox optional), E_m epochs drawn per client, the '
         'change normalized by its work')),
+    ('scaffnew', client(
+        'scaffnew', lambda p: optax.sgd(p['lr']),
+        params=[lr(0.1),
+                _P('p', 0.1, check=lambda a: (a > 0) & (a <= 1),
+                   allowed='a number in (0, 1]',
+                   doc='p, the probability a local step ends the round (K_k '
+                   '~ Geometric(p), one draw shared by every client)'),
+                _P('k_cap', 0, 'int',
+                   check=lambda a: (a >= 0) & (a <= MAX_STEPS),
+                   allowed=f'an integer in 0..{MAX_STEPS:,}',
+                   doc='the most local steps a round runs (0: none but '
+                   f'{MAX_STEPS:,}; the cut tail has mass (1 - p)^k_cap)')],
+        init=_control_init, after=scaffnew_after, opt_in=True,
+        doc='Scaffnew / ProxSkip (Mishchenko et al. 2022): K_k ~ Geom(p) '
+        'steps of gradient descent corrected by -h_m, h_m moved after the '
+        'server\'s mean')),
 ])
 __getattr__ = registry.names_attribute(__name__, CLIENTS=REGISTRY)
 

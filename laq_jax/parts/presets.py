@@ -203,6 +203,16 @@ AFTER_LAQ: tuple[Algorithm, ...] = (
     _A('ef21_p_dcgd', False, 'randk', False, broadcast='ef21p',
        warm_start=True,
        reference='Gruntkowska, Tyurin, Richtarik 2023: EF21-P + DCGD'),
+    _A('ef21_bc', False, 'top_k', True, 'eager', server='ef21bc_server',
+       broadcast='ef21bc', warm_start=True,
+       reference='Fatkhullin et al. 2021: EF21-BC (EF21 both ways)'),
+    # Scaffnew / ProxSkip (Mishchenko, Malinovsky, Stich, Richtarik 2022):
+    # K_k ~ Geometric(p) steps corrected by -h_m, the uniform mean of the
+    # local iterates (eta_s = 1), h_m moved after it. Every client, every
+    # round (refused with partial participation and a deadline).
+    _A('scaffnew', True, 'identity', False, client='scaffnew',
+       settings={'server_lr': 1.0}, absent='drop', weighting='uniform',
+       reference='Mishchenko et al. 2022: Scaffnew (ProxSkip)'),
     # FedNova (Wang, Liu, Liang, Joshi, Poor 2020): E_m ~ U{2,3,4} epochs
     # per client and round (the authors' and Flower's draws), uniform
     # weights (the suite's f = sum_m f_m), the server's step 1.

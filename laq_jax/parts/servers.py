@@ -25,6 +25,7 @@ import optax
 
 from laq_jax import parts as parts_lib
 from laq_jax import registry
+from laq_jax.parts import compressors
 
 
 def sgd(step_P, theta_P, hyper):
@@ -77,6 +78,36 @@ def server(name: str, fn: Callable, *, params: Iterable[parts_lib.Param] = (),
            init: Callable | None = None, doc: str = '') -> parts_lib.Part:
   """A server part from a function (see `laq_jax.parts`)."""
   return parts_lib.Part('server', name, fn, tuple(params), init, doc)
+
+
+class EF21BCState(NamedTuple):
+  """`ef21bc_server`'s state: G, the compressed aggregate every worker
+  holds a copy of, and whether the server has stepped (the warm start's
+  round)."""
+  g_P: jax.Array
+  started: jax.Array
+
+
+def ef21bc(step_P, theta_P, hyper, *, state):
+  """EF21-BC's server (Fatkhullin et al. 2021, "EF21 with Bells &
+  Whistles", Algorithm EF21-BC; the authors' ef21_bc.py): G <- G +
+  C_M(agg - G), theta <- theta - alpha G, with C_M the compressor
+  `top_k_down` (its own k) and agg the running sum of the workers' EF21
+  estimates. It broadcasts C_M(agg - G) (the broadcast part `ef21bc`
+  counts it). With the warm start its first round sets G = agg, sent in
+  full. The sum form equals the paper's mean form (top-k is positively
+  homogeneous)."""
+  change = compressors.top_k(step_P, state.g_P, None, hyper,
+                             params=hyper.params['top_k_down']).value_P
+  first = hyper.warm_start & ~state.started
+  g_P = jnp.where(first, step_P, change)
+  return theta_P - hyper.step_size * g_P, EF21BCState(
+      g_P, jnp.ones_like(state.started))
+
+
+def _ef21bc_init(theta_P, hyper, own):
+  del hyper, own
+  return EF21BCState(jnp.zeros_like(theta_P), jnp.zeros((), bool))
 
 
 _unit = lambda a: (a >= 0) & (a < 1)
@@ -191,6 +222,10 @@ REGISTRY: parts_lib.PartRegistry = parts_lib.PartRegistry('server', [
         'cada_amsgrad', cada_amsgrad, _moments(1e-7),
         doc='AMSGrad without bias correction: CADA\'s server and its Adam '
         'baseline (Chen, Guo, Sun, Yin 2021)')),
+    ('ef21bc_server', parts_lib.Part(
+        'server', 'ef21bc_server', ef21bc, (), _ef21bc_init,
+        'EF21-BC: G + top_k_down(agg - G), theta - alpha G (Fatkhullin et '
+        'al. 2021)', opt_in=True)),
 ])
 # SERVERS: the registry's names (a server registered later is in it).
 __getattr__ = registry.names_attribute(__name__, SERVERS=REGISTRY)

@@ -234,6 +234,15 @@ def check_participation(values, algorithm: Algorithm | None = None,
                      f'algo={show(algorithm.name)} and partial participation: '
                      'its tau_eff is over the round\'s participants; use '
                      "absent='drop'")
+  deadline = get('deadline_s')
+  if (algorithm is not None and algorithm.client == 'scaffnew'
+      and (partial or (deadline is not None
+                       and np.any(np.asarray(deadline) > 0)))):
+    raise ValueError(f'{where}algo={show(algorithm.name)} is not allowed with '
+                     'partial participation or a deadline: its consensus '
+                     'step needs every client (the sum of the h_m stays 0); '
+                     'use participation=1, clients_per_round=0 and '
+                     'deadline_s=0')
   if partial and algorithm is not None and algorithm.estimator == 'marina':
     raise ValueError(f'{where}algo={show(algorithm.name)} is not allowed with '
                      'partial participation: its full-gradient rounds (the '

@@ -162,8 +162,15 @@ class Parts:
 
   @property
   def controls(self) -> tuple[parts_lib.Part, ...]:
-    """The stateful client parts (control variates, SCAFFOLD's)."""
-    return tuple(p for p in self.clients if p.stateful)
+    """The stateful client parts that keep control variates (SCAFFOLD's:
+    a server copy c, the gradient corrected by c - c_m)."""
+    return tuple(p for p in self.clients if p.stateful and p.after is None)
+
+  @property
+  def shifts(self) -> tuple[parts_lib.Part, ...]:
+    """The stateful client parts whose state h_m moves after the server's
+    step (`Part.after`, Scaffnew's): the gradient corrected by -h_m."""
+    return tuple(p for p in self.clients if p.after is not None)
 
 
 def init(theta_P: jax.Array, num_workers: int, memory: int,
@@ -186,7 +193,8 @@ def init(theta_P: jax.Array, num_workers: int, memory: int,
                                      theta_P),
            **estimators_lib.init_states(parts.estimators, num_params, dtype,
                                         theta_P)}
-    one.update({p.name: p.init(num_params, dtype) for p in parts.controls})
+    one.update({p.name: p.init(num_params, dtype)
+                for p in parts.controls + parts.shifts})
     parts_M = jax.tree.map(
         lambda a: jnp.broadcast_to(a, (num_workers,) + jnp.shape(a)), one)
     server = servers_lib.init_states(

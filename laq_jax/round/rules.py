@@ -26,8 +26,10 @@ import jax
 import jax.numpy as jnp
 
 from laq_jax import collectives
+from laq_jax import parts as parts_lib
 from laq_jax import randomness
 from laq_jax.parts import broadcasts as broadcasts_lib
+from laq_jax.parts import clients as clients_lib
 from laq_jax.parts import estimators as estimators_lib
 from laq_jax.parts import servers as servers_lib
 from laq_jax.parts import triggers as trigger_lib
@@ -106,15 +108,17 @@ def _worker(grad_P, last_upload_P, last_error, clock, error_P, states, key,
                 decision.server_side)
 
 
-def broadcast(theta_P, last_broadcast_P, hyper: Hyper, parts: Parts):
+def broadcast(theta_P, last_broadcast_P, hyper: Hyper, parts: Parts,
+              step_count=0):
   """(thetahat^{k+1}, bits each worker receives): theta itself (32 p)
   where no point's broadcast is compiled in (`parts.downlink`), else the
   broadcast part's (`laq_jax.broadcasts`: full, or two_laq's quantized
-  thetahat^k + Q(theta^{k+1} - thetahat^k) at `hyper.downlink_bits`)."""
+  thetahat^k + Q(theta^{k+1} - thetahat^k) at `hyper.downlink_bits`, or
+  another broadcast part) after round `step_count`."""
   if not parts.downlink:
     return theta_P, jnp.int32(32 * theta_P.shape[-1])
   return broadcasts_lib.broadcast(theta_P, last_broadcast_P, hyper,
-                                  parts.broadcasts)
+                                  parts.broadcasts, step_count)
 
 
 def workers_stage(grads_MxP, state: RuleState, hyper: Hyper, step_count,
@@ -222,8 +226,16 @@ def step(grads_MxP: jax.Array, state: RuleState, theta_P: jax.Array,
                         axis_name)
   new_theta_P, server = server_stage(step_P, theta_P, state, out, taken,
                                      hyper, parts, num_workers, axis_name)
+  if parts.shifts:
+    if rows_M is not None:
+      raise ValueError('a client part with an after-step update (Scaffnew) '
+                       'is not allowed in a gathered round (round_size): it '
+                       'takes every client')
+    out = after_stage(out, grads_MxP, state, theta_P, new_theta_P, taken,
+                      hyper, parts)
   history, broadcast_P, stats = broadcast_stage(
-      new_theta_P, theta_P, state, out, taken, hyper, parts, local)
+      new_theta_P, theta_P, state, out, taken, hyper, parts, local,
+      step_count)
   new_state = RuleState(out.last_upload_P, out.last_error, out.clock,
                         out.error_P, aggregate_P, history, broadcast_P,
                         out.parts, server)
@@ -326,7 +338,7 @@ def server_stage(step_P, theta_P, state: RuleState, out: Worker, taken,
 
 def broadcast_stage(new_theta_P, theta_P, state: RuleState, out: Worker,
                     taken, hyper: Hyper, parts: Parts,
-                    local: LocalOut | None):
+                    local: LocalOut | None, step_count=0):
   """(the history of ||theta^{k+1} - theta^k||^2, what the workers hold
   next, the round's stats with each worker's downlink bits): the
   broadcast (quantized or not), the server's control variate riding
@@ -335,7 +347,7 @@ def broadcast_stage(new_theta_P, theta_P, state: RuleState, out: Worker,
   moved = collectives.sum_sq(new_theta_P - theta_P)
   history = jnp.concatenate([moved[None], state.history_D[:-1]])
   broadcast_P, bits_down = broadcast(new_theta_P, state.broadcast_P, hyper,
-                                     parts)
+                                     parts, step_count)
   bits_down_M = jnp.broadcast_to(bits_down, out.stats.bits_M.shape).astype(
       jnp.int32)
   if local is not None:
@@ -345,6 +357,29 @@ def broadcast_stage(new_theta_P, theta_P, state: RuleState, out: Worker,
   if taken is not None:
     bits_down_M = jnp.where(taken, bits_down_M, 0)
   return history, broadcast_P, out.stats._replace(bits_down_M=bits_down_M)
+
+
+def after_stage(out: Worker, uploads_MxP, state: RuleState, theta_P,
+                new_theta_P, taken, hyper: Hyper, parts: Parts) -> Worker:
+  """The clients' state after the server's step (`Part.after`, which
+  reads theta^{k+1}: Scaffnew's h_m <- h_m + (p / gamma) (theta^{k+1} -
+  y_m)), for the points whose client it is and the round's participants;
+  y_m = thetahat^k - Delta_m, the client's last local iterate."""
+  # (the uploads are the local changes Delta_m from the parameters the
+  # clients held, thetahat^k: theta^k unless the broadcast is compressed)
+  anchor_P = state.broadcast_P if parts.downlink else theta_P
+  new_parts = dict(out.parts)
+  for part in parts.shifts:
+    params = parts_lib.own_params(hyper, part)
+    own_MxP = state.parts_M[part.name]
+    local_MxP = anchor_P - uploads_MxP
+    moved = jax.vmap(lambda own, y: part.after(params, own, y, new_theta_P))(
+        own_MxP, local_MxP)
+    use = hyper.client == clients_lib.index(part.name)
+    if taken is not None:
+      use = use & taken[:, None]
+    new_parts[part.name] = jnp.where(use, moved, own_MxP)
+  return out._replace(parts=new_parts)
 
 
 def work_scale(step_P, local: LocalOut, taken, counts_M, rows_M, hyper,

@@ -233,14 +233,19 @@ def local_gradients(s: Setting) -> Callable:
   objective_m = _objective_m(s)
   grad_fn = jax.grad(objective_m)
   _, full_values = full_batch(spec.problem, data, hyper.l2)
-  controls = tuple(p.name for p in clients if p.stateful)
+  controls = tuple(p.name for p in spec.parts.controls)
+  owned = tuple(p.name for p in clients if p.stateful)  # + Scaffnew's h_m
 
   batch = functools.partial(draw_minibatch, s)
   shard_size = data.x_MxNxD.shape[1]
 
   def _client_steps(part, params, step, worker, count):
     """This client's K: its own draw where the part draws work (FedNova's
-    E_m epochs), else the part's steps."""
+    E_m epochs), the round's shared draw (Scaffnew's K_k ~ Geometric(p)),
+    else the part's steps."""
+    if clients_lib.draws_coin(part):
+      return clients_lib.geometric_steps(params, randomness.round_coin(
+          hyper.seed, step, data.x_MxNxD.dtype))
     if not clients_lib.heterogeneous(part):
       return None
     u = randomness.local_work_uniform(hyper.seed, step, worker)
@@ -262,11 +267,16 @@ def local_gradients(s: Setting) -> Callable:
       params = parts_lib.own_params(hyper, part)
       grad_at = lambda theta_P, j: grad_fn(
           theta_P, *batch(jax.random.fold_in(key0, j), x_NxD, y_N, count))
+      # SCAFFOLD corrects by c - c_m, Scaffnew by -h_m (its `after`
+      # moves h_m once the server has stepped).
+      control = (None if not part.stateful else server_controls[part.name]
+                 if part.after is None else jnp.zeros_like(own[part.name]))
       delta_P, num_steps, control_P = clients_lib.work(
           part, params, anchor_P, g0_P, grad_at,
-          *((own[part.name], server_controls[part.name]) if part.stateful
-            else (None, None)), num_steps=_client_steps(part, params, step,
-                                                        worker, count))
+          *((own[part.name], control) if part.stateful else (None, None)),
+          num_steps=_client_steps(part, params, step, worker, count))
+      if part.after is not None:
+        control_P = None
       if clients_lib.normalizes(part):  # FedNova: Delta_m / ||a_m||_1
         normalized = params['normalize'] == 1
         norm = jnp.where(normalized, clients_lib.normalizer(
@@ -286,7 +296,7 @@ def local_gradients(s: Setting) -> Callable:
     return out, first
 
   def gradients(step, theta_P, at_P, rule_state):
-    own_M = {n: rule_state.parts_M[n] for n in controls}
+    own_M = {n: rule_state.parts_M[n] for n in owned}
     server_controls = {n: rule_state.server[n] for n in controls}
     count_M = (None if data.count_M is None
                else jnp.asarray(data.count_M, jnp.int32))
