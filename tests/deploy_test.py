@@ -215,6 +215,15 @@ class DeployedIsSimulatedTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, "broadcast 'ef21bc' is not "
                                 'deployable yet'):
       deploy.check_deployable(spec_bc, hyper_bc, np.float32)
+    # Scaffnew's and FedDyn's clients (a state moved after the server's
+    # step), FedDyn's server (it reads the round), by name.
+    for algo, what in (('scaffnew', "client 'scaffnew'"),
+                       ('feddyn', "server 'feddyn_server'"),
+                       ('fedavg+server=feddyn_server',
+                        "server 'feddyn_server'")):
+      spec_s, _, hyper_s = built(algo)
+      with self.assertRaisesRegex(ValueError, what + '.*not deployable yet'):
+        deploy.check_deployable(spec_s, hyper_s, np.float32)
     server = deploy.Server(spec, hyper)
     # A client's index is an integer of the round (a bool is an int in
     # Python: True made every client of the round absent).

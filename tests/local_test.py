@@ -456,6 +456,50 @@ class UserClientTest(absltest.TestCase):
     self.assertEqual(int(adam.grads_M.sum()), M)
 
 
+class FedDynTest(parameterized.TestCase):
+  """FedDyn (after-laq.md section 6) against the oracle, round by round."""
+
+  def test_rounds(self):
+    x, y, data = _data()
+    steps, lr, alpha, seed = 3, 0.1, 0.3, 8
+    h = lj.make_hyper('feddyn', dtype=jnp.float64, participation=0.6,
+                      seed=seed, l2=0.01, server_lr=0.9,
+                      **{'feddyn.steps': steps, 'feddyn.lr': lr,
+                         'feddyn.alpha': alpha})
+    spec = _spec(['feddyn'])
+    state, trace = lj.run(spec, data, h, ROUNDS)
+    theta0 = lj.init_state(spec, h, jnp.float64).theta_P
+    present = np.asarray(trace.participants_M)
+    self.assertTrue(0 < present.sum() < present.size)  # partial rounds
+    ref = reference.run_feddyn(
+        x, y, rounds=ROUNDS, theta0=np.asarray(theta0),
+        batches=_batches(seed, ROUNDS, steps), present=present, steps=steps,
+        client_lr=lr, alpha=alpha, server_lr=0.9, lam=0.01)
+    np.testing.assert_array_equal(trace.bits_M, np.asarray(ref['bits']))
+    np.testing.assert_array_equal(trace.grads_M, steps * present)
+    np.testing.assert_allclose(trace.loss, ref['loss'], rtol=1e-10)
+    np.testing.assert_allclose(state.theta_P, ref['theta'], rtol=1e-9,
+                               atol=1e-12)
+    nu = np.asarray(state.rule.parts_M['feddyn'])
+    np.testing.assert_allclose(nu, ref['nu'], rtol=1e-8, atol=1e-11)
+    np.testing.assert_allclose(state.rule.server['feddyn_server'], ref['n'],
+                               rtol=1e-8, atol=1e-11)
+    self.assertGreater(np.abs(nu).max(), 1e-3)  # it moved
+
+  def test_in_one_program_with_fedavg(self):
+    """A grid of feddyn and fedavg points is one program, each point as
+    run alone."""
+    _, _, data = _data()
+    kw = dict(dtype=jnp.float64, seed=4, l2=0.01, participation=0.5)
+    hypers = [lj.make_hyper('feddyn', **kw), lj.make_hyper('fedavg', **kw)]
+    spec = _spec(['feddyn', 'fedavg'], grid_axis='vmap')
+    grid, _ = lj.run(spec, data, lj.stack_hypers(hypers), 4)
+    for i, h in enumerate(hypers):
+      alone, _ = lj.run(spec, data, h, 4)
+      np.testing.assert_allclose(grid.theta_P[i], alone.theta_P, rtol=1e-10,
+                                 atol=1e-13)
+
+
 class ScaffnewTest(parameterized.TestCase):
   """Scaffnew / ProxSkip (after-laq.md section 5) against the oracle."""
 

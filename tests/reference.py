@@ -189,6 +189,9 @@ FAMILY = {
     # FedNova (section 7): local work normalized; its oracle `run_fednova`.
     # Scaffnew (section 5): its oracle `run_scaffnew`.
     'scaffnew': _fed(weighting='uniform', client='scaffnew'),
+    # FedDyn (section 6): its oracle `run_feddyn`.
+    'feddyn': _fed(weighting='uniform', client='feddyn',
+                   server='feddyn_server'),
     'fednova': _fed(weighting='uniform', client='fednova'),
     'fednova_momentum': _fed(weighting='uniform', client='fednova'),
 }
@@ -1124,4 +1127,50 @@ def run_scaffnew(x_mnd, y_mn, *, rounds, theta0, coins, p, gamma, lam=0.0,
     total = np.abs(h.sum(axis=0)).max()
     assert total <= 1e-9 * max(np.linalg.norm(h, axis=1).sum(), 1e-300), total
   out['theta'], out['h'] = theta, h
+  return out
+
+
+def run_feddyn(x_mnd, y_mn, *, rounds, theta0, batches, present, steps,
+               client_lr, alpha, server_lr=1.0, lam=0.0, classes=10):
+  """FedDyn's rounds from the contract's text (after-laq.md section 6, the
+  authors' code's form): participant m from y = theta^k runs `steps` of
+  SGD on the minibatches batches[k][m][j] with the gradient grad f_m(y) +
+  alpha (nu_m + y - theta^k), uploads Delta_m = theta^k - y (32 P), and
+  sets nu_m <- nu_m - Delta_m; the server N <- N - sum_S Delta_m,
+  theta^{k+1} = theta^k - eta_s mean_S Delta_m + N / M (nobody: theta
+  stays). Asserts N = sum_m nu_m every round.
+
+  Returns:
+    {'theta', 'nu' [M, P], 'n' [P], 'loss': [f(theta^k)], 'bits': [k][m]}.
+  """
+  theta = np.array(theta0, dtype=x_mnd.dtype)
+  dtype = theta.dtype.type
+  num_workers = len(x_mnd)
+  nu = np.zeros((num_workers, theta.size), theta.dtype)
+  n_server = np.zeros(theta.size, theta.dtype)
+  out = {'loss': [], 'bits': []}
+  for k in range(rounds):
+    out['loss'].append(objective(theta, x_mnd, y_mn, lam, classes)[0])
+    deltas, bits = {}, [0] * num_workers
+    for m in range(num_workers):
+      if not present[k][m]:
+        continue
+      y = theta.copy()
+      for j in range(steps):
+        idx = batches[k][m][j]
+        _, g = shard_loss_and_grad(y, x_mnd[m][idx], y_mn[m][idx], lam,
+                                   classes)
+        y = y - dtype(client_lr) * (g + dtype(alpha) * (nu[m] + y - theta))
+      deltas[m] = theta - y
+      nu[m] = nu[m] - deltas[m]
+      bits[m] = 32 * theta.size
+    if deltas:
+      total = sum(deltas.values())
+      n_server = n_server - total
+      theta = (theta - dtype(server_lr) * total / dtype(len(deltas))
+               + n_server / dtype(num_workers))
+    np.testing.assert_allclose(n_server, nu.sum(axis=0), rtol=1e-9,
+                               atol=1e-12)
+    out['bits'].append(bits)
+  out['theta'], out['nu'], out['n'] = theta, nu, n_server
   return out

@@ -115,6 +115,10 @@ def check_deployable(spec: RunSpec, hyper: Hyper, dtype) -> str:
                      f'too; deployable are {", ".join(WIRE_ESTIMATORS)}')
   if parts.controls:
     raise ValueError('control variates (scaffold) are not deployable yet')
+  reading = [p.name for p in parts.servers if servers_lib.needs_round(p)]
+  if reading:
+    raise ValueError(f'server {reading[0]!r} (it reads the round\'s '
+                     'participants) is not deployable yet')
   if parts.shifts:
     raise ValueError(f'client {parts.shifts[0].name!r} (a state moved after '
                      'the server\'s step) is not deployable yet')

@@ -151,9 +151,12 @@ class Part:
     wire: a compressor's wire format (a `laq_jax.codecs.Codec`), or None:
       it has none and is not deployable (`laq_jax.wire`).
     after: a stateful client's update of its state after the server's
-      step, `after(params, own_P, local_P, new_theta_P) -> own_P` (it
-      reads theta^{k+1}: Scaffnew's h_m), or None: a stateful client keeps
-      control variates (SCAFFOLD's; `laq_jax.clients`).
+      step, `after(params, own_P, local_P, theta_P, new_theta_P) ->
+      own_P` from its last local iterate, the parameters it started from
+      and theta^{k+1} (Scaffnew's h_m, FedDyn's nu_m); such a part's fn
+      takes its state too, `fn(params, own_P)`, so that its local steps
+      read it. None: a stateful client keeps control variates (SCAFFOLD's;
+      `laq_jax.clients`).
   """
   kind: str
   name: str

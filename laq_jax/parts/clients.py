@@ -104,7 +104,8 @@ def is_local(part: parts_lib.Part) -> bool:
 
 
 def work(part: parts_lib.Part, params, anchor_P, g0_P,
-         grad_at: Callable, own_P=None, control_P=None, num_steps=None):
+         grad_at: Callable, own_P=None, control_P=None, num_steps=None,
+         state_P=None):
   """One client's local work in a round: K = params['steps'] steps (or
   `num_steps`, this client's own: `local_steps`) of the
   part's client optimizer from thetahat^k = `anchor_P` on the local
@@ -114,9 +115,10 @@ def work(part: parts_lib.Part, params, anchor_P, g0_P,
 
   Returns (Delta_m = thetahat - theta_m^K, K, c_m+ or None): with a
   stateful part, `own_P` (c_m) and `control_P` (c) correct the gradient
-  and c_m+ = c_m - c + Delta_m / (K eta_l) (SCAFFOLD's option II); with
-  `control_P` 0 the correction is -c_m (Scaffnew's -h_m)."""
-  tx = part.fn(params)
+  and c_m+ = c_m - c + Delta_m / (K eta_l) (SCAFFOLD's option II). A
+  part with an after-step update (`Part.after`) gets its state `state_P`
+  in its optimizer instead, `part.fn(params, state_P)`."""
+  tx = part.fn(params) if state_P is None else part.fn(params, state_P)
   num_steps = params['steps'] if num_steps is None else num_steps
   mu = params.get('mu')
   correction_P = None if own_P is None else control_P - own_P
@@ -210,13 +212,46 @@ def geometric_steps(params, u):
   return jnp.clip(k, 1, MAX_STEPS).astype(jnp.int32)
 
 
-def scaffnew_after(params, own_P, local_P, new_theta_P):
+def add_constant(c_P) -> optax.GradientTransformation:
+  """g -> g + c_P (no state): a correction fixed for the round."""
+  return optax.GradientTransformation(
+      lambda params: optax.EmptyState(),
+      lambda g, state, params=None: (g + c_P, state))
+
+
+def scaffnew_optimizer(params, h_P) -> optax.GradientTransformation:
+  """Scaffnew's local step y <- y - gamma (grad f_m(y) - h_m)."""
+  return optax.chain(add_constant(-h_P), optax.sgd(params['lr']))
+
+
+def scaffnew_after(params, own_P, local_P, theta_P, new_theta_P):
   """Scaffnew's control step (Mishchenko et al. 2022, Algorithm 1 with
   the prox the mean): h_m <- h_m + (p / gamma) (theta^{k+1} - y_m), y_m
   the client's last local iterate."""
+  del theta_P
   p = jnp.asarray(params['p'], own_P.dtype)
   return own_P + p / jnp.asarray(params['lr'], own_P.dtype) * (
       new_theta_P - local_P)
+
+
+def feddyn_optimizer(params, nu_P) -> optax.GradientTransformation:
+  """FedDyn's local step on f_m(y) + alpha <nu_m, y> + alpha/2 ||y -
+  theta^k||^2: y <- y - eta_l (grad f_m(y) + alpha (nu_m + y - theta^k))
+  (Acar et al. 2021, the authors' code's form); theta^k is the state its
+  init keeps."""
+  alpha = params['alpha']
+  dynamic = optax.GradientTransformation(
+      lambda theta_P: theta_P,
+      lambda g, anchor_P, params=None: (
+          g + alpha * (nu_P + params - anchor_P), anchor_P))
+  return optax.chain(dynamic, optax.sgd(params['lr']))
+
+
+def feddyn_after(params, own_P, local_P, theta_P, new_theta_P):
+  """FedDyn's state after the round: nu_m <- nu_m - Delta_m = nu_m + y_m
+  - theta^k (the paper's grad L_m is -alpha nu_m)."""
+  del params, new_theta_P
+  return own_P + (local_P - theta_P)
 
 
 def local_steps(params, u, count, batch_size: int):
@@ -308,7 +343,7 @@ REGISTRY: parts_lib.PartRegistry = parts_lib.PartRegistry('client', [
         '(momentum, prox optional), E_m epochs drawn per client, the '
         'change normalized by its work')),
     ('scaffnew', client(
-        'scaffnew', lambda p: optax.sgd(p['lr']),
+        'scaffnew', scaffnew_optimizer,
         params=[lr(0.1),
                 _P('p', 0.1, check=lambda a: (a > 0) & (a <= 1),
                    allowed='a number in (0, 1]',
@@ -323,6 +358,15 @@ REGISTRY: parts_lib.PartRegistry = parts_lib.PartRegistry('client', [
         doc='Scaffnew / ProxSkip (Mishchenko et al. 2022): K_k ~ Geom(p) '
         'steps of gradient descent corrected by -h_m, h_m moved after the '
         'server\'s mean')),
+    ('feddyn', client(
+        'feddyn', feddyn_optimizer,
+        params=[steps(10), lr(0.1),
+                _P('alpha', 0.01, check=lambda a: a > 0,
+                   allowed='a finite number > 0',
+                   doc='alpha, the dynamic regularizer\'s weight')],
+        init=_control_init, after=feddyn_after, opt_in=True,
+        doc='FedDyn (Acar et al. 2021): K steps of client SGD on the '
+        'dynamically regularized loss, nu_m <- nu_m - Delta_m')),
 ])
 __getattr__ = registry.names_attribute(__name__, CLIENTS=REGISTRY)
 

@@ -213,6 +213,11 @@ AFTER_LAQ: tuple[Algorithm, ...] = (
     _A('scaffnew', True, 'identity', False, client='scaffnew',
        settings={'server_lr': 1.0}, absent='drop', weighting='uniform',
        reference='Mishchenko et al. 2022: Scaffnew (ProxSkip)'),
+    # FedDyn (Acar et al. 2021): the authors' code's alpha 0.01, eta_l 0.1;
+    # absent clients keep nu_m (N counts them), the mean over S_k.
+    _A('feddyn', True, 'identity', False, client='feddyn',
+       server='feddyn_server', settings={'server_lr': 1.0}, absent='drop',
+       weighting='uniform', reference='Acar et al. 2021: FedDyn'),
     # FedNova (Wang, Liu, Liang, Joshi, Poor 2020): E_m ~ U{2,3,4} epochs
     # per client and round (the authors' and Flower's draws), uniform
     # weights (the suite's f = sum_m f_m), the server's step 1.

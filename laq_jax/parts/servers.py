@@ -110,6 +110,43 @@ def _ef21bc_init(theta_P, hyper, own):
   return EF21BCState(jnp.zeros_like(theta_P), jnp.zeros((), bool))
 
 
+class Round(NamedTuple):
+  """What a server part that reads the round gets (`reads_round`).
+
+  Attributes:
+    sum_P: the sum of the round's participants' uploads (every client's
+      without partial participation).
+    count: how many took part in round k (int32).
+    num_workers: M.
+  """
+  sum_P: jax.Array
+  count: jax.Array
+  num_workers: int
+
+
+def reads_round(fn: Callable) -> Callable:
+  """Marks a server fn that takes the round (a `Round`) as its fourth
+  argument, after `step_P`, `theta_P` and `hyper`."""
+  fn.reads_round = True
+  return fn
+
+
+def needs_round(part: parts_lib.Part) -> bool:
+  """Whether the server part reads the round (`reads_round`)."""
+  return bool(getattr(part.fn, 'reads_round', False))
+
+
+@reads_round
+def feddyn(step_P, theta_P, hyper, round_: Round, *, state):
+  """FedDyn's server (Acar et al. 2021, the authors' code's form): N <- N -
+  sum_S Delta_m (N = sum over every client of nu_m), theta^{k+1} = theta^k
+  - eta_s mean_S Delta_m + N / M (the step is the participants' uniform
+  mean; eta_s = 1 is the paper's). The paper's h is -(alpha / M) N."""
+  n_P = state - round_.sum_P
+  return (theta_P - hyper.step_size * step_P
+          + n_P / jnp.asarray(round_.num_workers, n_P.dtype), n_P)
+
+
 _unit = lambda a: (a >= 0) & (a < 1)
 _pos = lambda a: a > 0
 _P = parts_lib.Param
@@ -222,6 +259,11 @@ REGISTRY: parts_lib.PartRegistry = parts_lib.PartRegistry('server', [
         'cada_amsgrad', cada_amsgrad, _moments(1e-7),
         doc='AMSGrad without bias correction: CADA\'s server and its Adam '
         'baseline (Chen, Guo, Sun, Yin 2021)')),
+    ('feddyn_server', parts_lib.Part(
+        'server', 'feddyn_server', feddyn, (),
+        lambda theta_P, hyper, own: jnp.zeros_like(theta_P),
+        'FedDyn: the participants\' mean step plus N / M (Acar et al. '
+        '2021)', opt_in=True)),
     ('ef21bc_server', parts_lib.Part(
         'server', 'ef21bc_server', ef21bc, (), _ef21bc_init,
         'EF21-BC: G + top_k_down(agg - G), theta - alpha G (Fatkhullin et '
@@ -244,12 +286,14 @@ def init_states(parts: Sequence[parts_lib.Part], theta_P, hyper
 
 
 def update(step_P, theta_P, hyper, parts: Sequence[parts_lib.Part],
-           states: dict | None = None):
-  """(theta^{k+1}, states) with SERVERS[hyper.server] among `parts`."""
+           states: dict | None = None, round_: Round | None = None):
+  """(theta^{k+1}, states) with SERVERS[hyper.server] among `parts`;
+  `round_` for the parts that read it (`reads_round`)."""
   states = dict(states or {})
 
   def branch(part, step_P, theta_P, hyper, states):
-    new_theta, new = part.call(step_P, theta_P, hyper,
+    extra = (round_,) if needs_round(part) else ()
+    new_theta, new = part.call(step_P, theta_P, hyper, *extra,
                                params=parts_lib.own_params(hyper, part),
                                state=states.get(part.name))
     new_theta = new_theta.astype(theta_P.dtype)

@@ -320,8 +320,17 @@ def server_stage(step_P, theta_P, state: RuleState, out: Worker, taken,
   """(theta^{k+1}, the server's state): its update part's step; under drop
   a round nobody took part in is no step at all (the optimizer's state
   stays); the control variates c += sum_S (c_m+ - c_m) / M."""
+  round_ = None
+  if any(map(servers_lib.needs_round, parts.servers)):
+    took = (jnp.ones(out.clock.shape, bool) if taken is None else taken)
+    round_ = servers_lib.Round(
+        collectives.sum_workers(jnp.where(took[:, None], out.last_upload_P,
+                                          0), axis_name),
+        jnp.sum(collectives.gather_workers(took, axis_name), dtype=jnp.int32),
+        num_workers)
   new_theta_P, server = servers_lib.update(step_P, theta_P, hyper,
-                                           parts.servers, state.server)
+                                           parts.servers, state.server,
+                                           round_)
   if taken is not None:
     idle = (hyper.absent == participation_lib.ABSENT.index('drop')) & ~jnp.any(
         collectives.gather_workers(taken, axis_name))
@@ -362,9 +371,10 @@ def broadcast_stage(new_theta_P, theta_P, state: RuleState, out: Worker,
 def after_stage(out: Worker, uploads_MxP, state: RuleState, theta_P,
                 new_theta_P, taken, hyper: Hyper, parts: Parts) -> Worker:
   """The clients' state after the server's step (`Part.after`, which
-  reads theta^{k+1}: Scaffnew's h_m <- h_m + (p / gamma) (theta^{k+1} -
-  y_m)), for the points whose client it is and the round's participants;
-  y_m = thetahat^k - Delta_m, the client's last local iterate."""
+  may read theta^{k+1}: Scaffnew's h_m <- h_m + (p / gamma) (theta^{k+1} -
+  y_m); FedDyn's nu_m <- nu_m + y_m - theta^k), for the points whose
+  client it is and the round's participants; y_m = thetahat^k - Delta_m,
+  the client's last local iterate."""
   # (the uploads are the local changes Delta_m from the parameters the
   # clients held, thetahat^k: theta^k unless the broadcast is compressed)
   anchor_P = state.broadcast_P if parts.downlink else theta_P
@@ -373,8 +383,8 @@ def after_stage(out: Worker, uploads_MxP, state: RuleState, theta_P,
     params = parts_lib.own_params(hyper, part)
     own_MxP = state.parts_M[part.name]
     local_MxP = anchor_P - uploads_MxP
-    moved = jax.vmap(lambda own, y: part.after(params, own, y, new_theta_P))(
-        own_MxP, local_MxP)
+    moved = jax.vmap(lambda own, y: part.after(params, own, y, anchor_P,
+                                               new_theta_P))(own_MxP, local_MxP)
     use = hyper.client == clients_lib.index(part.name)
     if taken is not None:
       use = use & taken[:, None]

@@ -267,16 +267,15 @@ def local_gradients(s: Setting) -> Callable:
       params = parts_lib.own_params(hyper, part)
       grad_at = lambda theta_P, j: grad_fn(
           theta_P, *batch(jax.random.fold_in(key0, j), x_NxD, y_N, count))
-      # SCAFFOLD corrects by c - c_m, Scaffnew by -h_m (its `after`
-      # moves h_m once the server has stepped).
-      control = (None if not part.stateful else server_controls[part.name]
-                 if part.after is None else jnp.zeros_like(own[part.name]))
+      # SCAFFOLD corrects by c - c_m; a part with an after-step update
+      # (Scaffnew, FedDyn) reads its state in its own optimizer.
+      controls_ = part.stateful and part.after is None
       delta_P, num_steps, control_P = clients_lib.work(
           part, params, anchor_P, g0_P, grad_at,
-          *((own[part.name], control) if part.stateful else (None, None)),
-          num_steps=_client_steps(part, params, step, worker, count))
-      if part.after is not None:
-        control_P = None
+          *((own[part.name], server_controls[part.name]) if controls_
+            else (None, None)),
+          num_steps=_client_steps(part, params, step, worker, count),
+          state_P=own[part.name] if part.after is not None else None)
       if clients_lib.normalizes(part):  # FedNova: Delta_m / ||a_m||_1
         normalized = params['normalize'] == 1
         norm = jnp.where(normalized, clients_lib.normalizer(
