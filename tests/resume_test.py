@@ -452,6 +452,18 @@ class SweepTest(absltest.TestCase):
                                check=False)
     self.assertEqual(restarted.returncode, 0, restarted.stderr[-3000:])
     self.assertIn('resuming from the checkpoint at step', restarted.stderr)
+    # Its progress counts the checkpoint's work as done: the 4 points run
+    # in batches of 3 and 1, so batch b (from 1) at iteration i has done
+    # the batches before it and i iterations of its own points.
+    resumed = re.search(r'at step (\d+) \(batch (\d+), iteration (\d+)',
+                        restarted.stderr)
+    sizes = (3, 1)
+    batch = int(resumed[2]) - 1
+    before = sum(sizes[:batch]) * 200 + sizes[batch] * int(resumed[3])
+    counts = [int(n) for n in re.findall(r'point-steps (\d+)/',
+                                         restarted.stderr)]
+    self.assertTrue(counts and counts[0] > before, (before, counts))
+    self.assertEqual(counts[-1], 4 * 200)
     whole = workdir('sweep_never_killed')
     grid.sweep_and_evaluate(config, whole)
     self.assertEqual((killed / 'results.csv').read_text(),

@@ -152,11 +152,22 @@ def sweep_and_evaluate(config, workdir: str | os.PathLike, *,
           resumed_from % config.num_iters, config.num_iters, ckpt.directory)
   fstars = fstar_lib.resolve_fstars(config, built, points)
   fstar_G = [fstars[p['l2']]['fstar'] for p in points]
+  sweep_spec = dataclasses.replace(built.spec,
+                                   grid_axis=config_lib.grid_axis(config))
+  batch_size = config.sweep_batch_size or None
+  # A resumed sweep counts what its checkpoint holds as done (its finished
+  # batches and the running one's iterations): not in the rate or the ETA.
+  initial = 0
+  if resumed_from is not None:
+    sizes = sweep_lib.batch_sizes(sweep_spec, points, batch_size)
+    batch, iteration = divmod(resumed_from, config.num_iters)
+    initial = (sum(sizes[:batch]) * config.num_iters
+               + (sizes[batch] if batch < len(sizes) else 0) * iteration)
   progress = progress_lib.Progress('point-steps',
                                    len(points) * config.num_iters,
-                                   unit='point-it')
+                                   unit='point-it', initial=initial)
   note = _progress_note(fstar_G[0] if len(fstars) == 1 else None)
-  steps_done = [0]
+  steps_done = [initial]
   # Test accuracy of every point after every chunk (eval_every iterations;
   # NaN in multi-process sweeps, which evaluate the final parameters only).
   num_evals = -(-config.num_iters // config.eval_every)
@@ -192,10 +203,8 @@ def sweep_and_evaluate(config, workdir: str | os.PathLike, *,
   progress.restart_clock()
   try:
     result = sweep_lib.run_sweep(
-        dataclasses.replace(built.spec,
-                            grid_axis=config_lib.grid_axis(config)),
-        built.data, points, config.num_iters,
-        batch_size=config.sweep_batch_size or None,
+        sweep_spec, built.data, points, config.num_iters,
+        batch_size=batch_size,
         chunk_size=config.eval_every, callback=on_chunk,
         run_chunk_fn=built.run_chunk_fn, checkpointer=ckpt,
         checkpoint_every=config.checkpoint_every,

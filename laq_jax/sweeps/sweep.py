@@ -156,6 +156,13 @@ def _plan(spec: RunSpec, points, batch_size) -> list[_Batch]:
   return plan
 
 
+def batch_sizes(spec: RunSpec, points: Sequence[Mapping[str, Any]],
+                batch_size: int | None = None) -> list[int]:
+  """The grid points each compiled call of `run_sweep` runs, in its order
+  (what a resumed sweep has done before its checkpoint's batch)."""
+  return [len(b.real) for b in _plan(spec, points, batch_size)]
+
+
 def _checkpoint_arrays(finished: list[_Finished], current: Record | None
                        ) -> dict[str, np.ndarray]:
   """What a sweep checkpoint holds besides the batch's state: every
