@@ -16,6 +16,24 @@ M, N = 4, 40
 
 class SmoothnessTest(absltest.TestCase):
 
+  def test_scaffnew_settings(self):
+    # gamma = 1 / L_max, p = 1 / sqrt(L_max / mu), L_max by eigvalsh
+    x, _ = common.mnist_shards(M, N)
+    l2 = 0.05
+    got = theory.scaffnew_settings(x, l2)
+    l_max = max(
+        np.linalg.eigvalsh(np.concatenate(
+            [x[m].reshape(N, -1), np.ones((N, 1))], axis=1).T
+                           @ np.concatenate([x[m].reshape(N, -1),
+                                             np.ones((N, 1))], axis=1)).max()
+        / (2 * N) for m in range(M)) + l2
+    self.assertAlmostEqual(got['scaffnew.lr'] * l_max, 1.0, delta=1e-8)
+    self.assertAlmostEqual(got['scaffnew.p'], math.sqrt(l2 / l_max),
+                           delta=1e-9)
+    lj.make_hyper('scaffnew', **got)  # parameters it takes
+    with self.assertRaisesRegex(ValueError, 'l2=0.0 is not allowed'):
+      theory.scaffnew_settings(x, 0.0)
+
   def test_power_iteration_is_the_largest_eigenvalue(self):
     rng = np.random.default_rng(0)
     a = rng.normal(size=(30, 12))

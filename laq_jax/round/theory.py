@@ -15,7 +15,8 @@ L_plus sqrt(B / A)) with (A, B) of each preset's three-point compressor
 Gorbunov et al. 2021, Theorem 2.1): 1 / (L_minus + L_plus sqrt((1 - p) omega
 / (p M))); DASHA (Tyurin and Richtarik 2023, Theorem 6.1 as read by the
 contract): 1 / (L_minus + sqrt(16 omega (2 omega + 1) / M) L_plus). Other
-presets have no encoded theory step: refused.
+presets have no encoded theory step: refused. Scaffnew's gamma and p
+(`scaffnew_settings`) are its client's parameters.
 """
 
 from __future__ import annotations
@@ -76,6 +77,22 @@ def smoothness(x_MxNxD, l2: float, counts_M=None) -> tuple[float, float]:
   l_m = np.array([_gram_bound(r) for r in rows]) + l2
   l_minus = _gram_bound(np.concatenate(rows)) + l2
   return float(l_minus), float(np.sqrt(np.mean(l_m ** 2)))
+
+
+def scaffnew_settings(x_MxNxD, l2: float) -> dict[str, float]:
+  """Scaffnew's theory settings for logistic regression (Mishchenko et al.
+  2022, Theorem 3.6's choice; after-laq.md section 5 (c)): gamma =
+  1 / L_max and p = 1 / sqrt(kappa), kappa = L_max / mu, with L_max the
+  largest worker's smoothness (`smoothness`'s L_m bound) and mu = l2 (each
+  f_m is l2-strongly convex). Returns {'scaffnew.lr': gamma, 'scaffnew.p':
+  p}, parameters `make_hyper` takes."""
+  if not l2 > 0:
+    raise ValueError(f'l2={show(l2)} is not allowed: Scaffnew\'s p = '
+                     '1 / sqrt(L_max / mu) needs mu = l2 > 0')
+  x = np.asarray(x_MxNxD, np.float64)
+  l_max = max(_gram_bound(x[m]) for m in range(x.shape[0])) + l2
+  return {'scaffnew.lr': 1.0 / l_max,
+          'scaffnew.p': min(1.0, 1.0 / math.sqrt(l_max / l2))}
 
 
 def _k_fraction(value, num_params: int) -> float:
