@@ -1084,11 +1084,10 @@ def run_fednova(x_mnd, y_mn, *, rounds, theta0, batches, present, taus,
 
 
 def scaffnew_steps(u, p, k_cap=0, max_steps=10_000):
-  """K_k = 1 + floor(ln u / ln(1 - p)) (after-laq.md section 5), u the
-  round's shared uniform (0 read as the smallest normal float), at most
+  """K_k = 1 + floor(ln U / ln(1 - p)) (after-laq.md section 5) with
+  U = 1 - u (section 0), u the round's shared uniform in [0, 1), at most
   k_cap (> 0) and max_steps."""
-  u = max(float(u), float(np.finfo(np.float64).tiny))
-  k = 1 + np.floor(np.log(u) / np.log1p(-p)) if p < 1 else 1
+  k = 1 + np.floor(np.log(1.0 - float(u)) / np.log1p(-p)) if p < 1 else 1
   if k_cap > 0:
     k = min(k, k_cap)
   return int(min(max(k, 1), max_steps))

@@ -200,13 +200,13 @@ def draws_coin(part: parts_lib.Part) -> bool:
 
 
 def geometric_steps(params, u):
-  """K_k = 1 + floor(ln u / ln(1 - p)), Geometric(p) on {1, 2, ...}, from
-  the round's shared uniform u (`randomness.round_coin`; p = 1: K = 1),
-  at most `k_cap` where that is > 0 and at most MAX_STEPS (the tail
-  beyond it has mass (1 - p)^MAX_STEPS). int32."""
+  """K_k = 1 + floor(ln U / ln(1 - p)) with U = 1 - u in (0, 1],
+  Geometric(p) on {1, 2, ...}, from the round's shared uniform u in [0, 1)
+  (`randomness.round_coin`; after-laq.md section 0; p = 1: K = 1), at
+  most `k_cap` where that is > 0 and at most MAX_STEPS (the tail beyond it
+  has mass (1 - p)^MAX_STEPS). int32."""
   p = jnp.asarray(params['p'], u.dtype)
-  tiny = jnp.finfo(u.dtype).tiny
-  k = 1 + jnp.floor(jnp.log(jnp.maximum(u, tiny)) / jnp.log1p(-p))
+  k = 1 + jnp.floor(jnp.log1p(-u) / jnp.log1p(-p))
   cap = jnp.asarray(params['k_cap'], u.dtype)
   k = jnp.where(cap > 0, jnp.minimum(k, cap), k)
   return jnp.clip(k, 1, MAX_STEPS).astype(jnp.int32)
