@@ -25,6 +25,7 @@ from tests import common
 from tests import reference
 
 M, N, STEPS, ALPHA = common.SMALL_M, common.SMALL_N, 25, 0.03
+B_MVR = 16  # DASHA-MVR's minibatch
 
 
 def _pinned_jax() -> bool:
@@ -248,6 +249,47 @@ class EstimatorsTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, "'ef21_bc' .*partial "
                                 'participation'):
       lj.make_hyper('ef21_bc', clients_per_round=2)
+
+  def _mvr(self, algo, seed, **params):
+    x, y = common.mnist_shards(M, N, dtype=np.float64)
+    spec = lj.RunSpec(lj.get_problem('logreg'), M, stochastic=True,
+                      batch_size=B_MVR, loss_every=1, compressors=('randk',),
+                      estimators=('dasha', 'dasha_mvr'), triggers=('eager',),
+                      warm_start=True, error_feedback=False)
+    h = lj.make_hyper(algo, dtype=jnp.float64, step_size=ALPHA, seed=seed,
+                      **params)
+    with jax.enable_x64(True):
+      return (*lj.run(spec, lj.Data(jnp.asarray(x), jnp.asarray(y)), h,
+                      STEPS), (x, y))
+
+  def test_dasha_mvr_matches_numpy(self):
+    # DASHA-MVR (section 3): h' = g + (1 - b)(h - g_prev) on the SAME
+    # minibatch, g_prev at the worker's previous parameters.
+    seed, k, b = 9, 0.02, 0.3
+    state, trace, (x, y) = self._mvr('dasha_mvr', seed, **{
+        'randk.k': k, 'dasha_mvr.b': b})
+    with jax.enable_x64(True):
+      uniforms = draws(seed, STEPS)
+    batches = [[common.batch_rows(randomness.batch_key(seed, s, m), N, B_MVR)
+                for m in range(M)] for s in range(STEPS)]
+    ref = reference.run(
+        x, y, steps=STEPS, alpha=ALPHA, bits=4, compressor='randk',
+        innovation=False, trigger='eager', randk_k=k, warm_start=True,
+        estimator='dasha_mvr', uniforms=uniforms, batches=batches, mvr_b=b)
+    np.testing.assert_array_equal(trace.sent_M, ref['sent'])
+    np.testing.assert_array_equal(trace.bits_M.astype(np.int64), ref['bits'])
+    np.testing.assert_allclose(trace.loss, ref['loss'], rtol=1e-11)
+    np.testing.assert_allclose(np.asarray(state.theta_P), ref['theta'],
+                               rtol=1e-11, atol=1e-14)
+    np.testing.assert_array_equal(trace.grads_M, 2)  # the pair
+    np.testing.assert_array_equal(trace.bits_M[0], 32 * P)
+
+  def test_dasha_mvr_at_b_one_is_dasha(self):
+    # b = 1: h' = g, DASHA on the minibatch gradients (the contract's (g))
+    _, mvr, _ = self._mvr('dasha_mvr', 2, **{'dasha_mvr.b': 1.0})
+    _, dasha, _ = self._mvr('dasha', 2)
+    np.testing.assert_array_equal(mvr.sent_M, dasha.sent_M)
+    np.testing.assert_allclose(mvr.loss, dasha.loss, rtol=1e-13)
 
   def test_equivalences(self):
     # MARINA at p = 1 sends g every round: GD, as tpc_v4 with k2 = p does

@@ -486,6 +486,13 @@ class FedDynTest(parameterized.TestCase):
                                rtol=1e-8, atol=1e-11)
     self.assertGreater(np.abs(nu).max(), 1e-3)  # it moved
 
+  def test_gathered_rounds_refused(self):
+    _, _, data = _data()
+    h = lj.make_hyper('feddyn', dtype=jnp.float64, participation=0.5)
+    with self.assertRaisesRegex(ValueError, "client 'feddyn' .*is not allowed "
+                                r'in a gathered round \(round_size\)'):
+      lj.run(_spec(['feddyn'], round_size=2), data, h, 2)
+
   def test_in_one_program_with_fedavg(self):
     """A grid of feddyn and fedavg points is one program, each point as
     run alone."""

@@ -177,6 +177,8 @@ FAMILY = {
            ('tpc_v5', 'top_k', 'marina', 'identity'),
            ('marina', 'randk', 'marina', 'identity'),
            ('dasha', 'randk', 'dasha', 'identity'))},
+    'dasha_mvr': _member(True, 'randk', False, False, 'eager',
+                         warm_start=True, estimator='dasha_mvr'),
     # EF21-P (section 4): the broadcast thetahat + top-k(theta - thetahat).
     'ef21_p_diana': _member(False, 'randk', False, False, 'eager',
                             downlink=True, warm_start=True,
@@ -520,7 +522,7 @@ def run(x_mnd, y_mn, *, steps, alpha, bits, compressor='uniform',
         minibatch_scripts=False, warm_start=False, randk_k=0.09,
         estimator=None, compressor_b=None, k_b=0.01, uniforms_b=None,
         coins=None, marina_p=0.0, zeta_v3=1.0, dasha_a=0.0, diana_beta=0.0,
-        broadcast_top_k=None, server_top_k=None):
+        broadcast_top_k=None, server_top_k=None, mvr_b=0.1):
   """`steps` iterations of docs/algorithm.md's "One iteration", loop by loop.
 
   Extended to the family of /work/shared/compressors.md: error feedback,
@@ -570,6 +572,11 @@ def run(x_mnd, y_mn, *, steps, alpha, bits, compressor='uniform',
     broadcast_top_k: EF21-P's broadcast, thetahat + top-k(theta -
       thetahat) with this k (a fraction of p or a count), k (32 +
       ceil(log2 p)) bits per worker; None: `downlink_bits` decides.
+    mvr_b: DASHA-MVR's b (estimator 'dasha_mvr', section 3): h' = g +
+      (1 - b)(h - g_prev), g_prev the worker's gradient at its previous
+      parameters (theta^0 first) on this step's sample, c = C(h' - h -
+      a (Qhat - h)), Q = Qhat + c, h <- h' (h = g at the warm start's
+      first step).
     server_top_k: EF21-BC's server (section 4): G <- G + top-k(agg - G)
       with this k (G = agg at the warm start's first step), theta <- theta
       - alpha G; it broadcasts top-k(agg - G), k (32 + ceil(log2 p)) bits
@@ -639,6 +646,7 @@ def run(x_mnd, y_mn, *, steps, alpha, bits, compressor='uniform',
   y = np.zeros((m_workers, p), dtype)  # the 3PC test's last gradient
   h_shift = np.zeros((m_workers, p), dtype)  # DASHA's and DIANA's h_m
   started = np.zeros(m_workers, bool)
+  theta_prev = np.tile(theta, (m_workers, 1))  # DASHA-MVR's theta^{k-1}
   # Algorithm 1 of the paper starts from every worker's upload at theta^0: a
   # worker that never uploaded is infinitely stale.
   clock = np.zeros(m_workers) if authors_code else np.full(m_workers, np.inf)
@@ -679,9 +687,14 @@ def run(x_mnd, y_mn, *, steps, alpha, bits, compressor='uniform',
       row['loss'] += f_m
       if downlink_bits > 0 or broadcast_top_k is not None:
         _, g = loss_and_grad(theta_hat, x_mnd[m], y_mn[m])
+      idx = slice(None)
       if batches is not None:
         idx = batches[k][m]
         _, g = loss_and_grad(theta_hat, x_mnd[m][idx], y_mn[m][idx])
+      if estimator == 'dasha_mvr':
+        _, g_prev = loss_and_grad(theta_prev[m], x_mnd[m][idx],
+                                  y_mn[m][idx])
+        theta_prev[m] = theta_hat
       grad_sum += g
       ref = qhat[m] if innovation else np.zeros(p, dtype)
       u = g + err[m] if error_feedback else g
@@ -712,7 +725,16 @@ def run(x_mnd, y_mn, *, steps, alpha, bits, compressor='uniform',
         q = ref + c
       else:
         raise ValueError(compressor)
-      if estimator in ('dasha', 'diana'):
+      if estimator == 'dasha_mvr':
+        k_c = k_rand if compressor == 'randk' else k_top
+        a_mvr = (dt(dasha_a) if dasha_a > 0 else
+                 1 / (2 * (dt(p) / dt(k_c) - 1) + 1))
+        new_h = (g.copy() if warm_start and not started[m] else
+                 g + (1 - dt(mvr_b)) * (h_shift[m] - g_prev))
+        c, cost = _sparsify(compressor, new_h - h_shift[m] - a_mvr * (
+            qhat[m] - h_shift[m]), k_top, k_rand, uniforms[k][m])
+        q, h_shift[m], started[m] = qhat[m] + c, new_h, True
+      elif estimator in ('dasha', 'diana'):
         q, cost, h_shift[m] = _shifted(
             estimator, g, qhat[m], h_shift[m], started[m] or not warm_start,
             k, m, p, dtype, compressor, k_top, k_rand, uniforms, dasha_a,

@@ -154,12 +154,12 @@ def sweep_and_evaluate(config, workdir: str | os.PathLike, *,
   fstar_G = [fstars[p['l2']]['fstar'] for p in points]
   sweep_spec = dataclasses.replace(built.spec,
                                    grid_axis=config_lib.grid_axis(config))
-  batch_size = config.sweep_batch_size or None
+  per_call = config.sweep_batch_size or None  # (batch_size is the points')
   # A resumed sweep counts what its checkpoint holds as done (its finished
   # batches and the running one's iterations): not in the rate or the ETA.
   initial = 0
   if resumed_from is not None:
-    sizes = sweep_lib.batch_sizes(sweep_spec, points, batch_size)
+    sizes = sweep_lib.batch_sizes(sweep_spec, points, per_call)
     batch, iteration = divmod(resumed_from, config.num_iters)
     initial = (sum(sizes[:batch]) * config.num_iters
                + (sizes[batch] if batch < len(sizes) else 0) * iteration)
@@ -204,7 +204,7 @@ def sweep_and_evaluate(config, workdir: str | os.PathLike, *,
   try:
     result = sweep_lib.run_sweep(
         sweep_spec, built.data, points, config.num_iters,
-        batch_size=batch_size,
+        batch_size=per_call,
         chunk_size=config.eval_every, callback=on_chunk,
         run_chunk_fn=built.run_chunk_fn, checkpointer=ckpt,
         checkpoint_every=config.checkpoint_every,

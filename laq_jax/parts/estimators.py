@@ -62,6 +62,10 @@ class Inputs(NamedTuple):
       key (`fold_in(key, 1)`); stateless (3PC's two-stage estimators).
     coin: u_k, the round's uniform in [0, 1) shared by every worker
       (`randomness.round_coin`: MARINA's c_k = [u_k < p]).
+    gradient_at: theta_P -> the worker's gradient at other parameters on
+      this round's sample (LASG's same-sample pair; DASHA-MVR's), or None
+      where the round has none.
+    theta_P: the parameters the worker computed g at (thetahat^k).
   """
   grad_P: jax.Array
   qhat_P: jax.Array
@@ -71,6 +75,8 @@ class Inputs(NamedTuple):
   compressor_states: dict
   compress_b: Callable | None = None
   coin: Any = None
+  gradient_at: Callable | None = None
+  theta_P: Any = None
 
 
 def reference(inputs: Inputs):
@@ -209,6 +215,51 @@ def diana(inputs: Inputs, *, params, state):
           {'h': new_h, 'started': jnp.ones((), bool)})
 
 
+def second_gradient(fn: Callable) -> Callable:
+  """Marks an estimator fn that takes a second gradient a round
+  (`Inputs.gradient_at`): the round counts 2 for its workers."""
+  fn.second_gradient = True
+  return fn
+
+
+def takes_second_gradient(part: parts_lib.Part) -> bool:
+  """Whether the estimator takes a second gradient (`second_gradient`)."""
+  return bool(getattr(part.fn, 'second_gradient', False))
+
+
+def _mvr_init(num_params, dtype, *, theta_P):
+  return {'h': jnp.zeros((num_params,), dtype),
+          'theta_prev': jnp.asarray(theta_P, dtype),
+          'started': jnp.zeros((), bool)}
+
+
+@second_gradient
+def dasha_mvr(inputs: Inputs, *, params, state):
+  """DASHA-MVR (Tyurin, Richtarik, ICLR 2023, Algorithm 1 with the MVR
+  estimator; Flower's StochasticDashaClient): on the round's minibatch xi,
+  h' = grad f(theta^k; xi) + (1 - b)(h - grad f(theta^{k-1}; xi)) (both on
+  the same xi), c = C(h' - h - a (Q-hat - h)), Q = Q-hat + c, h <- h';
+  theta^{k-1} is the worker's own last parameters. With the warm start the
+  first round sets h = g. a = 1 / (2 omega + 1) where the parameter is 0."""
+  if inputs.gradient_at is None:
+    raise ValueError('estimator \'dasha_mvr\' needs the round\'s sample '
+                     '(Inputs.gradient_at): the library\'s full-batch or '
+                     'minibatch gradient parts give it')
+  g, qhat, h = inputs.grad_P, inputs.qhat_P, state['h']
+  omega = _omega(inputs.hyper, g.dtype, g.shape[-1])
+  a = params['a'].astype(g.dtype)
+  a = jnp.where(a > 0, a, 1 / (2 * omega + 1))
+  b = params['b'].astype(g.dtype)
+  first = inputs.hyper.warm_start & ~state['started']
+  new_h = jnp.where(first, g, g + (1 - b) * (
+      h - inputs.gradient_at(state['theta_prev'])))
+  c, states = _compressed(inputs.compress, new_h - h - a * (qhat - h),
+                          inputs.compressor_states)
+  return ((c._replace(value_P=qhat + c.value_P), states),
+          {'h': new_h, 'theta_prev': inputs.theta_P,
+           'started': jnp.ones((), bool)})
+
+
 def marina(inputs: Inputs, *, params, state):
   """MARINA (and 3PC v5): on the round's coin c_k = [u_k < p] every
   worker sends g (32 p bits), else Q = Q-hat + C(g - y) (C's bits)."""
@@ -259,6 +310,18 @@ REGISTRY: parts_lib.PartRegistry = parts_lib.PartRegistry(
                     allowed='a number in [0, 1] (0: 1 / (2 omega + 1))',
                     doc='a, the momentum of DASHA\'s estimate')],
             doc='DASHA: Qhat + C(g - h - a (Qhat - h)), h <- g')),
+        ('dasha_mvr', parts_lib.estimator(
+            'dasha_mvr', dasha_mvr, init=_mvr_init, opt_in=True, params=[
+                parts_lib.Param(
+                    'a', 0.0, check=lambda a: (a >= 0) & (a <= 1),
+                    allowed='a number in [0, 1] (0: 1 / (2 omega + 1))',
+                    doc='a, the momentum of DASHA\'s estimate'),
+                parts_lib.Param(
+                    'b', 0.1, check=lambda a: (a > 0) & (a <= 1),
+                    allowed='a number in (0, 1]',
+                    doc='b, the MVR momentum (1: DASHA on minibatch '
+                    'gradients)')],
+            doc='DASHA-MVR: DASHA on the momentum variance-reduced h')),
         ('diana', parts_lib.estimator(
             'diana', diana, init=_diana_init, opt_in=True, params=[
                 parts_lib.Param(
@@ -292,7 +355,8 @@ def init_states(parts: Sequence[parts_lib.Part], num_params: int, dtype,
 
 def estimate(grad_P, qhat_P, key, hyper, parts: Sequence[parts_lib.Part],
              compressors: Sequence[parts_lib.Part], states: dict,
-             compressors_b: Sequence[parts_lib.Part] = (), coin=None
+             compressors_b: Sequence[parts_lib.Part] = (), coin=None,
+             gradient_at=None, theta_P=None
              ) -> tuple[compressors_lib.Compressed, dict]:
   """The candidate upload of ESTIMATORS[hyper.estimator] among `parts`
   (static; one outside them selects the first: `RunSpec.check_hyper`
@@ -307,6 +371,7 @@ def estimate(grad_P, qhat_P, key, hyper, parts: Sequence[parts_lib.Part],
     compressors_b: the compressors `hyper.compressor_b` may pick (stateless;
       traced only where an estimator calls `Inputs.compress_b`).
     coin: the round's uniform u_k (`Inputs.coin`).
+    gradient_at, theta_P: as `Inputs` (None: none).
 
   Returns:
     (a `Compressed`, the states: the compressors' as the estimator's
@@ -331,7 +396,8 @@ def estimate(grad_P, qhat_P, key, hyper, parts: Sequence[parts_lib.Part],
     compressor_states = {p.name: states[p.name] for p in compressors
                          if p.stateful}
     inputs = Inputs(grad_P, qhat_P, key, hyper, compress, compressor_states,
-                    compress_b if compressors_b else None, coin)
+                    compress_b if compressors_b else None, coin, gradient_at,
+                    theta_P)
     (out, new_compressor_states), new = part.call(
         inputs, params=parts_lib.own_params(hyper, part),
         state=states.get(part.name))

@@ -62,12 +62,14 @@ def _worker(grad_P, last_upload_P, last_error, clock, error_P, states, key,
     sent_P = jnp.where(hyper.error_feedback, grad_P + error_P, grad_P)
   compressor_states = {p.name: states[p.name] for p in parts.compressors
                        if p.stateful}
+  gradient_at = (None if grad_at is None else
+                 lambda theta: grad_at(theta, sample))
   # The estimator's candidate upload Q (it calls the compressor slot).
   out, estimated_states = estimators_lib.estimate(
       sent_P, last_upload_P, key, hyper, parts.estimators, parts.compressors,
       {**compressor_states, **{p.name: states[p.name]
                                for p in parts.estimators if p.stateful}},
-      parts.compressors_b, coin)
+      parts.compressors_b, coin, gradient_at, theta_P)
   new_compressor_states = {n: estimated_states[n] for n in compressor_states}
   if parts.warm_start:  # a first upload is g itself, 32 p bits
     first = hyper.warm_start & (clock == NEVER_UPLOADED)
@@ -80,8 +82,6 @@ def _worker(grad_P, last_upload_P, last_error, clock, error_P, states, key,
   raw_sq = collectives.sum_sq(grad_P - last_upload_P)
   trigger_states = {p.name: states[p.name] for p in parts.triggers
                     if p.stateful}
-  gradient_at = (None if grad_at is None else
-                 lambda theta: grad_at(theta, sample))
   decision, new_trigger_states = trigger_lib.decide(trigger_lib.Inputs(
       compressed_sq, raw_sq, error, last_error, laq_shared, last_step_sq,
       clock, hyper, grad_P, theta_P, history_sum, gradient_at),
@@ -100,9 +100,13 @@ def _worker(grad_P, last_upload_P, last_error, clock, error_P, states, key,
   kept.update({p.name: estimated_states[p.name] for p in parts.estimators
                if p.stateful})
   bits = jnp.where(sent, out.bits, jnp.int32(0))
+  grads = decision.grads
+  for part in parts.estimators:  # DASHA-MVR's second gradient
+    if estimators_lib.takes_second_gradient(part):
+      grads = grads + (hyper.estimator == estimators_lib.index(
+          part.name)).astype(grads.dtype)
   stats = StepStats(sent, bits, jnp.zeros_like(bits), decision.lhs,
-                    decision.rhs, error, jnp.zeros_like(sent),
-                    decision.grads)
+                    decision.rhs, error, jnp.zeros_like(sent), grads)
   return Worker(new_upload_P, new_error, new_clock, error_P, delta_P,
                 {**states, **kept, **new_trigger_states}, stats,
                 decision.server_side)
@@ -228,9 +232,10 @@ def step(grads_MxP: jax.Array, state: RuleState, theta_P: jax.Array,
                                      hyper, parts, num_workers, axis_name)
   if parts.shifts:
     if rows_M is not None:
-      raise ValueError('a client part with an after-step update (Scaffnew) '
-                       'is not allowed in a gathered round (round_size): it '
-                       'takes every client')
+      raise ValueError(f'client {parts.shifts[0].name!r} (a state moved '
+                       'after the server\'s step) is not allowed in a '
+                       'gathered round (round_size): run it with '
+                       'round_size=0')
     out = after_stage(out, grads_MxP, state, theta_P, new_theta_P, taken,
                       hyper, parts)
   history, broadcast_P, stats = broadcast_stage(
