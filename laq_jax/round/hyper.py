@@ -31,14 +31,13 @@ from laq_jax.parts import triggers as trigger_lib
 from laq_jax.round import schedule
 from laq_jax.show import show
 # The fields and the presets, served here as they always were.
-from laq_jax.parts.presets import (ALGORITHMS, SLOTS, Algorithm, compose,  # pylint: disable=unused-import
-                             get_algorithm, parse_slot, register_algorithm,
-                             slot_value)
-from laq_jax.round.fields import (ARRAYS, CONFIG_FIELDS, DEFAULTS, FIELD, FIELDS,  # pylint: disable=unused-import
-                            FLOAT_ARRAYS, FLOAT_FIELDS, INT_FIELDS,
-                            NETWORK_FIELDS, SCHEDULE_FIELDS, Field,
-                            check_value, hyper_keys, is_integer, is_number,
-                            validate)
+from laq_jax.parts.presets import (  # pylint: disable=unused-import
+    ALGORITHMS, SLOTS, Algorithm, compose, get_algorithm, parse_slot,
+    register_algorithm, slot_value)
+from laq_jax.round.fields import (  # pylint: disable=unused-import
+    ARRAYS, CONFIG_FIELDS, DEFAULTS, FIELD, FIELDS, FLOAT_ARRAYS, FLOAT_FIELDS,
+    INT_FIELDS, NETWORK_FIELDS, SCHEDULE_FIELDS, Field, check_value,
+    hyper_keys, is_integer, is_number, validate)
 
 
 class Hyper(collections.namedtuple('Hyper', ARRAYS)):

@@ -25,25 +25,25 @@ import numpy as np
 from laq_jax import collectives
 from laq_jax import network as network_lib
 from laq_jax.problems.objective import (Data, _unravel, accuracy,  # noqa: F401
-                               fast_layout, flat_params, full_batch,
-                               objective, predict, worker_objective)
+                                        fast_layout, flat_params, full_batch,
+                                        objective, predict, worker_objective)
 from laq_jax.round import hyper as hyper_lib
 from laq_jax.round import participation as participation_lib
 from laq_jax.round import rules
 from laq_jax.round import spec as spec_lib
 from laq_jax.round.hyper import Hyper
 from laq_jax.round.spec import (GRID_AXES, MINIBATCH_LOSS_EVERY,  # noqa: F401
-                          RunSpec)
+                                RunSpec)
 # The round's stages on the workers' side (laq_jax.stages), served here as
 # they always were.
 from laq_jax.round.stages import (Setting, _logged_loss, _objective_m,  # noqa: F401
-                            _shard_sample, client_batch_rows,
-                            draw_minibatch, flops_per_worker_step,
-                            full_batch_gradients, gather_setting,
-                            gradient_part, local_gradients,
-                            minibatch_gradients, participation_stage,
-                            round_fits, round_rows, round_time_stage,
-                            worker_flops)
+                                  _shard_sample, client_batch_rows,
+                                  draw_minibatch, flops_per_worker_step,
+                                  full_batch_gradients, gather_setting,
+                                  gradient_part, local_gradients,
+                                  minibatch_gradients, participation_stage,
+                                  round_fits, round_rows, round_time_stage,
+                                  worker_flops)
 
 
 class LoopState(NamedTuple):

@@ -25,8 +25,8 @@ from laq_jax.parts import servers as servers_lib
 from laq_jax.parts import triggers as trigger_lib
 from laq_jax.parts.presets import parse_slot
 from laq_jax.round.hyper import (ALGORITHMS, DEFAULTS, SLOTS, Hyper,
-                           check_value as check_field, compose,
-                           get_algorithm, make_hyper, stack_hypers)
+                                 check_value as check_field, compose,
+                                 get_algorithm, make_hyper, stack_hypers)
 
 HYPER_KEYS = tuple(DEFAULTS)  # step_size, bits, xi, ..., seed
 # Every built-in key a grid may vary, in the order points are enumerated (the
