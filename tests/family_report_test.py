@@ -387,6 +387,13 @@ class LasgReportTest(absltest.TestCase):
                      'does).')
     self.assertEqual(lasg_report.window_section(
         dict(sweep, curves={'uploads': uploads[:, :150]})), [])
+    # Past EARLY steps, each preset's share of SGD's uploads in the first
+    # EARLY, by hand.
+    long = np.concatenate([uploads] * 3, axis=1)  # 3,000 steps
+    share = 100.0 * long[1, :2000].sum() / long[0, :2000].sum()
+    self.assertIn(f"In the first 2,000 steps, of SGD's uploads: lasg_wk2 "
+                  f'{share:.2f}%.', '\n'.join(lasg_report.window_section(
+                      dict(sweep, curves={'uploads': long}))))
 
 
 # `python -m experiments.family` with two more presets, one of each kind,

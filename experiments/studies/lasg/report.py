@@ -155,7 +155,27 @@ def window_section(sweep: dict) -> list[str]:
           f'{WINDOW * workers:,}); the LASG paper shows its runs as figures '
           'only (no result files are committed with its code), so no '
           'published numbers stand beside these:', '',
-          table(header, body, 'l' + 'r' * len(spans)), '']
+          table(header, body, 'l' + 'r' * len(spans)), ''] + early_share(
+              sweep)
+
+
+# The horizon issue 54 measured the LASG authors' own code at (their
+# settings, held-out runs): the share of SGD's uploads in its first steps.
+EARLY = 2000
+
+
+def early_share(sweep: dict) -> list[str]:
+  """Each preset's uploads in the first EARLY steps as a share of SGD's
+  there (a run longer than EARLY steps with an SGD point)."""
+  uploads = sweep['curves']['uploads']
+  algos = [r['algo'] for r in sweep['rows']]
+  if uploads.shape[1] <= EARLY or 'sgd' not in algos:
+    return []
+  sums = uploads[:, :EARLY].sum(axis=(1, 2))
+  sgd = sums[algos.index('sgd')]
+  shares = ', '.join(f'{a} {100.0 * sums[g] / sgd:.2f}%'
+                     for g, a in enumerate(algos) if a != 'sgd')
+  return [f'In the first {EARLY:,} steps, of SGD\'s uploads: {shares}.', '']
 
 
 def gap_points(row: dict, base: dict) -> float | None:
