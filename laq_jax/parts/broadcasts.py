@@ -31,7 +31,6 @@ thetahat, and the logged objective is f at the server's theta.
 
 from __future__ import annotations
 
-import math
 from typing import Any, NamedTuple, Sequence
 
 import jax
@@ -103,9 +102,9 @@ def ef21bc(inputs: Inputs):
   theta_P, hyper = inputs.theta_P, inputs.hyper
   num_params = theta_P.shape[-1]
   k = compressors.top_k_count(hyper.params['top_k_down']['k'], num_params)
-  per_value = 32 + math.ceil(math.log2(num_params)) if num_params > 1 else 32
   first = hyper.warm_start & (jnp.asarray(inputs.step_count) == 0)
-  return theta_P, jnp.where(first, jnp.int32(32 * num_params), k * per_value)
+  return theta_P, jnp.where(first, jnp.int32(32 * num_params),
+                            compressors.top_k_bits(k, num_params))
 
 
 REGISTRY: parts_lib.PartRegistry = parts_lib.PartRegistry(

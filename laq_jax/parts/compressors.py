@@ -182,9 +182,15 @@ def top_k(grad_P, ref_P, key, hyper, *, params=None) -> Compressed:
   num_params = v.shape[-1]
   k = top_k_count(params['k'], num_params)
   keep = top_k_mask(v, k)
-  per_value = 32 + math.ceil(math.log2(num_params)) if num_params > 1 else 32
   return Compressed(ref_P + jnp.where(keep, v, jnp.zeros_like(v)),
-                    k * per_value)
+                    top_k_bits(k, num_params))
+
+
+def top_k_bits(k, num_params: int):
+  """The size of k of p values with their indices: k (32 + ceil(log2 p))
+  bits (32 per value when p is 1)."""
+  per_value = 32 + math.ceil(math.log2(num_params)) if num_params > 1 else 32
+  return k * per_value
 
 
 def randk(grad_P, ref_P, key, hyper, *, params=None) -> Compressed:

@@ -180,14 +180,21 @@ def _omega(hyper, dtype, num_params: int) -> jax.Array:
   return num_params / slot_count(hyper, num_params).astype(dtype) - 1
 
 
+def _dasha_a(inputs: Inputs, params) -> jax.Array:
+  """DASHA's a: the parameter, or where it is 0, 1 / (2 omega + 1) with
+  omega = P / k - 1 of the slot's Rand-K."""
+  g = inputs.grad_P
+  omega = _omega(inputs.hyper, g.dtype, g.shape[-1])
+  a = params['a'].astype(g.dtype)
+  return jnp.where(a > 0, a, 1 / (2 * omega + 1))
+
+
 def dasha(inputs: Inputs, *, params, state):
   """DASHA (Tyurin, Richtarik, ICLR 2023): c = C(g - h - a (Q-hat - h)),
   Q = Q-hat + c (c sent), h <- g; a = 1 / (2 omega + 1) where the
   parameter is 0, omega = P / k - 1."""
   g, qhat, h = inputs.grad_P, inputs.qhat_P, state['h']
-  omega = _omega(inputs.hyper, g.dtype, g.shape[-1])
-  a = params['a'].astype(g.dtype)
-  a = jnp.where(a > 0, a, 1 / (2 * omega + 1))
+  a = _dasha_a(inputs, params)
   c, states = _compressed(inputs.compress, g - h - a * (qhat - h),
                           inputs.compressor_states)
   return (c._replace(value_P=qhat + c.value_P), states), {'h': g}
@@ -246,9 +253,7 @@ def dasha_mvr(inputs: Inputs, *, params, state):
                      '(Inputs.gradient_at): the library\'s full-batch or '
                      'minibatch gradient parts give it')
   g, qhat, h = inputs.grad_P, inputs.qhat_P, state['h']
-  omega = _omega(inputs.hyper, g.dtype, g.shape[-1])
-  a = params['a'].astype(g.dtype)
-  a = jnp.where(a > 0, a, 1 / (2 * omega + 1))
+  a = _dasha_a(inputs, params)
   b = params['b'].astype(g.dtype)
   first = inputs.hyper.warm_start & ~state['started']
   new_h = jnp.where(first, g, g + (1 - b) * (
