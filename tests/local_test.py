@@ -486,12 +486,24 @@ class FedDynTest(parameterized.TestCase):
                                rtol=1e-8, atol=1e-11)
     self.assertGreater(np.abs(nu).max(), 1e-3)  # it moved
 
-  def test_gathered_rounds_refused(self):
+  def test_gathered_rounds_equal_masked(self):
+    """A gathered round (round_size: the participants' rows alone, nu_m
+    moved on them and written back) equals the masked program's round."""
     _, _, data = _data()
-    h = lj.make_hyper('feddyn', dtype=jnp.float64, participation=0.5)
-    with self.assertRaisesRegex(ValueError, "client 'feddyn' .*is not allowed "
-                                r'in a gathered round \(round_size\)'):
-      lj.run(_spec(['feddyn'], round_size=2), data, h, 2)
+    h = lj.make_hyper('feddyn', dtype=jnp.float64, clients_per_round=2,
+                      seed=3, l2=0.01, **{'feddyn.steps': 2})
+    masked, trace = lj.run(_spec(['feddyn']), data, h, ROUNDS)
+    gathered, _ = lj.run(_spec(['feddyn'], round_size=2), data, h, ROUNDS)
+    present = np.asarray(trace.participants_M)
+    self.assertTrue(0 < present.sum() < present.size)  # partial rounds
+    np.testing.assert_allclose(gathered.theta_P, masked.theta_P, rtol=1e-12,
+                               atol=1e-15)
+    for got, want in ((gathered.rule.parts_M['feddyn'],
+                       masked.rule.parts_M['feddyn']),
+                      (gathered.rule.server['feddyn_server'],
+                       masked.rule.server['feddyn_server'])):
+      np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15)
+    self.assertGreater(np.abs(masked.rule.parts_M['feddyn']).max(), 1e-3)
 
   def test_in_one_program_with_fedavg(self):
     """A grid of feddyn and fedavg points is one program, each point as

@@ -231,13 +231,12 @@ def step(grads_MxP: jax.Array, state: RuleState, theta_P: jax.Array,
   new_theta_P, server = server_stage(step_P, theta_P, state, out, taken,
                                      hyper, parts, num_workers, axis_name)
   if parts.shifts:
-    if rows_M is not None:
-      raise ValueError(f'client {parts.shifts[0].name!r} (a state moved '
-                       'after the server\'s step) is not allowed in a '
-                       'gathered round (round_size): run it with '
-                       'round_size=0')
     out = after_stage(out, grads_MxP, state, theta_P, new_theta_P, taken,
                       hyper, parts)
+    if rows_M is not None:  # the rows' moved state written back too
+      written = participation_lib.scatter_rows(
+          written, written._replace(parts_M=out.parts), rows_M,
+          fields=('parts_M',))
   history, broadcast_P, stats = broadcast_stage(
       new_theta_P, theta_P, state, out, taken, hyper, parts, local,
       step_count)
