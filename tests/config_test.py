@@ -633,6 +633,21 @@ class SweepConfigTest(absltest.TestCase):
                                 "no sweep key 'clag.zetta'"):
       config_lib.points_from_config(self.sweep({'clag': {'zetta': [1.0]}}))
 
+  def test_a_parameter_a_part_reads_of_another(self):
+    # EF21-BC's broadcast and server read top_k_down's k (Part.reads): a
+    # grid and config.params may set it for ef21_bc, not for laq.
+    config = self.sweep({'algo': ['ef21_bc'], 'top_k_down': {'k': [2, 8]}})
+    self.assertEqual([p['top_k_down.k'] for p in
+                      config_lib.points_from_config(config)], [2, 8])
+    run = tiny_config(algo='ef21_bc')
+    run.params.top_k_down.k = 4
+    config_lib.validate_config(run)
+    run.algo = 'laq'
+    with self.assertRaisesRegex(config_lib.ConfigError,
+                                'params.top_k_down.k=4.0 is not allowed: '
+                                'it must be its default'):
+      config_lib.validate_config(run)
+
   def test_grid_axis(self):
     config = self.sweep({'bits': [2, 3]})
     self.assertEqual(config_lib.grid_axis(config), 'auto')  # the default

@@ -153,6 +153,9 @@ class ProgramsAndPartsTest(absltest.TestCase):
     self.assertEqual(points.algorithm_parts(PRESET),
                      ('identity', 'eager', 'momentum', 'gradient', 'direct',
                       'full', 'identity'))
+    # then the parts those read (EF21-BC's broadcast and server: top_k_down)
+    self.assertEqual(points.algorithm_parts('ef21_bc')[7:],
+                     ('top_k_down', 'top_k_down'))
     fedavg = {**laq, 'algo': 'fedavg'}
     self.assertEqual(points.parts_of([laq, fedavg])['clients'],
                      ('gradient', 'local'))

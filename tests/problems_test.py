@@ -136,3 +136,72 @@ class RunsWithTheLayoutTest(parameterized.TestCase):
 
 if __name__ == '__main__':
   absltest.main()
+
+
+def _binary_oracle(kind, theta, x, digits, lam):
+  """f_m and its gradient of `binary`'s kinds, NumPy float64: the score
+  s = x w + b, y = +1 for an even digit, -1 for an odd one; theta = [b,
+  w] (ravel_pytree's order of {'b', 'w'})."""
+  b, w = theta[0], theta[1:]
+  y = np.where(digits % 2 == 0, 1.0, -1.0)
+  s = x @ w + b
+  sig = lambda z: 1.0 / (1.0 + np.exp(-z))
+  if kind.startswith('binary_sigmoid'):
+    loss = (1.0 - sig(y * s)) ** 2
+    dloss = -2.0 * (1.0 - sig(y * s)) ** 2 * sig(y * s) * y
+  else:
+    loss = np.log1p(np.exp(-y * s))
+    dloss = -y * sig(-y * s)
+  grad = np.concatenate([[dloss.sum()], x.T @ dloss]) / len(y)
+  if kind.endswith('nonconvex'):
+    reg = lam * np.sum(theta**2 / (1.0 + theta**2))
+    grad = grad + lam * 2.0 * theta / (1.0 + theta**2) ** 2
+  else:
+    reg = 0.5 * lam * np.sum(theta**2)
+    grad = grad + lam * theta
+  return loss.mean() + reg, grad
+
+
+@pytest.mark.slow  # (issue 54's fast-tier allowance is spent)
+class BinaryTest(parameterized.TestCase):
+  """`binary` (MNIST parity by a linear score; after-laq.md section 0)."""
+
+  @parameterized.parameters('binary', 'binary_nonconvex', 'binary_sigmoid',
+                            'binary_sigmoid_nonconvex')
+  def test_objective_and_gradient_against_numpy(self, kind):
+    from laq_jax.problems import objective  # pylint: disable=g-import-not-at-top
+    problem = lj.get_problem(kind)
+    self.assertEqual(problem.num_params(), 785)
+    self.assertEqual(problem.convex, kind == 'binary')
+    x, digits = common.mnist_shards(1, 200, dtype=np.float64)
+    x, digits = x[0], digits[0]
+    theta = np.random.default_rng(0).normal(0, 0.05, 785)
+    unravel = ravel_pytree(problem.init(jax.random.key(0)))[1]
+    labels = problem.labels(digits)
+    np.testing.assert_array_equal(labels, digits % 2)
+    f = lambda t: objective.worker_objective(
+        problem, unravel, t, jnp.asarray(x), jnp.asarray(labels), 0.1)
+    value, grad = jax.value_and_grad(f)(jnp.asarray(theta))
+    want_value, want_grad = _binary_oracle(kind, theta, x, digits, 0.1)
+    np.testing.assert_allclose(value, want_value, rtol=1e-12)
+    np.testing.assert_allclose(grad, want_grad, rtol=1e-10, atol=1e-13)
+    # Its prediction is the score's sign: the parity class.
+    pred = objective.predict(problem, jnp.asarray(theta), x)
+    np.testing.assert_array_equal(
+        pred, np.where(x @ theta[1:] + theta[0] >= 0, 0, 1))
+
+  def test_the_launchers_read_parity(self):
+    """build maps the training shards (after the split, which sorts by
+    digit) and the test labels to parity."""
+    from configs import mnist_logreg  # pylint: disable=g-import-not-at-top
+    from experiments.run import build  # pylint: disable=g-import-not-at-top
+    config = mnist_logreg.get_config('tiny')
+    config.update(model='binary', split='label_sorted', algo='gd')
+    built = build.build(config)
+    _, digits = common.mnist_shards(1, 600)
+    np.testing.assert_array_equal(
+        np.asarray(built.host_data.y_MxN),
+        np.sort(digits[0], kind='stable').reshape(10, 60) % 2)
+    test_digits = common.mnist(np.float64)['y_test']
+    np.testing.assert_array_equal(built.test_y, test_digits % 2)
+    self.assertEqual(built.num_params, 785)

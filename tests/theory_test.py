@@ -6,6 +6,7 @@ from absl.testing import absltest
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 import laq_jax as lj
 from laq_jax.round import theory
@@ -73,6 +74,45 @@ class SmoothnessTest(absltest.TestCase):
       top = float(v @ hvp(th, v))
       self.assertLessEqual(top, l_m[0] * (1 + 1e-9))
       self.assertGreater(top, 0.05 * l_m[0])  # (a bound, not a loose one)
+
+
+  @pytest.mark.slow  # (issue 54's fast-tier allowance is spent)
+  def test_binary_bounds_against_numpy_and_the_hessians(self):
+    """`binary` (logistic: curvature 1/4) and `binary_nonconvex` (+ the
+    regularizer's 2 lam): the bound, and it bounds each Hessian."""
+    jax.config.update('jax_enable_x64', True)
+    x, y = common.mnist_shards(M, N)
+    l2 = 0.1
+    for model, reg in (('binary', 1.0), ('binary_nonconvex', 2.0)):
+      l_minus, l_plus = theory.smoothness(x, l2, model=model)
+
+      def bound(rows, reg=reg):
+        xt = np.concatenate([rows.reshape(len(rows), -1),
+                             np.ones((len(rows), 1))], axis=1)
+        return np.linalg.eigvalsh(xt.T @ xt).max() / (4 * len(rows)) + reg * l2
+
+      l_m = np.array([bound(x[m]) for m in range(M)])
+      np.testing.assert_allclose(l_minus, bound(x.reshape(M * N, -1)),
+                                 rtol=1e-8)
+      np.testing.assert_allclose(l_plus, np.sqrt(np.mean(l_m ** 2)),
+                                 rtol=1e-8)
+      problem = lj.get_problem(model)
+      data = lj.Data(jnp.asarray(x[:1]), jnp.asarray(problem.labels(y[:1])))
+      f = lambda th, problem=problem, data=data: lj.objective(
+          problem, th, data, l2)
+      hvp = jax.jit(lambda th, v, f=f: jax.jvp(jax.grad(f), (th,), (v,))[1])
+      rng = np.random.default_rng(2)
+      for scale in (0.0, 0.3):
+        th = jnp.asarray(rng.normal(size=785) * scale)
+        v = jnp.asarray(rng.normal(size=785))
+        for _ in range(60):
+          v = hvp(th, v)
+          v = v / jnp.linalg.norm(v)
+        self.assertLessEqual(abs(float(v @ hvp(th, v))), l_m[0] * (1 + 1e-9))
+    with self.assertRaisesRegex(ValueError, "model 'binary_sigmoid' has no "
+                                'smoothness bound here: the models with one '
+                                'are logreg, binary, binary_nonconvex'):
+      theory.smoothness(x, l2, model='binary_sigmoid')
 
 
 class StepTest(absltest.TestCase):

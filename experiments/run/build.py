@@ -203,6 +203,8 @@ def build(config, *, validated: bool = False) -> Built:
     raise config_lib.bad('model', get('model'),
                          f'a model for dataset={get("dataset")!r}: {e}'
                          ) from None
+  if problem.labels is not None:  # (binary: the digits' parity)
+    y_MxN, y_test = problem.labels(y_MxN), problem.labels(y_test)
   spec = RunSpec(problem, workers, memory=get('memory'),
                  stochastic=algorithm.stochastic,
                  batch_size=get('batch_size'),

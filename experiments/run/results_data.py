@@ -42,6 +42,8 @@ STUDY_SOURCES = {
     'federated': ('experiments/studies/federated', 'experiments/federated.py'),
     'lasg': ('experiments/studies/lasg', 'experiments/lasg.py'),
     'workloads': ('experiments/studies/workloads', 'experiments/workloads.py'),
+    'successors': ('experiments/studies/successors',
+                   'experiments/successors.py'),
 }
 
 

@@ -157,6 +157,9 @@ class Part:
       takes its state too, `fn(params, own_P)`, so that its local steps
       read it. None: a stateful client keeps control variates (SCAFFOLD's;
       `laq_jax.clients`).
+    reads: the other parts whose parameters it reads (EF21-P's and
+      EF21-BC's broadcasts and EF21-BC's server read `top_k_down`'s k):
+      a config or grid may set them wherever this part is used.
   """
   kind: str
   name: str
@@ -167,6 +170,7 @@ class Part:
   opt_in: bool = False
   wire: Any = None
   after: Callable | None = None
+  reads: tuple[str, ...] = ()
 
   def __post_init__(self):
     if self.kind not in KINDS:
@@ -269,9 +273,11 @@ def estimator(name: str, fn: Callable, *, params: Iterable[Param] = (),
 
 
 def broadcast(name: str, fn: Callable, *, params: Iterable[Param] = (),
-              doc: str = '', opt_in: bool = False) -> Part:
+              doc: str = '', opt_in: bool = False,
+              reads: Iterable[str] = ()) -> Part:
   """A broadcast part (register it in `broadcasts.REGISTRY`)."""
-  return Part('broadcast', name, fn, tuple(params), None, doc, opt_in)
+  return Part('broadcast', name, fn, tuple(params), None, doc, opt_in,
+              reads=tuple(reads))
 
 
 class PartRegistry(registry.Registry):

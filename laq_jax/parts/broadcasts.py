@@ -115,10 +115,10 @@ REGISTRY: parts_lib.PartRegistry = parts_lib.PartRegistry(
             'quantized', laq_downlink,
             doc='thetahat + Q_b(theta - thetahat), LAQ\'s quantizer')),
         ('ef21p', parts_lib.broadcast(
-            'ef21p', ef21p, opt_in=True,
+            'ef21p', ef21p, opt_in=True, reads=('top_k_down',),
             doc='EF21-P: thetahat + top_k_down(theta - thetahat)')),
         ('ef21bc', parts_lib.broadcast(
-            'ef21bc', ef21bc, opt_in=True,
+            'ef21bc', ef21bc, opt_in=True, reads=('top_k_down',),
             doc='EF21-BC: top_k_down(agg - G), the change of the server '
             'part ef21bc_server; the workers hold theta')),
     ])

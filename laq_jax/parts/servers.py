@@ -267,7 +267,7 @@ REGISTRY: parts_lib.PartRegistry = parts_lib.PartRegistry('server', [
     ('ef21bc_server', parts_lib.Part(
         'server', 'ef21bc_server', ef21bc, (), _ef21bc_init,
         'EF21-BC: G + top_k_down(agg - G), theta - alpha G (Fatkhullin et '
-        'al. 2021)', opt_in=True)),
+        'al. 2021)', opt_in=True, reads=('top_k_down',))),
 ])
 # SERVERS: the registry's names (a server registered later is in it).
 __getattr__ = registry.names_attribute(__name__, SERVERS=REGISTRY)

@@ -19,6 +19,7 @@ from typing import Any, Callable
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from laq_jax import collectives
@@ -46,6 +47,16 @@ class Problem:
       backward), for the roofline floors and the network model's compute
       time; None if unknown.
     loss_flops_per_sample: matmul FLOPs of one sample's loss (forward).
+    sample_loss: optional (params, x_NxD, y_N) -> losses_N, the loss of
+      each sample in place of softmax cross-entropy on `apply`'s logits
+      (`binary`'s sigmoid loss).
+    regularizer: optional (theta_P, l2) -> the regularizer each worker's
+      objective adds, in place of (l2 / 2) ||theta||^2 (`binary`'s
+      nonconvex l2 sum_j theta_j^2 / (1 + theta_j^2)).
+    labels: optional NumPy labels -> the labels the problem reads (MNIST's
+      digits -> their parity for `binary`), which the launchers apply to
+      the training shards (after the split, which sees the data's own
+      labels) and to the test labels; a library user applies it to hers.
   """
   name: str
   init: Callable[[jax.Array], Any]
@@ -56,11 +67,24 @@ class Problem:
   convex: bool = False
   grad_flops_per_sample: float | None = None
   loss_flops_per_sample: float | None = None
+  sample_loss: Callable | None = None
+  regularizer: Callable | None = None
+  labels: Callable | None = None
 
   def sample_losses(self, params, x_NxD, y_N) -> jax.Array:
-    """Softmax cross-entropy of each sample [N] (no regularizer)."""
+    """The loss of each sample [N] (no regularizer): softmax cross-entropy
+    unless the problem has its own `sample_loss`."""
+    if self.sample_loss is not None:
+      return self.sample_loss(params, x_NxD, y_N)
     logits = self.apply(params, x_NxD)
     return optax.softmax_cross_entropy_with_integer_labels(logits, y_N)
+
+  def regularize(self, theta_P, l2) -> jax.Array:
+    """The regularizer of one worker's objective at `theta_P`: (l2 / 2)
+    ||theta||^2 unless the problem has its own."""
+    if self.regularizer is not None:
+      return self.regularizer(theta_P, l2)
+    return 0.5 * l2 * jnp.sum(jnp.square(theta_P))
 
   def loss(self, params, x_NxD, y_N) -> jax.Array:
     """Mean softmax cross-entropy over the batch (no regularizer)."""
@@ -365,6 +389,71 @@ def mlp(input_dim: int = 784, num_classes: int = 10, hidden: int = 200,
                                         + 2 * hidden * num_classes))
 
 
+# ----------------------------------------------------------------------------
+# `binary`: MNIST parity (even -> +1, odd -> -1) by a linear score a^T w + b
+# (P = 785, started at 0), the 3PC / EF21 / DASHA papers' binary problems
+# (docs/algorithm.md, "After LAQ"). The score s gives two-class logits
+# [s, 0] with class 0 = even (y = +1): softmax cross-entropy on them is the
+# logistic loss log(1 + exp(-y s)) exactly, and argmax is sign(s).
+
+
+def parity(y):
+  """MNIST digits -> the class `binary` reads: 0 even (y = +1), 1 odd."""
+  return np.asarray(y) % 2
+
+
+def _binary_margins(params, x_NxD, y_N):
+  """(s, y s) with y = +1 for class 0, -1 for class 1."""
+  s = x_NxD @ params['w'] + params['b']
+  return s, (1 - 2 * y_N).astype(s.dtype) * s
+
+
+def _sigmoid_sq(params, x_NxD, y_N):
+  """DASHA's sigmoid loss (1 - sigmoid(y s))^2 of each sample."""
+  _, ys = _binary_margins(params, x_NxD, y_N)
+  return jnp.square(1.0 - jax.nn.sigmoid(ys))
+
+
+def nonconvex_l2(theta_P, l2):
+  """lam sum_j theta_j^2 / (1 + theta_j^2), the nonconvex regularizer of
+  the 3PC / EF21 papers' logistic experiments."""
+  sq = jnp.square(theta_P)
+  return l2 * jnp.sum(sq / (1.0 + sq))
+
+
+# name -> (sample loss: None = logistic, regularizer: None = l2 / 2)
+BINARY = {'binary': (None, None),
+          'binary_nonconvex': (None, nonconvex_l2),
+          'binary_sigmoid': (_sigmoid_sq, None),
+          'binary_sigmoid_nonconvex': (_sigmoid_sq, nonconvex_l2)}
+
+
+@functools.cache
+def binary(input_dim: int = 784, num_classes: int = 10, *,
+           kind: str = 'binary') -> Problem:
+  """MNIST parity by a linear score (see BINARY): the logistic loss
+  (`binary`, convex with l2; `binary_nonconvex` with the nonconvex
+  regularizer) or the sigmoid loss (`binary_sigmoid`, nonconvex), started
+  at 0. `num_classes` is the data's (its labels map to their parity)."""
+  del num_classes
+  sample_loss, regularizer = BINARY[kind]
+
+  def init(key):
+    del key
+    return {'w': jnp.zeros((input_dim,)), 'b': jnp.zeros(())}
+
+  def apply(params, x):
+    s = x @ params['w'] + params['b']
+    return jnp.stack([s, jnp.zeros_like(s)], axis=-1)
+
+  return Problem(kind, init, apply, 2,
+                 convex=sample_loss is None and regularizer is None,
+                 grad_flops_per_sample=4 * input_dim,
+                 loss_flops_per_sample=2 * input_dim,
+                 sample_loss=sample_loss, regularizer=regularizer,
+                 labels=parity)
+
+
 # Every model: name -> factory(input_dim, num_classes, **options) -> Problem
 # (options it does not take, such as another model's `hidden`, are not
 # passed). Add one with `REGISTRY.register(name, factory)`. `laq_jax.models`
@@ -372,7 +461,9 @@ def mlp(input_dim: int = 784, num_classes: int = 10, hidden: int = 200,
 # char_lstm) when imported, as the package's `__init__` does: it builds on
 # Problem, so this module does not import it (no circle).
 REGISTRY: registry.Registry[Callable[..., Problem]] = registry.Registry(
-    'model', [('logreg', logistic_regression), ('mlp', mlp)])
+    'model', [('logreg', logistic_regression), ('mlp', mlp),
+              *((name, functools.partial(binary, kind=name))
+                for name in BINARY)])
 
 
 __getattr__ = registry.names_attribute(__name__, PROBLEMS=REGISTRY)

@@ -107,7 +107,8 @@ def _unravel(problem: Problem, dtype) -> Callable:
 
 def worker_objective(problem: Problem, unravel: Callable, theta_P, x_NxD, y_N,
                      l2, count=None) -> jax.Array:
-  """f_m(theta) = mean loss on the shard + (lam / 2) ||theta||^2.
+  """f_m(theta) = mean loss on the shard + (lam / 2) ||theta||^2 (or the
+  problem's own regularizer).
 
   With `count`, the mean is over the first `count` rows only (the rest are
   padding)."""
@@ -118,7 +119,7 @@ def worker_objective(problem: Problem, unravel: Callable, theta_P, x_NxD, y_N,
     valid_N = jnp.arange(x_NxD.shape[0]) < count
     loss = (jnp.sum(jnp.where(valid_N, losses_N, 0))
             / jnp.asarray(count, losses_N.dtype))
-  return loss + 0.5 * l2 * jnp.sum(jnp.square(theta_P))
+  return loss + problem.regularize(theta_P, l2)
 
 
 # A model whose forward pass costs more than this per sample (the CNNs,

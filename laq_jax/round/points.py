@@ -43,10 +43,18 @@ def grid_keys() -> tuple[str, ...]:
 
 def algorithm_parts(algo: str) -> tuple[str, ...]:
   """The names of the parts a preset uses (compressor, trigger, server,
-  client, estimator, broadcast, second compressor)."""
+  client, estimator, broadcast, second compressor), then the parts whose
+  parameters they read (`Part.reads`: EF21-BC's `top_k_down`)."""
   a = get_algorithm(algo)
-  return (a.compressor, a.trigger, a.server, a.client, a.estimator,
-          a.broadcast, a.compressor_b)
+  slots = (a.compressor, a.trigger, a.server, a.client, a.estimator,
+           a.broadcast, a.compressor_b)
+  kinds = ('compressor', 'trigger', 'server', 'client', 'estimator',
+           'broadcast', 'compressor')
+  registries = parts_lib.registries()
+  read = tuple(r for kind, name in zip(kinds, slots)
+               if name in registries[kind]
+               for r in registries[kind].get(name).reads)
+  return slots + read
 
 
 def flatten(grid: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,6 +1,7 @@
 """The step sizes the papers' theorems allow, from the problem's smoothness.
 
     L_minus, L_plus = theory.smoothness(x_MxNxD, l2)      # logistic regression
+    L_minus, L_plus = theory.smoothness(x_MxNxD, l2, model='binary_nonconvex')
     alpha = theory.step_size('tpc_ef21', L_minus, L_plus, M, P)
 
 L_minus is the smoothness constant of the mean objective (1/M) sum_m f_m,
@@ -52,20 +53,36 @@ def power_max_eigenvalue(a_DxD: np.ndarray, tol: float = 1e-10,
   return estimate
 
 
-def _gram_bound(x_NxD: np.ndarray) -> float:
-  """lambda_max(X~^T X~) / (2 n), X~ = [X, 1]: the softmax cross-entropy's
-  mean Hessian bound (its Hessian in the logits is at most 1/2)."""
+def _gram_bound(x_NxD: np.ndarray, curvature: float = 0.5) -> float:
+  """curvature lambda_max(X~^T X~) / n, X~ = [X, 1]: the mean Hessian
+  bound of a loss whose second derivative in the score is at most
+  `curvature` (softmax cross-entropy 1/2, the binary logistic loss 1/4)."""
   x = np.asarray(x_NxD, np.float64).reshape(len(x_NxD), -1)
   x = np.concatenate([x, np.ones((len(x), 1))], axis=1)
-  return power_max_eigenvalue(x.T @ x) / (2 * len(x))
+  return curvature * power_max_eigenvalue(x.T @ x) / len(x)
 
 
-def smoothness(x_MxNxD, l2: float, counts_M=None) -> tuple[float, float]:
-  """(L_minus, L_plus) of logistic regression (the suite's `logreg`: each
-  f_m the mean loss of its rows plus l2/2 ||theta||^2): L_m =
-  lambda_max(X~_m^T X~_m) / (2 n_m) + l2, L_minus the same bound on every
-  row (the mean of f_m over equal workers), L_plus = sqrt(mean L_m^2).
-  `counts_M`: each worker's own rows (the first n_m of its shard)."""
+# The models with a smoothness bound here: (the loss's curvature bound in
+# its score, the regularizer's curvature bound in units of l2).
+SMOOTH_MODELS = {'logreg': (0.5, 1.0), 'binary': (0.25, 1.0),
+                 'binary_nonconvex': (0.25, 2.0)}
+
+
+def smoothness(x_MxNxD, l2: float, counts_M=None, model: str = 'logreg'
+               ) -> tuple[float, float]:
+  """(L_minus, L_plus) of `model` (SMOOTH_MODELS): each f_m the mean loss
+  of its rows plus its regularizer. L_m = c lambda_max(X~_m^T X~_m) / n_m
+  + r l2 with (c, r) = (1/2, 1) for logistic regression (softmax Hessian
+  <= 1/2), (1/4, 1) for `binary` (the logistic loss's <= 1/4) and (1/4, 2)
+  for `binary_nonconvex` (lam sum theta_j^2 / (1 + theta_j^2) has
+  curvature <= 2 lam; the 3PC code's oracle.py); L_minus the same bound on
+  every row (the mean of f_m over equal workers), L_plus = sqrt(mean
+  L_m^2). `counts_M`: each worker's own rows (the first n_m of its
+  shard)."""
+  if model not in SMOOTH_MODELS:
+    raise ValueError(f'model {model!r} has no smoothness bound here: the '
+                     f'models with one are {", ".join(SMOOTH_MODELS)}')
+  curvature, reg = SMOOTH_MODELS[model]
   x = np.asarray(x_MxNxD, np.float64)
   counts = ([x.shape[1]] * x.shape[0] if counts_M is None
             else [int(n) for n in np.asarray(counts_M)])
@@ -74,8 +91,8 @@ def smoothness(x_MxNxD, l2: float, counts_M=None) -> tuple[float, float]:
     raise ValueError(f'counts_M={show(counts)}: workers of unequal sizes; '
                      'L_minus is stated here for equal shards (the mean of '
                      'f_m is then the mean loss over every row)')
-  l_m = np.array([_gram_bound(r) for r in rows]) + l2
-  l_minus = _gram_bound(np.concatenate(rows)) + l2
+  l_m = np.array([_gram_bound(r, curvature) for r in rows]) + reg * l2
+  l_minus = _gram_bound(np.concatenate(rows), curvature) + reg * l2
   return float(l_minus), float(np.sqrt(np.mean(l_m ** 2)))
 
 

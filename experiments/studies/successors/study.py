@@ -1,0 +1,55 @@
+"""The successors study's runs and report (what `python -m
+experiments.successors` does; see experiments/successors.py).
+
+    failed = run(workdir, ['scaffnew', 'fednova'], size='cpu')
+
+A section's sweep already finished in WORKDIR with the same config is kept.
+"""
+
+from __future__ import annotations
+
+import pathlib
+from typing import Sequence
+
+from absl import logging
+
+from experiments.studies.successors import report as report_lib
+from experiments.studies.successors import sections as sections_lib
+
+
+def run(workdir: pathlib.Path, sections: Sequence[str], *, size: str = 'cpu',
+        report_only: bool = False, copy_to: str | None = None) -> list[str]:
+  """Runs the sections' sweeps not yet done in `workdir` (WORKDIR/SECTION),
+  then writes WORKDIR/REPORT.md (and copies it to `copy_to`); returns the
+  sections that failed."""
+  from experiments.run import grid  # pylint: disable=g-import-not-at-top
+  from experiments.run import outputs  # pylint: disable=g-import-not-at-top
+  failed = []
+  if not report_only:
+    for section in sections:
+      folder = workdir / section
+      try:
+        config = sections_lib.sweep_config(section, size)
+      except Exception:  # pylint: disable=broad-except
+        logging.exception('%s: its config failed', section)
+        failed.append(section)
+        continue
+      if outputs.sweep_done(config, folder):
+        logging.info('%s: results already there, not run again', section)
+        continue
+      logging.info('%s (%s size)', section, size)
+      try:
+        grid.sweep_and_evaluate(config, folder, overwrite=True)
+      except Exception:  # pylint: disable=broad-except
+        logging.exception('%s failed', section)
+        failed.append(section)
+  command = (f'python -m experiments.successors --workdir {workdir}'
+             + (f' --size={size}' if size != 'cpu' else ''))
+  text = report_lib.report(workdir, size, command)
+  outputs.atomic_write(workdir / report_lib.REPORT, text)
+  from experiments.run import results_data  # pylint: disable=g-import-not-at-top
+  results_data.publish(workdir, 'successors', command)
+  logging.info('report: %s', workdir / report_lib.REPORT)
+  if copy_to:
+    outputs.copy_report(workdir, pathlib.Path(copy_to))
+  return failed
