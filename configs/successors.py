@@ -23,6 +23,16 @@ Sections (the first word of the config argument; `scaffnew` by default):
             images, 10% of them a round, 5 epochs of minibatches of 50
             (K = 60), eta_l = 0.1, alpha = 0.01, weight decay 1e-3 (l2);
             rounds to 97% test accuracy.
+  dasha     DASHA against MARINA (3 (f)): MNIST parity (`binary_sigmoid`,
+            no regularizer), M = 5 IID, Rand-K k = 71, gamma in {0.25,
+            0.5, 1} on the mean; bits to ||grad f||^2 <= 1e-6.
+  ef21_bc   EF21-BC against EF21 (4 (f)): `binary_nonconvex` (lam = 0.1),
+            M = 20, top-2 up, k_M in {2, 4, 8, 16}, gamma = 16x, 64x,
+            256x EF21's theory step (computed from the data).
+  clag      the CLAG heatmap (1 (f)(ii)): `binary_nonconvex`, M = 20,
+            tpc_clag over k in CLAG_KS x zeta in CLAG_ZETAS, gamma = 2^j x
+            the theory step at zeta = 0 (one sweep per k); floats to
+            ||grad f|| <= 1e-4.
   ef21_p    EF21-P + DIANA against GD and EF21 (4 (f)): MNIST logistic
             regression, M = 10 contiguous shards, float64; every preset at
             gamma = 2^j / L_minus, j in EF21P_J (on the mean: alpha = gamma
@@ -41,7 +51,8 @@ from configs import default
 from configs import mnist_logreg
 from configs import mnist_mlp_stochastic
 
-SECTIONS = ('scaffnew', 'fednova', 'feddyn', 'ef21_p', 'dasha', 'ef21_bc')
+SECTIONS = ('scaffnew', 'fednova', 'feddyn', 'ef21_p', 'dasha', 'ef21_bc',
+            'clag')
 # EF21-P's step sizes: gamma = 2^j / L_minus (the paper tunes over 2^j).
 EF21P_J = (0, 1, 2, 3, 4, 5)
 TARGET_ACCURACY = 0.97  # FedDyn's section: rounds to this test accuracy
@@ -66,6 +77,9 @@ BASE = {
     'ef21_bc': dict(model='binary_nonconvex', split='contiguous',
                     num_workers=20, l2=0.1, num_iters=3000, eval_every=500,
                     loss_every=1, fstar='none'),
+    'clag': dict(model='binary_nonconvex', split='contiguous',
+                 num_workers=20, l2=0.1, num_iters=3000, eval_every=500,
+                 loss_every=1, fstar='none'),
 }
 # What a 2-core CPU affords in about half an hour a section.
 CPU_SIZE = {
@@ -75,6 +89,7 @@ CPU_SIZE = {
     'ef21_p': dict(train_subset=6000, num_iters=2000),
     'dasha': {},
     'ef21_bc': {},
+    'clag': dict(train_subset=6000),
 }
 SHRINK = {
     'quick': {'scaffnew': dict(train_subset=2000, num_iters=200),
@@ -86,14 +101,17 @@ SHRINK = {
               'dasha': dict(train_subset=2000, num_iters=300,
                             eval_every=100),
               'ef21_bc': dict(train_subset=2000, num_iters=300,
-                              eval_every=100)},
+                              eval_every=100),
+              'clag': dict(train_subset=2000, num_iters=300,
+                           eval_every=100)},
     'tiny': {'scaffnew': dict(train_subset=600, num_iters=10, eval_every=5),
              'fednova': dict(train_subset=600, num_iters=4, eval_every=2),
              'feddyn': dict(train_subset=1000, num_workers=20,
                             num_iters=4, eval_every=2),
              'ef21_p': dict(train_subset=600, num_iters=10, eval_every=5),
              'dasha': dict(train_subset=600, num_iters=10, eval_every=5),
-             'ef21_bc': dict(train_subset=600, num_iters=10, eval_every=5)},
+             'ef21_bc': dict(train_subset=600, num_iters=10, eval_every=5),
+             'clag': dict(train_subset=600, num_iters=10, eval_every=5)},
 }
 # The presets each section compares, with their own settings.
 ALGOS = {
@@ -103,6 +121,7 @@ ALGOS = {
     'ef21_p': ('gd', 'ef21', 'ef21_p_diana'),
     'dasha': ('dasha', 'marina'),
     'ef21_bc': ('tpc_ef21', 'ef21_bc'),
+    'clag': ('tpc_clag',),
 }
 # DASHA against MARINA: Flower's gamma grid on the mean (alpha = gamma / M),
 # Rand-K's k = 71 (0.09 x 785), the target ||grad f||^2 <= 1e-6 (of the
@@ -116,6 +135,14 @@ GRAD_TARGET = 1e-6
 EF21_BC_K = 2
 EF21_BC_DOWN = (2, 4, 8, 16)
 EF21_BC_FACTORS = (16, 64, 256)
+# The CLAG heatmap (the 3PC poster's Fig. 2): k in linspace(1, P, 6) (P =
+# 785), zeta, and gamma = 2^j x the theory step at zeta = 0 for each k (one
+# sweep per k: its step grid depends on k); the target ||grad f|| <= 1e-4
+# (a norm, heatmap.py) of the mean objective.
+CLAG_KS = (1, 158, 315, 471, 628, 785)
+CLAG_ZETAS = (0.0, 1.0, 4.0, 16.0, 64.0, 256.0)
+CLAG_J = (0, 2, 4, 6, 8, 10)
+CLAG_TARGET_NORM = 1e-4
 FEDDYN_LOCAL = dict(steps=60, lr=0.1)  # 5 epochs of 600 / 50
 
 
@@ -152,6 +179,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   if section == 'dasha':
     grid['step_size'] = tuple(g / config.num_workers for g in DASHA_GAMMAS)
     config.params.randk.k = DASHA_K
+  if section == 'clag':  # (k and the steps: one sweep per k, from data)
+    grid['tpc_lazy'] = {'zeta': CLAG_ZETAS}
   if section == 'ef21_bc':  # (the steps: experiments.successors, from data)
     config.params.top_k.k = EF21_BC_K
     grid['top_k_down'] = {'k': EF21_BC_DOWN}

@@ -74,6 +74,19 @@ class StudyTest(absltest.TestCase):
         common.mnist_shards(10, 60, dtype=np.float64)[0], 0.01)
     self.assertEqual(sections.sweep_config('ef21_p', 'tiny').sweep.step_size,
                      tuple(2.0**j / l_minus / 10 for j in successors.EF21P_J))
+    # The CLAG heatmap: one sweep per k, each stepping 2^j x the theory's
+    # step at zeta = 0 for its k.
+    x = common.mnist_shards(20, 30, dtype=np.float64)[0]
+    l_minus, l_plus = theory.smoothness(x, 0.1, model='binary_nonconvex')
+    clag = dict(sections.sweep_configs('clag', 'tiny'))
+    self.assertEqual(list(clag), [f'k{k}' for k in successors.CLAG_KS])
+    for k in (1, 315):
+      want = theory.step_size('tpc_clag', l_minus, l_plus, 20, 785,
+                              **{'top_k.k': float(k), 'tpc_lazy.zeta': 0.0})
+      np.testing.assert_allclose(
+          clag[f'k{k}'].sweep.step_size,
+          [2.0**j * want for j in successors.CLAG_J], rtol=1e-12)
+      self.assertEqual(clag[f'k{k}'].params.top_k.k, k)
     with self.assertRaisesRegex(ValueError, "section 'nope' is not known: "
                                 'use one of scaffnew, fednova'):
       sections.sweep_config('nope')

@@ -41,6 +41,7 @@ TITLES = {
     'ef21_p': 'EF21-P + DIANA against GD and EF21',
     'dasha': 'DASHA against MARINA',
     'ef21_bc': 'EF21-BC against EF21',
+    'clag': 'The CLAG heatmap (3PC: CLAG over k and zeta)',
 }
 PAPERS = {
     'scaffnew': 'Mishchenko, Malinovsky, Stich, Richtarik, ICML 2022 (the '
@@ -75,6 +76,16 @@ PAPERS = {
                '(`binary_nonconvex`), the stand-in for LIBSVM\'s sets; the step '
                'gamma = 16x, 64x, 256x EF21\'s theory step, the best kept per '
                'preset (the poster tunes 16x to 1024x).',
+    'clag': 'Richtarik et al., ICML 2022, the 3PC poster\'s Fig. 2 (CLAG on '
+            'ijcnn1, the logistic loss with the nonconvex regularizer lam = '
+            '0.1, M = 20; k in linspace(1, P, 6), zeta in {0, 1, 4, 16, 64, '
+            '256}, gamma = the best 2^j x the theory step at zeta = 0; the '
+            'cost in floats to ||grad f|| <= 1e-4): the cheapest cell has '
+            'zeta > 0 and k < P (the poster: 2,216 at k = 3, zeta = 128 '
+            'against 3,008 for the best EF21, zeta = 0, on ijcnn1). Ours on '
+            'MNIST parity (`binary_nonconvex`); zeta = 0 is EF21, k = P LAG '
+            '(the 3PC paper\'s form); gamma = 2^j x the theory step, j in '
+            '{0, 2, 4, 6, 8, 10} (the authors\' multiple_launches.py).',
 }
 
 
@@ -475,6 +486,63 @@ def ef21_bc_verdict(sweep: dict, level: float, best: dict) -> list[str]:
       f'total {min(t for _, _, t in ups) / total0:.3f} of EF21\'s).', '']
 
 
+def clag_floats(sweep: dict, g: int, norm: float) -> float | None:
+  """Point g's floats per worker to ||grad f|| <= norm (of the mean): k per
+  upload after the warm start's p per worker (the CLAG code's count), None
+  where it never gets there or diverged."""
+  row, c = sweep['rows'][g], sweep['curves']
+  k = first_at(mean_grad_sq(sweep, g) <= norm**2)
+  if k is None or metrics.row_diverged(row):
+    return None
+  workers = c['bits'].shape[-1]
+  num_params = int(sweep['info']['num_params'])
+  kept = int(round(float(row['top_k.k'])))
+  uploads = float(c['cum_uploads'][g, k])
+  return ((uploads - workers) * kept + workers * num_params) / workers
+
+
+def clag_section(sweeps: dict[str, dict], norm: float) -> list[str]:
+  """The heatmap: per (zeta, k) the fewest floats per worker to the target
+  over the step grid; the cheapest cell and EF21's (zeta = 0)."""
+  cells, diverged = {}, 0
+  for sweep in sweeps.values():
+    for g, row in enumerate(sweep['rows']):
+      key = (float(row['tpc_lazy.zeta']), int(round(float(row['top_k.k']))))
+      diverged += bool(metrics.row_diverged(row))
+      floats = clag_floats(sweep, g, norm)
+      if floats is not None and (key not in cells or floats < cells[key][0]):
+        cells[key] = (floats, float(row['step_size']))
+  zetas = sorted({z for z, _ in cells} | {float(r['tpc_lazy.zeta'])
+                                          for s in sweeps.values()
+                                          for r in s['rows']})
+  ks = sorted({int(round(float(r['top_k.k']))) for s in sweeps.values()
+               for r in s['rows']})
+  header = ['zeta \\ k'] + [f'{k:,}' for k in ks]
+  body = [[f'{z:g}'] + [fmt(cells[(z, k)][0], '.4g') if (z, k) in cells
+                        else '—' for k in ks] for z in zetas]
+  some = next(iter(sweeps.values()))
+  lines = [f'Floats per worker to ‖∇f‖ <= {norm:g} (the best step of each '
+           f'cell; — never reached in {int(some["rows"][0]["iterations"]):,} '
+           f'rounds, or diverged at every step); {diverged} of '
+           f'{sum(len(s["rows"]) for s in sweeps.values())} points '
+           'diverged (named in the sweeps\' results.csv, ranked with '
+           'nothing):', '', table(header, body, 'l' + 'r' * len(ks)), '']
+  if not cells:
+    return lines + ['- No verdict: no cell reached the target.', '']
+  (z, k), (floats, step) = min(cells.items(), key=lambda kv: kv[1][0])
+  num_params = int(some['info']['num_params'])
+  ef21 = [(v[0], kk) for (zz, kk), v in cells.items() if zz == 0.0]
+  best_ef21 = min(ef21) if ef21 else None
+  holds = z > 0 and k < num_params
+  return lines + [
+      f'- The cheapest cell has zeta > 0 and k < P: **'
+      f'{"holds" if holds else "does not hold"}**: zeta = {z:g}, k = {k:,} '
+      f'({floats:.4g} floats a worker, alpha {step:.4g})'
+      + (f'; the best EF21 (zeta = 0) {best_ef21[0]:.4g} at k = '
+         f'{best_ef21[1]:,}' if best_ef21 else '; no EF21 cell reached it')
+      + '.', '']
+
+
 def section(name: str, sweep: dict | None, size: str) -> list[str]:
   from configs import successors  # pylint: disable=g-import-not-at-top
   lines = [f'## {TITLES[name]}', '', f'Paper: {PAPERS[name]}', '']
@@ -516,6 +584,27 @@ def section(name: str, sweep: dict | None, size: str) -> list[str]:
   return lines
 
 
+def clag_report(folder: pathlib.Path, size: str) -> list[str]:
+  """The CLAG section from its sweeps, one per k (`k1`, `k158`, ...)."""
+  from configs import successors  # pylint: disable=g-import-not-at-top
+  lines = [f'## {TITLES["clag"]}', '', f'Paper: {PAPERS["clag"]}', '']
+  sweeps = {f'k{k}': load(folder / f'k{k}') for k in successors.CLAG_KS}
+  missing = [n for n, s in sweeps.items() if s is None]
+  if missing:
+    return lines + [f'**Missing**: no finished sweep `clag/{missing[0]}/` '
+                    f'(and {len(missing) - 1} more; run `python -m '
+                    'experiments.successors --sections=clag`).', '']
+  some = sweeps[f'k{successors.CLAG_KS[0]}']
+  config = some['config']
+  lines += [f'Ours ({size} size): {len(sweeps)} sweeps (one per k) of '
+            f'{len(some["rows"])} points, {some["rows"][0]["iterations"]:,} '
+            f'rounds, M = {config["num_workers"]}, '
+            + (f'the first {config["train_subset"]:,} training images'
+               if config.get('train_subset') else 'all 60,000 training images')
+            + '.', '']
+  return lines + clag_section(sweeps, successors.CLAG_TARGET_NORM)
+
+
 def report(workdir: pathlib.Path, size: str, command: str) -> str:
   from configs import successors  # pylint: disable=g-import-not-at-top
   workdir = pathlib.Path(workdir)
@@ -537,10 +626,12 @@ def report(workdir: pathlib.Path, size: str, command: str) -> str:
               '(configs/successors.py CPU_SIZE); `--size=full` runs its '
               'sizes (a GPU\'s job).', '']
   for name in successors.SECTIONS:
+    if name == 'clag':
+      lines += clag_report(workdir / name, size)
+      continue
     lines += section(name, load(workdir / name), size)
   lines += ['## Not yet run', '',
-            'The contract\'s 3PC sections: its poster\'s Fig. 1 needs the '
-            'problem `autoencoder`, which the suite does not have yet; Fig. '
-            '2 (the CLAG heatmap over k and zeta, on `binary_nonconvex`) is '
-            'not in this study yet.', '']
+            'The 3PC poster\'s Fig. 1 (tpc_ef21 against tpc_v2 on an MNIST '
+            'autoencoder) needs the problem `autoencoder`, which the suite '
+            'does not have yet.', '']
   return '\n'.join(lines) + '\n'

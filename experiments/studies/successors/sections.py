@@ -41,6 +41,31 @@ def shards(config) -> np.ndarray:
   return np.asarray(build_lib.build(plain).data.x_MxNxD, np.float64)
 
 
+def sweep_configs(section: str, size: str = 'cpu') -> list[tuple[str, object]]:
+  """[(subfolder, config)]: the section's sweeps ('' for one sweep in the
+  section's folder; the CLAG heatmap runs one per k, `k1`, `k158`, ...)."""
+  from configs import successors  # pylint: disable=g-import-not-at-top
+  config = sweep_config(section, size)
+  if section != 'clag':
+    return [('', config)]
+  import ml_collections  # pylint: disable=g-import-not-at-top
+  from laq_jax.round import theory  # pylint: disable=g-import-not-at-top
+  x = shards(config)
+  l_minus, l_plus = theory.smoothness(x, config.l2, model=config.model)
+  out = []
+  for k in successors.CLAG_KS:
+    one = copy.deepcopy(config)
+    one.params.top_k.k = float(k)
+    alpha = theory.step_size('tpc_clag', l_minus, l_plus, config.num_workers,
+                             x.shape[-1] + 1,
+                             **{'top_k.k': float(k), 'tpc_lazy.zeta': 0.0})
+    one.sweep = ml_collections.ConfigDict(dict(
+        config.sweep, step_size=tuple(float(2.0**j * alpha)
+                                      for j in successors.CLAG_J)))
+    out.append((f'k{k}', one))
+  return out
+
+
 def sweep_config(section: str, size: str = 'cpu'):
   """The section's sweep config at `size` (SIZES), with its data-derived
   settings."""

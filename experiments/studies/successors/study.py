@@ -27,22 +27,24 @@ def run(workdir: pathlib.Path, sections: Sequence[str], *, size: str = 'cpu',
   failed = []
   if not report_only:
     for section in sections:
-      folder = workdir / section
       try:
-        config = sections_lib.sweep_config(section, size)
+        todo = sections_lib.sweep_configs(section, size)
       except Exception:  # pylint: disable=broad-except
         logging.exception('%s: its config failed', section)
         failed.append(section)
         continue
-      if outputs.sweep_done(config, folder):
-        logging.info('%s: results already there, not run again', section)
-        continue
-      logging.info('%s (%s size)', section, size)
-      try:
-        grid.sweep_and_evaluate(config, folder, overwrite=True)
-      except Exception:  # pylint: disable=broad-except
-        logging.exception('%s failed', section)
-        failed.append(section)
+      for sub, config in todo:
+        name = f'{section}/{sub}' if sub else section
+        folder = workdir / name
+        if outputs.sweep_done(config, folder):
+          logging.info('%s: results already there, not run again', name)
+          continue
+        logging.info('%s (%s size)', name, size)
+        try:
+          grid.sweep_and_evaluate(config, folder, overwrite=True)
+        except Exception:  # pylint: disable=broad-except
+          logging.exception('%s failed', name)
+          failed.append(name)
   command = (f'python -m experiments.successors --workdir {workdir}'
              + (f' --size={size}' if size != 'cpu' else ''))
   text = report_lib.report(workdir, size, command)
