@@ -205,3 +205,34 @@ class BinaryTest(parameterized.TestCase):
     test_digits = common.mnist(np.float64)['y_test']
     np.testing.assert_array_equal(built.test_y, test_digits % 2)
     self.assertEqual(built.num_params, 785)
+
+
+@pytest.mark.slow  # (issue 54's fast-tier allowance is spent)
+class AutoencoderTest(absltest.TestCase):
+  """`autoencoder` (the 3PC poster's Fig. 1 model): mean ||D E a - a||^2."""
+
+  def test_objective_and_gradient_against_numpy(self):
+    from laq_jax.problems import objective  # pylint: disable=g-import-not-at-top
+    problem = lj.get_problem('autoencoder')
+    self.assertEqual(problem.num_params(), 2 * 784 * 16)
+    self.assertFalse(problem.classifier or problem.convex)
+    x, y = common.mnist_shards(1, 50, dtype=np.float64)
+    x, y = x[0], y[0]
+    params = jax.tree.map(lambda a: np.asarray(a, np.float64),
+                          problem.init(jax.random.key(3)))
+    theta, unravel = ravel_pytree(params)
+    f = lambda t: objective.worker_objective(
+        problem, unravel, t, jnp.asarray(x), jnp.asarray(y), 0.01)
+    value, grad = jax.value_and_grad(f)(jnp.asarray(theta))
+    e, d = params['encoder'], params['decoder']
+    r = x @ e @ d - x
+    want = np.mean(np.sum(r**2, axis=1)) + 0.005 * np.sum(theta**2)
+    want_grad = ravel_pytree({
+        'decoder': 2.0 / len(x) * (x @ e).T @ r + 0.01 * d,
+        'encoder': 2.0 / len(x) * x.T @ (r @ d.T) + 0.01 * e})[0]
+    np.testing.assert_allclose(value, want, rtol=1e-12)
+    np.testing.assert_allclose(grad, want_grad, rtol=1e-10, atol=1e-12)
+    # No classes: its accuracy is NaN, and the data's labels pass.
+    self.assertTrue(np.isnan(objective.accuracy(problem, theta, x, y)))
+    spec = lj.RunSpec(problem, 1)
+    spec.check_data(lj.Data(jnp.asarray(x[None]), jnp.asarray(y[None])))

@@ -57,6 +57,9 @@ class Problem:
       digits -> their parity for `binary`), which the launchers apply to
       the training shards (after the split, which sees the data's own
       labels) and to the test labels; a library user applies it to hers.
+    classifier: whether `apply` gives class logits (num_classes of them)
+      whose argmax is a prediction; False (the `autoencoder`): its output
+      is no class, its loss reads no label, and its test accuracy is NaN.
   """
   name: str
   init: Callable[[jax.Array], Any]
@@ -70,6 +73,7 @@ class Problem:
   sample_loss: Callable | None = None
   regularizer: Callable | None = None
   labels: Callable | None = None
+  classifier: bool = True
 
   def sample_losses(self, params, x_NxD, y_N) -> jax.Array:
     """The loss of each sample [N] (no regularizer): softmax cross-entropy
@@ -454,6 +458,43 @@ def binary(input_dim: int = 784, num_classes: int = 10, *,
                  labels=parity)
 
 
+# ----------------------------------------------------------------------------
+# `autoencoder`: the 3PC poster's MNIST autoencoder (Fig. 1), f_m = mean over
+# its images of ||D E a - a||^2 with E 16 x 784 and D 784 x 16, no bias
+# (P = 25,088), Flax's LeCun-normal initialization under the run's seed.
+
+AUTOENCODER_CODE = 16
+
+
+def _reconstruction_error(params, x_NxD, y_N):
+  """||D E a - a||^2 of each sample (no label read)."""
+  del y_N
+  recon = (x_NxD @ params['encoder']) @ params['decoder']
+  return jnp.sum(jnp.square(recon - x_NxD), axis=-1)
+
+
+@functools.cache
+def autoencoder(input_dim: int = 784, num_classes: int = 10) -> Problem:
+  """A linear autoencoder through a code of AUTOENCODER_CODE: no classes
+  (`classifier=False`: its test accuracy is NaN), nonconvex."""
+  del num_classes
+  code = AUTOENCODER_CODE
+  init_fn = nn.initializers.lecun_normal()
+
+  def init(key):
+    k_e, k_d = jax.random.split(key)
+    return {'encoder': init_fn(k_e, (input_dim, code)),
+            'decoder': init_fn(k_d, (code, input_dim))}
+
+  def apply(params, x):
+    return (x @ params['encoder']) @ params['decoder']
+
+  return Problem('autoencoder', init, apply, input_dim,
+                 grad_flops_per_sample=12 * input_dim * code,
+                 loss_flops_per_sample=4 * input_dim * code,
+                 sample_loss=_reconstruction_error, classifier=False)
+
+
 # Every model: name -> factory(input_dim, num_classes, **options) -> Problem
 # (options it does not take, such as another model's `hidden`, are not
 # passed). Add one with `REGISTRY.register(name, factory)`. `laq_jax.models`
@@ -463,7 +504,7 @@ def binary(input_dim: int = 784, num_classes: int = 10, *,
 REGISTRY: registry.Registry[Callable[..., Problem]] = registry.Registry(
     'model', [('logreg', logistic_regression), ('mlp', mlp),
               *((name, functools.partial(binary, kind=name))
-                for name in BINARY)])
+                for name in BINARY), ('autoencoder', autoencoder)])
 
 
 __getattr__ = registry.names_attribute(__name__, PROBLEMS=REGISTRY)

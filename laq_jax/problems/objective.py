@@ -183,7 +183,10 @@ def full_batch(problem: Problem, data: Data, l2) -> tuple[Callable,
 
 def accuracy(problem: Problem, theta_P, x_NxD, y_N, *,
              batch: int = 10_000) -> float:
-  """Classification accuracy of the flat parameters on (x, y)."""
+  """Classification accuracy of the flat parameters on (x, y); NaN for a
+  problem that classifies nothing (`Problem.classifier`)."""
+  if not problem.classifier:
+    return float('nan')
   return float(np.mean(np.asarray(predict(problem, theta_P, x_NxD, batch)) ==
                        np.asarray(y_N)))
 

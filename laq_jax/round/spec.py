@@ -396,7 +396,8 @@ class RunSpec:
       raise ValueError(f'Data.x_MxNxD has D={d} features, which the problem '
                        f'{show(self.problem.name)} does not take: '
                        f'{type(e).__name__}') from None
-    if tuple(logits.shape) != (1, self.problem.num_classes):
+    if (self.problem.classifier
+        and tuple(logits.shape) != (1, self.problem.num_classes)):
       raise ValueError(f'the problem {show(self.problem.name)} gives logits of '
                        f'shape {tuple(logits.shape)} for one sample of D={d} '
                        f'features: it must be (1, {self.problem.num_classes})')
@@ -411,7 +412,8 @@ class RunSpec:
     if not finite:
       raise ValueError('Data.x_MxNxD holds NaN or inf: the features must be '
                        'finite (check the data, or drop those samples)')
-    if low < 0 or high >= self.problem.num_classes:
+    if self.problem.classifier and (low < 0
+                                    or high >= self.problem.num_classes):
       raise ValueError(
           f'Data.y_MxN holds labels {int(low)}..{int(high)}: they must be '
           f'in 0..{self.problem.num_classes - 1} (the problem '

@@ -328,7 +328,10 @@ def run_sweep(spec: RunSpec, data: Data, points: Sequence[Mapping[str, Any]],
 
 
 def accuracies(problem: Problem, theta_GxP, x_NxD, y_N) -> np.ndarray:
-  """Accuracy of each point's parameters on (x, y): [G] float64."""
+  """Accuracy of each point's parameters on (x, y): [G] float64 (NaN for a
+  problem that classifies nothing)."""
+  if not problem.classifier:
+    return np.full(np.shape(theta_GxP)[0], np.nan)
   predicted_GxN = np.asarray(loop.predict(problem, theta_GxP, x_NxD))
   return np.mean(predicted_GxN == np.asarray(y_N)[None], axis=1)
 

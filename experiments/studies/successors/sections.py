@@ -46,6 +46,13 @@ def sweep_configs(section: str, size: str = 'cpu') -> list[tuple[str, object]]:
   section's folder; the CLAG heatmap runs one per k, `k1`, `k158`, ...)."""
   from configs import successors  # pylint: disable=g-import-not-at-top
   config = sweep_config(section, size)
+  if section == 'autoencoder':  # one sweep per split
+    out = []
+    for split in successors.AUTOENCODER_SPLITS:
+      one = copy.deepcopy(config)
+      one.split = split
+      out.append((split, one))
+    return out
   if section != 'clag':
     return [('', config)]
   import ml_collections  # pylint: disable=g-import-not-at-top

@@ -17,6 +17,28 @@ from experiments.studies.successors import report as report_lib
 from experiments.studies.successors import sections as sections_lib
 
 
+RUN_FILE = 'run.json'
+
+
+def _now() -> str:
+  import datetime  # pylint: disable=g-import-not-at-top
+  return datetime.datetime.now(datetime.timezone.utc).strftime(
+      '%Y-%m-%d %H:%M UTC')
+
+
+def _record(folder: pathlib.Path, started: str) -> None:
+  """FOLDER/run.json: the commit the sweep ran at (and whether the study's
+  sources differed from it) and when, for the report's provenance."""
+  import json  # pylint: disable=g-import-not-at-top
+  from experiments.run import outputs  # pylint: disable=g-import-not-at-top
+  from experiments.run import results_data  # pylint: disable=g-import-not-at-top
+  head, dirty = results_data.commit(
+      results_data.ROOT, results_data.study_sources('successors'))
+  outputs.atomic_write(folder / RUN_FILE, json.dumps(
+      {'commit': head, 'uncommitted_changes': dirty, 'started': started,
+       'finished': _now()}))
+
+
 def run(workdir: pathlib.Path, sections: Sequence[str], *, size: str = 'cpu',
         report_only: bool = False, copy_to: str | None = None) -> list[str]:
   """Runs the sections' sweeps not yet done in `workdir` (WORKDIR/SECTION),
@@ -40,11 +62,14 @@ def run(workdir: pathlib.Path, sections: Sequence[str], *, size: str = 'cpu',
           logging.info('%s: results already there, not run again', name)
           continue
         logging.info('%s (%s size)', name, size)
+        started = _now()
         try:
           grid.sweep_and_evaluate(config, folder, overwrite=True)
         except Exception:  # pylint: disable=broad-except
           logging.exception('%s failed', name)
           failed.append(name)
+          continue
+        _record(folder, started)
   command = (f'python -m experiments.successors --workdir {workdir}'
              + (f' --size={size}' if size != 'cpu' else ''))
   text = report_lib.report(workdir, size, command)
