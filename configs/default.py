@@ -105,7 +105,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.data_seed = 0  # shuffles the iid, dirichlet and shards splits
   config.train_subset = 0  # 0: all training samples; N: the first N
   # Model and numerics.
-  config.model = 'logreg'  # 'logreg' or 'mlp'
+  # The model (laq_jax.problems.REGISTRY): logreg, mlp, cnn, lasg_cnn,
+  # resnet20, char_lstm; binary, binary_nonconvex, binary_sigmoid,
+  # binary_sigmoid_nonconvex (MNIST parity); autoencoder.
+  config.model = 'logreg'
   config.hidden = 200  # hidden units of the mlp
   # Initial parameters of the mlp's and the CNNs' layers: 'default' (flax's)
   # or 'torch' (PyTorch's torch.nn defaults, as PyTorch code starts).

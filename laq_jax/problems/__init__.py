@@ -461,7 +461,9 @@ def binary(input_dim: int = 784, num_classes: int = 10, *,
 # ----------------------------------------------------------------------------
 # `autoencoder`: the 3PC poster's MNIST autoencoder (Fig. 1), f_m = mean over
 # its images of ||D E a - a||^2 with E 16 x 784 and D 784 x 16, no bias
-# (P = 25,088), Flax's LeCun-normal initialization under the run's seed.
+# (P = 25,088; stored transposed, `encoder` 784 x 16 and `decoder` 16 x 784,
+# for rows of images: x E^T D^T), Flax's LeCun-normal initialization under
+# the run's seed.
 
 AUTOENCODER_CODE = 16
 
