@@ -57,7 +57,8 @@ def deployed(spec, data, hyper, refuse=(), rounds=ROUNDS):
 class DeployedIsSimulatedTest(parameterized.TestCase):
 
   @parameterized.parameters(('laq', dict(step_size=0.5)), ('lag', {}),
-                            ('fedavg', {}), ('fedpaq', {}))
+                            ('fedavg', {}), ('fedpaq', {}),
+                            ('tpc_clag', dict(step_size=0.05)))
   def test_same_uploads_bits_and_parameters(self, algo, overrides):
     spec, data, hyper = built(algo, **overrides)
     state, trace = loop.run(spec, data, hyper, ROUNDS)
@@ -205,11 +206,13 @@ class DeployedIsSimulatedTest(parameterized.TestCase):
       with self.assertRaisesRegex(ValueError, "estimator 'mine' is not "
                                   'deployable.*direct, innovation'):
         deploy.check_deployable(spec, lj.make_hyper('laq_mine'), np.float32)
-    # The 3PC family's warm start (a first upload of g uncompressed).
-    spec_3pc, _, hyper_3pc = built('tpc_ef21')
-    with self.assertRaisesRegex(ValueError, 'a warm start .* is not '
-                                'deployable yet'):
-      deploy.check_deployable(spec_3pc, hyper_3pc, np.float32)
+    # The 3PC family's two-stage estimators and MARINA's (their uploads
+    # are not ref + C(g - ref) in one format), by name.
+    for algo, what in (('tpc_v2', "estimator 'tpc_v2' is not deployable"),
+                       ('marina', "compressor 'randk' has no wire format")):
+      spec_3pc, _, hyper_3pc = built(algo)
+      with self.assertRaisesRegex(ValueError, what):
+        deploy.check_deployable(spec_3pc, hyper_3pc, np.float32)
     # EF21-BC's broadcast (the server's compressed aggregate), by name.
     spec_bc, _, hyper_bc = built('ef21_bc')
     with self.assertRaisesRegex(ValueError, "broadcast 'ef21bc' is not "

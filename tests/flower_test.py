@@ -197,6 +197,47 @@ class InProcessTest(absltest.TestCase):
                     if '4 nodes connected: serving the first 3' in l], 1)
 
 
+@absltest.skipUnless(HAVE_FLWR, 'flwr not installed: pip install .[flower]')
+@absltest.skipUnless(common.mnist_dir(), 'MNIST not found')
+@pytest.mark.slow  # (issue 54's fast-tier allowance is spent)
+class WarmStartTest(absltest.TestCase):
+  """The 3PC family's warm start on Flower: each client's first upload is
+  g uncompressed in the identity format, the rest the run's."""
+
+  def test_served_is_the_librarys_rounds(self):
+    from flwr.supercore.task_identity import TaskIdentity  # pylint: disable=g-import-not-at-top
+    sys.path.insert(0, APP)
+    self.addCleanup(sys.path.remove, APP)
+    import laq_app  # pylint: disable=g-import-not-at-top
+    from laq_jax import deploy  # pylint: disable=g-import-not-at-top
+    from laq_jax import flower  # pylint: disable=g-import-not-at-top
+    from laq_jax import wire  # pylint: disable=g-import-not-at-top
+    saved = {k: getattr(TaskIdentity, f'_{k}') for k in
+             ('run_id', 'task_id', 'node_id')}
+    TaskIdentity.run_id, TaskIdentity.task_id, TaskIdentity.node_id = 1, 1, 0
+    self.addCleanup(lambda: [setattr(TaskIdentity, k, v)
+                             for k, v in saved.items()])
+    runs, rounds = (('tpc_clag', dict(step_size=0.05)),), 4
+    run_config = {'algo': _spec(runs), 'rounds': rounds, 'clients': 3,
+                  'train-subset': 1800, 'config': '', 'misbehave': '',
+                  'round-timeout-s': 60.0, 'wait-s': 5.0, 'out': ''}
+    grid = _InProcessGrid(laq_app.client, run_config, node_ids=(1, 2, 3))
+    record = flower.serve(grid, laq_app.make_run, run_config)
+    spec, _, hyper = check_rounds(self, record['tpc_clag'], 'tpc_clag',
+                                  runs[0][1], rounds, set())
+    p = spec.problem.num_params()
+    first = record['tpc_clag']['rounds'][0]['clients']
+    self.assertEqual({c['bits'] for c in first.values()}, {32 * p})
+    # A first upload in the run's format (top-k), not g itself: refused.
+    server = deploy.Server(spec, hyper)
+    self.assertEqual(server.format_for(0).compressor, 'identity')
+    reply = {'sent': True, 'compressor': 'top_k', 'bits': 32 * p,
+             'format.k': server.format.k, 'payload': b''}
+    with self.assertRaisesRegex(wire.WireError, "compressor 'top_k': the "
+                                "run sends 'identity'"):
+      flower._check_format(server, 0, reply)  # pylint: disable=protected-access
+
+
 def _wait_port(port, timeout=60):
   import socket  # pylint: disable=g-import-not-at-top
   end = time.monotonic() + timeout

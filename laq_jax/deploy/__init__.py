@@ -22,7 +22,10 @@ keeps its memory, its clock counts on), and the next message tells it so.
 
 Deployable: the presets whose compressor has a wire format (`wire.FORMATS`:
 gd, lag, laq, qgd, sgd, slag, slaq, sqgd, qsgd, ef21, topk_ef, fedavg,
-fedavgm, fedadam, fedyogi, fedprox, fedpaq, fedlaq, local_sgd, ...), in
+fedavgm, fedadam, fedyogi, fedprox, fedpaq, fedlaq, local_sgd, the 3PC
+family's tpc_ef21, tpc_lag and tpc_clag, whose warm start sends a worker's
+first upload, g itself, in the identity format: `warm_format`,
+`Server.format_for`, ...), in
 float32, without the authors' bit counts, a quantized broadcast, control
 variates (SCAFFOLD), or a server that selects workers (LASG-PS). Every
 client the server reaches takes part in every round (a participation draw
@@ -85,11 +88,22 @@ class Message(NamedTuple):
 
 
 class Upload(NamedTuple):
-  """One worker's answer: sent, its payload (None on a skip) and the bits
-  the simulation counts for it (0 on a skip)."""
+  """One worker's answer: sent, its payload (None on a skip), the bits
+  the simulation counts for it (0 on a skip) and the format it is in (the
+  run's, or with the 3PC family's warm start the first upload's identity
+  format; None on a skip)."""
   sent: bool
   payload: bytes | None
   bits: int
+  format: Any = None
+
+
+def warm_format(hyper: Hyper, num_params: int):
+  """The format of a worker's first upload under the warm start (g
+  uncompressed: identity, 32 p bits), or None without it."""
+  if not bool(np.asarray(hyper.warm_start)):
+    return None
+  return wire.Format('identity', num_params)
 
 
 # The estimators whose upload is ref + C(g - ref) with a reference the
@@ -132,9 +146,6 @@ def check_deployable(spec: RunSpec, hyper: Hyper, dtype) -> str:
   triggers = [p.name for p in parts.triggers]
   if 'lasg_ps' in triggers:
     raise ValueError('LASG-PS (the server selects) is not deployable')
-  if bool(np.asarray(hyper.warm_start)):
-    raise ValueError('a warm start (the 3PC family\'s first upload, g '
-                     'uncompressed) is not deployable yet')
   client = clients_lib.REGISTRY.names[int(np.asarray(hyper.client))]
   if clients_lib.heterogeneous(clients_lib.REGISTRY.get(client)) or (
       clients_lib.normalizes(clients_lib.REGISTRY.get(client))):
@@ -214,6 +225,7 @@ class Client:
     self.compressor = check_deployable(spec, hyper, dtype)
     self.format = wire.Format.of(self.compressor, spec.problem.num_params(),
                                  hyper)
+    self.warm_format = warm_format(hyper, spec.problem.num_params())
     if memory is None:
       if theta0_P is None:
         theta0_P, _ = loop.flat_params(spec.problem, hyper.seed, dtype)
@@ -253,6 +265,11 @@ class Client:
     """Round k: catch up (`catch_up`), compute, compress, decide; the
     memory moves on as if the upload is taken."""
     self.catch_up(message)
+    # (the warm start's first upload: the clock of a worker that never
+    # uploaded, as rules._worker reads it)
+    warm = self.warm_format is not None and int(
+        np.asarray(self.memory.clock)) == trigger_lib.NEVER_UPLOADED
+    fmt = self.warm_format if warm else self.format
     self.previous = self.memory
     self.ran = int(message.step)
     sent, bits, sent_P, ref_P, value_P, norm, new = _client_round(
@@ -263,10 +280,12 @@ class Client:
       # (a skip moves only the clock and a trigger's memory)
       self.memory = new
       return Upload(False, None, 0)
-    fields = wire.fields_of(self.format, sent_P, ref_P, value_P, norm=norm)
-    payload = wire.encode(self.format, fields)
+    if warm:  # g itself, against 0
+      ref_P = jnp.zeros_like(ref_P)
+    fields = wire.fields_of(fmt, sent_P, ref_P, value_P, norm=norm)
+    payload = wire.encode(fmt, fields)
     self.memory = new
-    return Upload(True, payload, int(bits))
+    return Upload(True, payload, int(bits), fmt)
 
 
 @functools.partial(jax.jit, static_argnums=0)
@@ -321,6 +340,7 @@ class Server:
     self.compressor = check_deployable(spec, hyper, dtype)
     self.format = wire.Format.of(self.compressor, spec.problem.num_params(),
                                  hyper)
+    self.warm_format = warm_format(hyper, spec.problem.num_params())
     if theta0_P is None:
       theta0_P, _ = loop.flat_params(spec.problem, hyper.seed, dtype)
     self.theta_P = jnp.asarray(theta0_P, dtype)
@@ -341,6 +361,14 @@ class Server:
     self._values = np.asarray(self.state.last_upload_MxP).copy()
     self._sent = np.zeros(m, bool)
     self._heard = np.zeros(m, bool)
+
+  def format_for(self, worker: int):
+    """The format `worker`'s upload this round must be in: with the warm
+    start, identity until the server has taken one from it (its first
+    participation always uploads), else the run's."""
+    if self.warm_format is not None and self.last_taken[worker] < 0:
+      return self.warm_format
+    return self.format
 
   def broadcast(self, worker: int) -> Message:
     """Round k's message to `worker`."""
@@ -373,10 +401,13 @@ class Server:
     if sent:
       if payload is None:
         raise wire.WireError('an upload without a payload')
-      value = wire.decode(self.format, payload,
+      fmt = self.format_for(worker)
+      innovation = (fmt is self.format
+                    and bool(np.asarray(self.hyper.innovation)))
+      value = wire.decode(fmt, payload,
                           np.asarray(self.state.last_upload_MxP[worker])
-                          if bool(np.asarray(self.hyper.innovation)) else
-                          np.zeros(self.format.num_params, np.float32),
+                          if innovation else
+                          np.zeros(fmt.num_params, np.float32),
                           num_workers=m, num_bits=bits)
       self._values[worker] = value
     elif payload:

@@ -160,9 +160,10 @@ def client_app(make_run: MakeRun, *, misbehave: Callable | None = None
           int(round_['last-taken']))
       upload = client.round(message)
       _save(context, name, client)
+      fmt = upload.format or client.format  # (the warm start's first: identity)
       reply = {'sent': upload.sent,
-               'compressor': client.format.compressor, 'bits': upload.bits,
-               **{f'format.{n}': v for n, v in client.format.values.items()}}
+               'compressor': fmt.compressor, 'bits': upload.bits,
+               **{f'format.{n}': v for n, v in fmt.values.items()}}
       if upload.sent:
         reply['payload'] = upload.payload
       if misbehave is not None:
@@ -180,8 +181,10 @@ def client_app(make_run: MakeRun, *, misbehave: Callable | None = None
 # --- the server --------------------------------------------------------------
 
 
-def _check_format(server: deploy.Server, reply) -> None:
-  fmt = server.format
+def _check_format(server: deploy.Server, worker: int, reply) -> None:
+  fmt = server.format_for(worker)  # (the warm start's first: identity)
+  if not reply.get('sent'):
+    fmt = server.format  # (a skip names the run's)
   if reply.get('compressor') != fmt.compressor:
     raise wire.WireError(f'compressor {reply.get("compressor")!r}: the run '
                          f'sends {fmt.compressor!r}')
@@ -315,7 +318,7 @@ def serve(grid: Grid, make_run: MakeRun, run_config: dict) -> dict:
       for s in served:
         try:
           up = reply.content[f'{s.name}.upload']
-          _check_format(s.server, up)
+          _check_format(s.server, w, up)
           payload = up.get('payload')
           s.server.receive(w, bool(up.get('sent')), payload,
                            up.get('bits') if up.get('sent') else None)
