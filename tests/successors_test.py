@@ -100,6 +100,10 @@ class StudyTest(absltest.TestCase):
     for r in _csv(self.workdir / 'ef21_p'):
       self.assertIn(f'| {r["algo"]} (alpha {float(r["step_size"]):.4g}) | '
                     f'{int(r["iterations"])} |', self.text)
+    # Each finished section's figure is written beside the report.
+    for name in ('fednova', 'ef21_p'):
+      self.assertIn(f']({name}.png)', self.text)
+      self.assertTrue((self.workdir / f'{name}.png').is_file())
     # Missing sections are named, never silently dropped.
     self.assertIn('**Missing**: no finished sweep `scaffnew/`', self.text)
     self.assertIn('**Missing**: no finished sweep `feddyn/`', self.text)

@@ -604,7 +604,8 @@ def autoencoder_verdict(sweep: dict) -> list[str]:
           'step.', '']
 
 
-def autoencoder_report(folder: pathlib.Path, size: str) -> list[str]:
+def autoencoder_report(folder: pathlib.Path, size: str,
+                       out: pathlib.Path | None = None) -> list[str]:
   """The autoencoder section from its sweeps, one per split."""
   from configs import successors  # pylint: disable=g-import-not-at-top
   lines = [f'## {TITLES["autoencoder"]}', '', f'Paper: {PAPERS["autoencoder"]}',
@@ -630,10 +631,90 @@ def autoencoder_report(folder: pathlib.Path, size: str) -> list[str]:
     lines += points_table(sweep, f'{level:.3g}',
                           lambda g, s=sweep: mean_grad_sq(s, g) <= level, 'grad')
     lines += autoencoder_verdict(sweep)
+    if out is not None:
+      lines += section_figure('autoencoder', sweep, out,
+                              stem=f'autoencoder_{split}')
   return lines
 
 
-def section(name: str, sweep: dict | None, size: str) -> list[str]:
+def _best_points(sweep: dict, key, measure) -> list[int]:
+  """Per `key(row)`, the point (not diverged) with the smallest final
+  `measure(g)` (a grid's best step per preset)."""
+  best = {}
+  for g, row in enumerate(sweep['rows']):
+    if metrics.row_diverged(row):
+      continue
+    value = float(measure(g)[-1])
+    k = key(row)
+    if k not in best or value < best[k][1]:
+      best[k] = (g, value)
+  return [g for g, _ in best.values()]
+
+
+def figure(sweep: dict, points, y, x, xlabel: str, ylabel: str,
+           path: pathlib.Path, log_y: bool = True) -> str:
+  """One curve per point (`y(g)` against `x(g)`), saved at `path`; the
+  Markdown line that shows it."""
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  fig, ax = plt.subplots(figsize=(6.4, 4.0), constrained_layout=True)
+  for g in points:
+    ys = np.asarray(y(g), float)
+    keep = np.isfinite(ys) & ((ys > 0) if log_y else True)
+    ax.plot(np.asarray(x(g), float)[keep], ys[keep], label=_label(sweep, g))
+  if log_y:
+    ax.set_yscale('log')
+  ax.set_xlabel(xlabel)
+  ax.set_ylabel(ylabel)
+  ax.grid(True, alpha=0.3)
+  ax.legend(fontsize=7)
+  outputs.save_figure(fig, path)
+  plt.close(fig)
+  return f'![{ylabel} against {xlabel}]({path.name})'
+
+
+def section_figure(name: str, sweep: dict, out: pathlib.Path,
+                   stem: str | None = None) -> list[str]:
+  """The section's figure (its paper's axes), written into `out`."""
+  c = sweep['curves']
+  workers = c['bits'].shape[-1]
+  rounds = lambda g: np.arange(1, c['loss'].shape[1] + 1)
+  up = lambda g: c['cum_bits'][g] / workers
+  total = lambda g: (c['cum_bits'][g] + c['cum_bits_down'][g]) / workers
+  path = out / f'{stem or name}.png'
+  every = list(range(len(sweep['rows'])))
+  if name in ('scaffnew', 'fednova'):
+    line = figure(sweep, every, lambda g: residuals(sweep, g), rounds,
+                  'rounds', 'f - f*', path)
+  elif name == 'feddyn':
+    steps = np.asarray(c['test_accuracy_steps'])
+    line = figure(sweep, every, lambda g: c['test_accuracy'][g],
+                  lambda g: steps, 'rounds', 'test accuracy', path,
+                  log_y=False)
+  elif name == 'ef21_p':
+    best = _best_points(sweep, lambda r: r['algo'],
+                        lambda g: residuals(sweep, g))
+    line = figure(sweep, best, lambda g: residuals(sweep, g), total,
+                  'bits per worker, up + down', 'f - f*', path)
+  elif name in ('dasha', 'autoencoder'):
+    points = every if name == 'dasha' else _best_points(
+        sweep, lambda r: r['algo'], lambda g: mean_grad_sq(sweep, g))
+    line = figure(sweep, points, lambda g: mean_grad_sq(sweep, g), up,
+                  'uplink bits per worker', '‖∇f‖²', path)
+  elif name == 'ef21_bc':
+    best = _best_points(sweep, lambda r: (r['algo'], r.get('top_k_down.k')),
+                        lambda g: mean_grad_sq(sweep, g))
+    line = (figure(sweep, best, lambda g: mean_grad_sq(sweep, g), up,
+                   'uplink bits per worker', '‖∇f‖²', path) + '\n\n'
+            + figure(sweep, best, lambda g: mean_grad_sq(sweep, g), total,
+                     'bits per worker, up + down', '‖∇f‖²',
+                     out / f'{name}_total.png'))
+  else:
+    return []
+  return [line, '']
+
+
+def section(name: str, sweep: dict | None, size: str,
+            out: pathlib.Path | None = None) -> list[str]:
   from configs import successors  # pylint: disable=g-import-not-at-top
   lines = [f'## {TITLES[name]}', '', f'Paper: {PAPERS[name]}', '']
   if sweep is None:
@@ -672,6 +753,8 @@ def section(name: str, sweep: dict | None, size: str) -> list[str]:
                           'residual')
     lines += {'scaffnew': scaffnew_verdict, 'fednova': fednova_verdict,
               'ef21_p': ef21_p_verdict}[name](sweep)
+  if out is not None:
+    lines += section_figure(name, sweep, out)
   return lines
 
 
@@ -722,7 +805,7 @@ def report(workdir: pathlib.Path, size: str, command: str) -> str:
       lines += clag_report(workdir / name, size)
       continue
     if name == 'autoencoder':
-      lines += autoencoder_report(workdir / name, size)
+      lines += autoencoder_report(workdir / name, size, workdir)
       continue
-    lines += section(name, load(workdir / name), size)
+    lines += section(name, load(workdir / name), size, workdir)
   return '\n'.join(lines) + '\n'
