@@ -233,6 +233,10 @@ AT_BUDGET = [('uploads', 'total_uploads', 'int'),
 AT_A_GLANCE = [
     ('logistic regression, full batch (the paper)', 'paper', 'logreg',
      [('LAQ', 'laq'), ('GD', 'gd')], AT_TARGET),
+    ('Scaffnew to the exact residual 1e-10 (the successors; logistic '
+     'regression, M = 10 label-sorted, a CPU\'s size)', 'successors',
+     'scaffnew', [('Scaffnew', 'scaffnew'), ('FedAvg', 'fedavg'),
+                  ('GD', 'gd')], AT_TARGET),
     ('the MLP, full batch (the paper)', 'paper', 'mlp',
      [('LAQ', 'laq'), ('GD', 'gd')], AT_BUDGET),
     ('logistic regression, minibatch (the paper)', 'paper',
