@@ -100,6 +100,13 @@ class StudyTest(absltest.TestCase):
     for r in _csv(self.workdir / 'ef21_p'):
       self.assertIn(f'| {r["algo"]} (alpha {float(r["step_size"]):.4g}) | '
                     f'{int(r["iterations"])} |', self.text)
+    # Each sweep says where and when it ran (run.json), and the report too.
+    import json  # pylint: disable=g-import-not-at-top
+    run = json.loads((self.workdir / 'fednova' / 'run.json').read_text())
+    self.assertEqual(set(run), {'commit', 'uncommitted_changes', 'started',
+                                'finished'})
+    self.assertIn(f'run at {(run["commit"] or "no git checkout")[:10]}',
+                  self.text)
     # Each finished section's figure is written beside the report.
     for name in ('fednova', 'ef21_p'):
       self.assertIn(f']({name}.png)', self.text)

@@ -26,17 +26,22 @@ def _now() -> str:
       '%Y-%m-%d %H:%M UTC')
 
 
-def _record(folder: pathlib.Path, started: str) -> None:
-  """FOLDER/run.json: the commit the sweep ran at (and whether the study's
-  sources differed from it) and when, for the report's provenance."""
-  import json  # pylint: disable=g-import-not-at-top
-  from experiments.run import outputs  # pylint: disable=g-import-not-at-top
+def _started() -> dict:
+  """The commit a sweep starts at (and whether the study's sources differ
+  from it: what the process runs is what it loaded then) and when."""
   from experiments.run import results_data  # pylint: disable=g-import-not-at-top
   head, dirty = results_data.commit(
       results_data.ROOT, results_data.study_sources('successors'))
+  return {'commit': head, 'uncommitted_changes': dirty, 'started': _now()}
+
+
+def _record(folder: pathlib.Path, started: dict) -> None:
+  """FOLDER/run.json: where and when the sweep ran (`_started`, and when
+  it finished), for the report's provenance."""
+  import json  # pylint: disable=g-import-not-at-top
+  from experiments.run import outputs  # pylint: disable=g-import-not-at-top
   outputs.atomic_write(folder / RUN_FILE, json.dumps(
-      {'commit': head, 'uncommitted_changes': dirty, 'started': started,
-       'finished': _now()}))
+      {**started, 'finished': _now()}))
 
 
 def run(workdir: pathlib.Path, sections: Sequence[str], *, size: str = 'cpu',
@@ -62,7 +67,7 @@ def run(workdir: pathlib.Path, sections: Sequence[str], *, size: str = 'cpu',
           logging.info('%s: results already there, not run again', name)
           continue
         logging.info('%s (%s size)', name, size)
-        started = _now()
+        started = _started()
         try:
           grid.sweep_and_evaluate(config, folder, overwrite=True)
         except Exception:  # pylint: disable=broad-except
