@@ -37,6 +37,13 @@ code's mnist.py `Net`) started as PyTorch starts it (`init='torch'`:
 torch.nn's default uniform initializers; flax's default init skips the
 slow first ~300 steps the authors' runs show), WK1/WK2/PS against SGD;
 PS's L = 0.1 M^2 where lasg_ps is swept.
+`cada_mnist`: CADA as its authors' MNIST code runs it (ChrisYZZ/CADA-master
+Python/MNIST code: M = 10 label-sorted shards of 6,000, minibatches of 12,
+Adam's lr 5e-4, 20 epochs = 10,000 iterations, the LASG CNN as PyTorch
+starts it): `cada1_mnist` / `cada2_mnist` (LASG's WK1 / WK2 tests at LASG's
+constants against the history of ||alpha agg||^2, the MNIST code's) beside
+`cada_adam`; its saved runs upload 39.6% (CADA1) and 18.4% (CADA2) of
+Adam's 99,910 uploads.
 """
 
 from __future__ import annotations
@@ -61,6 +68,9 @@ NETWORK_ALGOS = ('sgd', 'slaq', 'lasg_wk2', 'lasg_wk1', 'lasg_ps',
                  'lasg_wk2_laq', 'lasg_wk1_laq', 'lasg_ps_laq', 'cada1',
                  'cada2', 'cada_adam')
 LASG_MNIST_ALGOS = ('sgd', 'lasg_wk2', 'lasg_wk1', 'lasg_ps')
+# CADA as its MNIST code runs (issue 54 item 4): LASG's tests against the
+# history of ||alpha agg||^2, beside the Adam baseline.
+CADA_MNIST_ALGOS = ('cada_adam', 'cada1_mnist', 'cada2_mnist')
 
 
 def algo_settings(algos) -> dict:
@@ -83,6 +93,10 @@ VARIANTS = {
                        step_size=5e-4, l2=0.0, num_iters=10_000,
                        loss_every=100, eval_every=1000, model='lasg_cnn',
                        init='torch'),
+    'cada_mnist': dict(num_workers=10, split='label_sorted', batch_size=12,
+                       step_size=5e-4, l2=0.0, num_iters=10_000,
+                       loss_every=100, eval_every=1000, model='lasg_cnn',
+                       init='torch'),
     'quick': dict(train_subset=6000, num_iters=300, eval_every=100,
                   batch_size=mnist_mlp_stochastic.QUICK_BATCH),
     'tiny': dict(train_subset=600, num_iters=30, eval_every=10,
@@ -93,7 +107,8 @@ VARIANTS = {
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config = mnist_mlp_stochastic.get_config()
   words = [w.split('=', 1)[0].strip() for w in (arg or '').split(',')]
-  algos = LASG_MNIST_ALGOS if 'lasg_mnist' in words else NETWORK_ALGOS
+  algos = (LASG_MNIST_ALGOS if 'lasg_mnist' in words else
+           CADA_MNIST_ALGOS if 'cada_mnist' in words else NETWORK_ALGOS)
   default.add_sweep_fields(config, {'algo': algos},
                            algo_settings=algo_settings(algos))
   for part, values in CADA_PARAMS.items():
@@ -101,6 +116,11 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       if any(a.startswith('cada') for a in algos):
         config.params[part][name] = value
   config = default.apply_arg(config, arg, VARIANTS)
+  if 'cada_mnist' in words:  # LASG's trigger constants, Adam's step
+    for a in algos:
+      config.algo_settings[a] = ml_collections.ConfigDict(
+          dict(LASG, step_size=5e-4) if a != 'cada_adam'
+          else dict(CADA))
   if 'lasg_mnist' in words:  # LASG's own settings for every preset
     for a in algos:
       config.algo_settings[a] = ml_collections.ConfigDict(

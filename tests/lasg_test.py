@@ -29,7 +29,9 @@ from tests import reference
 
 M, N, BATCH, STEPS = 4, 40, 10, 40
 PRESETS = ('lasg_wk2', 'lasg_wk1', 'lasg_ps', 'lasg_wk2_laq', 'lasg_wk1_laq',
-           'lasg_ps_laq', 'cada1', 'cada2', 'cada_adam')
+           'lasg_ps_laq', 'cada1', 'cada2', 'cada_adam', 'cada1_mnist',
+           'cada2_mnist')
+ADAM_SERVERS = ('cada_amsgrad', 'cada_amsgrad_mnist')
 # Settings where every rule both uploads and skips within 40 steps: a forced
 # upload after tbar = 9 skips (WK1: a snapshot every 10 steps).
 SETTINGS = dict(step_size=0.01, max_staleness=9, xi=0.2, err_weight=0.5,
@@ -45,13 +47,13 @@ def spec(**kw):
       loss_every=1, compressors=('identity', 'uniform'),
       triggers=('eager', 'lasg_wk2', 'lasg_wk1', 'lasg_ps', 'cada_wk2',
                 'cada_wk1'),
-      servers=('sgd', 'cada_amsgrad'), **kw)
+      servers=('sgd',) + ADAM_SERVERS, **kw)
 
 
 def hyper(algo, **kw):
   a = lj.ALGORITHMS[algo]
   values = dict(SETTINGS)
-  if a.server == 'cada_amsgrad':
+  if a.server in ADAM_SERVERS:
     values['step_size'] = ADAM_STEP
   values.update({'cada_wk1.c': CADA_C, 'cada_wk2.c': CADA_C,
                  'lasg_ps.L': PS_L}, **kw)
@@ -66,8 +68,9 @@ def oracle(algo, x, y, **kw):
               trigger=a.trigger, quantized=a.compressor == 'uniform',
               bits=4, server=a.server, tbar=9, xi=0.2, c_e=0.5, c_0=0.0,
               c=CADA_C, L=PS_L)
-  if a.server == 'cada_amsgrad':
-    args['alpha'] = ADAM_STEP
+  if a.server in ADAM_SERVERS:  # (the MNIST code's history: ||alpha agg||^2)
+    args.update(alpha=ADAM_STEP, server='cada_amsgrad',
+                history='sgd' if a.server == 'cada_amsgrad_mnist' else 'moved')
   args.update(kw)
   return reference.run_lasg(x, y, **args)
 

@@ -146,6 +146,10 @@ FAMILY = {
                      server='cada_amsgrad'),
     'cada_adam': _member(True, 'identity', False, False, 'eager',
                          server='cada_amsgrad'),
+    'cada1_mnist': _member(True, 'identity', False, False, 'lasg_wk1',
+                           server='cada_amsgrad_mnist'),
+    'cada2_mnist': _member(True, 'identity', False, False, 'lasg_wk2',
+                           server='cada_amsgrad_mnist'),
     # Local work (/work/shared/local-steps.md): the upload is the model
     # change after K local steps; their oracle is `run_local`.
     'fedavg': _fed(),  # McMahan et al. 2017
@@ -827,7 +831,7 @@ def run_lasg(x_mnd, y_mn, *, steps, alpha, trigger, batches=None,
              quantized=False, bits=4, server='sgd', lam=0.01, memory=10,
              xi=1.0, c_e=0.0, c_0=0.0, tbar=49, L=10.0, c=0.05, b1=0.9,
              b2=0.999, eps=1e-7, classes=10, model='logreg', hidden=None,
-             theta0=None):
+             theta0=None, history='moved'):
   """`steps` iterations of LASG-WK1/WK2/PS or CADA1/2 (or an eager worker
   under either server).
 
@@ -843,6 +847,9 @@ def run_lasg(x_mnd, y_mn, *, steps, alpha, trigger, batches=None,
       forced upload after tbar skips (WK2, PS) / the snapshot every tbar + 1
       steps (WK1); L: PS's weight; c: CADA's absolute threshold per
       history term.
+    history: what each round writes in the history: 'moved', ||theta^{k+1}
+      - theta^k||^2; 'sgd', ||alpha agg||^2 (CADA's MNIST code,
+      utils_gpu.py's update_params_adam).
 
   Returns:
     As `run`, plus grads [T, M] (gradients each worker computed).
@@ -935,8 +942,9 @@ def run_lasg(x_mnd, y_mn, *, steps, alpha, trigger, batches=None,
       vel = dt(b2) * vel + (1 - dt(b2)) * agg**2
       vmax = np.maximum(vmax, vel)
       new_theta = theta - alpha * mom / (np.sqrt(vmax) + dt(eps))
-    hist = np.concatenate([[np.sum((new_theta - theta)**2)], hist[:-1]]
-                          ).astype(dtype)
+    entry = (np.sum((alpha * agg)**2) if history == 'sgd'
+             else np.sum((new_theta - theta)**2))
+    hist = np.concatenate([[entry], hist[:-1]]).astype(dtype)
     theta = new_theta
     rows.append(row)
   out = {n: np.array([r[n] for r in rows])

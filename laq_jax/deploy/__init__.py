@@ -315,7 +315,8 @@ def _server_round(spec: RunSpec, hyper: Hyper, theta_P, state: rules.RuleState,
   new_theta_P = jnp.where(idle, theta_P, new_theta_P)
   server = jax.tree.map(lambda new, old: jnp.where(idle, old, new), server,
                         state.server)
-  moved = collectives.sum_sq(new_theta_P - theta_P)
+  moved = servers_lib.history_entry(step_P, theta_P, new_theta_P, hyper,
+                                    spec.parts.servers)
   history = jnp.concatenate([moved[None], state.history_D[:-1]])
   return new_theta_P, state._replace(
       last_upload_MxP=last_upload_MxP, aggregate_P=aggregate_P,

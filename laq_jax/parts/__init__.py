@@ -160,6 +160,11 @@ class Part:
     reads: the other parts whose parameters it reads (EF21-P's and
       EF21-BC's broadcasts and EF21-BC's server read `top_k_down`'s k):
       a config or grid may set them wherever this part is used.
+    history: a server's own entry in the triggers' history of a round,
+      `history(step_P, theta_P, new_theta_P, hyper) -> scalar`; None: the
+      moved distance ||theta^{k+1} - theta^k||^2 (CADA's MNIST code
+      records ||alpha agg||^2, the step SGD would take, whatever its Adam
+      server moved: `cada_amsgrad_mnist`).
   """
   kind: str
   name: str
@@ -171,6 +176,7 @@ class Part:
   wire: Any = None
   after: Callable | None = None
   reads: tuple[str, ...] = ()
+  history: Callable | None = None
 
   def __post_init__(self):
     if self.kind not in KINDS:
@@ -192,6 +198,9 @@ class Part:
     if self.wire is not None and self.kind != 'compressor':
       raise ValueError(f'{self.kind} {show(self.name)}: only a compressor '
                        'has a wire format')
+    if self.history is not None and self.kind != 'server':
+      raise ValueError(f'{self.kind} {show(self.name)}: only a server '
+                       'writes its own history entry')
     if self.after is not None and (self.kind != 'client' or self.init is None):
       raise ValueError(f'{self.kind} {show(self.name)}: only a stateful '
                        'client (one with an init) has an after-step update')

@@ -297,6 +297,16 @@ ALGORITHMS: dict[str, Algorithm] = registry.track({
            server='cada_amsgrad',
            reference='CADA\'s baseline: distributed Adam (AMSGrad, no '
                      'bias correction), every worker every step'),
+        # CADA as its MNIST code runs (ChrisYZZ/CADA-master Python/MNIST):
+        # LASG's WK1/WK2 tests against the history of ||alpha agg||^2.
+        _A('cada1_mnist', True, 'identity', False, 'lasg_wk1',
+           server='cada_amsgrad_mnist',
+           reference='CADA1 as the authors\' MNIST code runs it: LASG-WK1\'s '
+                     'test, the history of ||alpha agg||^2'),
+        _A('cada2_mnist', True, 'identity', False, 'lasg_wk2',
+           server='cada_amsgrad_mnist',
+           reference='CADA2 as the authors\' MNIST code runs it: LASG-WK2\'s '
+                     'test, the history of ||alpha agg||^2'),
         # Rounds with local work (docs/algorithm.md, "Local work"): the
         # upload is the model change Delta_m after K local steps.
         *_local_presets(),

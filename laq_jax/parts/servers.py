@@ -23,6 +23,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from laq_jax import collectives
 from laq_jax import parts as parts_lib
 from laq_jax import registry
 from laq_jax.parts import compressors
@@ -34,7 +35,8 @@ def sgd(step_P, theta_P, hyper):
 
 
 def optax_server(name: str, factory: Callable[..., optax.GradientTransformation],
-                 params: Iterable[parts_lib.Param] = (), doc: str = ''
+                 params: Iterable[parts_lib.Param] = (), doc: str = '', *,
+                 opt_in: bool = False, history: Callable | None = None
                  ) -> parts_lib.Part:
   """A server part from an optax factory.
 
@@ -45,6 +47,9 @@ def optax_server(name: str, factory: Callable[..., optax.GradientTransformation]
       inside the compiled step with the parameters as arrays.
     params: the factory's keyword parameters (`laq_jax.parts.Param` values).
     doc: one line.
+    opt_in: compiled in only where a point uses it (`laq_jax.parts.Part`).
+    history: its entry in the triggers' history (`Part.history`; None: the
+      moved distance).
 
   The optax state is kept as the tuple of its leaves (its structure comes
   from `factory(...).init`), so any transformation's state checkpoints and
@@ -71,7 +76,8 @@ def optax_server(name: str, factory: Callable[..., optax.GradientTransformation]
         step_P, theta_P, hyper, state=state)
   else:
     fn = update
-  return parts_lib.Part('server', name, fn, params, init, doc)
+  return parts_lib.Part('server', name, fn, params, init, doc, opt_in,
+                        history=history)
 
 
 def server(name: str, fn: Callable, *, params: Iterable[parts_lib.Param] = (),
@@ -176,6 +182,14 @@ def cada_amsgrad(learning_rate, b1, b2, eps) -> optax.GradientTransformation:
                        bias_correction_mu=False, bias_correction_nu=False)
 
 
+def sgd_history(step_P, theta_P, new_theta_P, hyper):
+  """||alpha agg||^2, the step SGD would take with the round's aggregate:
+  the history entry CADA's MNIST code records (`utils_gpu.py:
+  update_params_adam`'s diff), whatever its AMSGrad server moved."""
+  del theta_P, new_theta_P
+  return collectives.sum_sq(hyper.step_size * step_P)
+
+
 class FedOptState(NamedTuple):
   """`fedopt`'s state: the first moment m and the second v (pytrees)."""
   m: Any
@@ -259,6 +273,11 @@ REGISTRY: parts_lib.PartRegistry = parts_lib.PartRegistry('server', [
         'cada_amsgrad', cada_amsgrad, _moments(1e-7),
         doc='AMSGrad without bias correction: CADA\'s server and its Adam '
         'baseline (Chen, Guo, Sun, Yin 2021)')),
+    ('cada_amsgrad_mnist', optax_server(
+        'cada_amsgrad_mnist', cada_amsgrad, _moments(1e-7),
+        doc='cada_amsgrad writing ||alpha agg||^2 in the triggers\' '
+        'history, as CADA\'s MNIST code does (its cada1_mnist, cada2_mnist)',
+        opt_in=True, history=sgd_history)),
     ('feddyn_server', parts_lib.Part(
         'server', 'feddyn_server', feddyn, (),
         lambda theta_P, hyper, own: jnp.zeros_like(theta_P),
@@ -276,6 +295,21 @@ __getattr__ = registry.names_attribute(__name__, SERVERS=REGISTRY)
 def index(name: str) -> int:
   """The position of `name` in SERVERS (what `Hyper.server` holds)."""
   return REGISTRY.index(name)
+
+
+def history_entry(step_P, theta_P, new_theta_P, hyper,
+                  parts: Sequence[parts_lib.Part]):
+  """The round's entry in the triggers' history: ||theta^{k+1} -
+  theta^k||^2, or the server's own (`Part.history`) where SERVERS[
+  hyper.server] writes one (a program without such a server computes the
+  moved distance alone)."""
+  entry = collectives.sum_sq(new_theta_P - theta_P)
+  for part in parts:
+    if part.history is not None:
+      entry = jnp.where(hyper.server == index(part.name),
+                        part.history(step_P, theta_P, new_theta_P, hyper),
+                        entry)
+  return entry
 
 
 def init_states(parts: Sequence[parts_lib.Part], theta_P, hyper

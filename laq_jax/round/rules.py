@@ -239,7 +239,7 @@ def step(grads_MxP: jax.Array, state: RuleState, theta_P: jax.Array,
           fields=('parts_M',))
   history, broadcast_P, stats = broadcast_stage(
       new_theta_P, theta_P, state, out, taken, hyper, parts, local,
-      step_count)
+      step_count, step_P)
   new_state = RuleState(out.last_upload_P, out.last_error, out.clock,
                         out.error_P, aggregate_P, history, broadcast_P,
                         out.parts, server)
@@ -351,13 +351,15 @@ def server_stage(step_P, theta_P, state: RuleState, out: Worker, taken,
 
 def broadcast_stage(new_theta_P, theta_P, state: RuleState, out: Worker,
                     taken, hyper: Hyper, parts: Parts,
-                    local: LocalOut | None, step_count=0):
-  """(the history of ||theta^{k+1} - theta^k||^2, what the workers hold
+                    local: LocalOut | None, step_count=0, step_P=None):
+  """(the history of ||theta^{k+1} - theta^k||^2 (or the server's own
+  entry, `servers.history_entry`, from the step it took), what the workers hold
   next, the round's stats with each worker's downlink bits): the
   broadcast (quantized or not), the server's control variate riding
   along, LASG-PS's selected workers pulling theta^k in full precision at
   the round's start, and only participants receiving."""
-  moved = collectives.sum_sq(new_theta_P - theta_P)
+  moved = servers_lib.history_entry(step_P, theta_P, new_theta_P, hyper,
+                                    parts.servers)
   history = jnp.concatenate([moved[None], state.history_D[:-1]])
   broadcast_P, bits_down = broadcast(new_theta_P, state.broadcast_P, hyper,
                                      parts, step_count)
