@@ -417,6 +417,23 @@ def ef21_p_verdict(sweep: dict) -> list[str]:
   return lines + ['']
 
 
+def equal_bits(sweep: dict, a: int, b: int) -> str:
+  """' At equal bits ...': points a's and b's ‖∇f‖² at the last round
+  within the smaller of their uplink totals (per worker), or '' where one
+  diverged."""
+  rows, c = sweep['rows'], sweep['curves']
+  if metrics.row_diverged(rows[a]) or metrics.row_diverged(rows[b]):
+    return ''
+  workers = c['bits'].shape[-1]
+  per = {g: c['cum_bits'][g] / workers for g in (a, b)}
+  budget = min(float(per[g][-1]) for g in (a, b))
+  at = {g: float(mean_grad_sq(sweep, g)[
+      int(np.searchsorted(per[g], budget, side='right')) - 1]) for g in (a, b)}
+  return (f' At equal uplink bits ({budget / 1e6:.4g} Mbits a worker, the '
+          f'smaller run\'s total): {_label(sweep, a)} ‖∇f‖² {at[a]:.4g}, '
+          f'{_label(sweep, b)} {at[b]:.4g}.')
+
+
 # DASHA's "about half of MARINA's bits": a ratio at most this holds.
 HALF_AT_MOST = 0.75
 
@@ -444,11 +461,12 @@ def dasha_verdict(sweep: dict, target: float) -> list[str]:
     why = lambda v, r: (metrics.row_divergence(r) if metrics.row_diverged(r)
                         else f'not reached in {int(r["iterations"]):,} rounds')
     if d is None or m is None:
-      out.append(f'- gamma {gamma:g}: no verdict: DASHA '
+      out.append(f'- gamma {gamma:g}: no verdict on the target: DASHA '
                  + (f'{d:.4g} bits a worker' if d is not None
                     else why(None, d_row))
                  + ', MARINA ' + (f'{m:.4g}' if m is not None
-                                  else why(None, m_row)) + '.')
+                                  else why(None, m_row)) + '.'
+                 + equal_bits(sweep, rows.index(d_row), rows.index(m_row)))
       continue
     ratio = d / m
     out.append(f'- gamma {gamma:g}: DASHA reaches ‖∇f‖² <= {target:g} '
