@@ -835,11 +835,12 @@ def report(workdir: pathlib.Path, size: str, command: str) -> str:
            'point (a logged loss NaN/inf or above 10x f(theta^0)) is named '
            'and ranked with nothing.', '']
   if size != 'full':
-    lines += [f'Size: **{size}**. On this 2-core CPU the sections that need '
-              'full gradients of logistic regression run on the first 6,000 '
-              'training images and fewer rounds than the contract '
-              '(configs/successors.py CPU_SIZE); `--size=full` runs its '
-              'sizes (a GPU\'s job).', '']
+    lines += [f'Size: **{size}**. Where the contract\'s size costs hours on '
+              'a 2-core CPU, a section runs on the first 6,000 or 12,000 '
+              'training images and fewer rounds (each section says its own; '
+              'configs/successors.py CPU_SIZE); `--size=full` runs the '
+              'contract\'s sizes (a GPU\'s job). A sweep whose commit was not '
+              'recorded ran before the study wrote run.json.', '']
   for name in successors.SECTIONS:
     if name == 'clag':
       lines += clag_report(workdir / name, size)
