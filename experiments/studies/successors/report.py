@@ -174,21 +174,29 @@ def first_at(mask_T: np.ndarray) -> int | None:
   return int(hit[0]) if hit.size else None
 
 
-def reach(sweep: dict, g: int, done_T: np.ndarray) -> dict:
-  """What point g took to the first round where `done_T` holds: rounds
-  (the round count, k + 1), local steps per client, total bits (up +
-  down), seconds per profile; {} where it never holds or it diverged."""
+def spent(cum_T: np.ndarray, k: int) -> float:
+  """What the k rounds before theta^k spent (`cum_T` cumulative per round):
+  the suite's convention (`metrics.at_target`)."""
+  return float(cum_T[k - 1]) if k > 0 else 0.0
+
+
+def reach(sweep: dict, g: int, done_K: np.ndarray) -> dict:
+  """What point g took to the first theta^k where `done_K` holds (k =
+  0..T, the curves' index; k = T the final parameters): rounds k, local
+  steps per client, total bits (up + down), seconds per profile, spent by
+  the k rounds before it (as `metrics.at_target` counts); {} where it never
+  holds or it diverged."""
   row = sweep['rows'][g]
-  k = first_at(done_T)
+  k = first_at(done_K)
   if k is None or metrics.row_diverged(row):
     return {}
   c = sweep['curves']
   times = round_times(sweep, g)
   workers = c['bits'].shape[-1]
-  return {'rounds': k + 1,
-          'steps': float(grads(c, g)[:k + 1].sum()) / workers,
-          'bits': float(c['cum_bits'][g, k] + c['cum_bits_down'][g, k]),
-          **{p: float(np.sum(times[p][:k + 1])) for p in PROFILES}}
+  return {'rounds': k,
+          'steps': float(grads(c, g)[:k].sum()) / workers,
+          'bits': spent(c['cum_bits'][g], k) + spent(c['cum_bits_down'][g], k),
+          **{p: float(np.sum(times[p][:k])) for p in PROFILES}}
 
 
 def _label(sweep: dict, g: int) -> str:
@@ -278,7 +286,7 @@ def scaffnew_verdict(sweep: dict) -> list[str]:
     out.append(f'- Linear convergence to {target:g}: **'
                + ('holds' if k is not None else 'does not hold')
                + '**: Scaffnew\'s residual '
-               + (f'reaches {target:g} at round {k + 1:,}' if k is not None
+               + (f'reaches {target:g} after {k:,} rounds' if k is not None
                   else f'ends at {fmt(rows[s]["final_residual"], "sci")}')
                + tail + '.')
   r = res[f]
@@ -306,13 +314,13 @@ def scaffnew_verdict(sweep: dict) -> list[str]:
              'bound' if gd_best > target else '')
     if k_s is None:
       out.append(f'- Fewer rounds than GD: **does not hold**: Scaffnew never '
-                 f'reaches {level:.3g} (GD: round {k_gd + 1:,}).')
+                 f'reaches {level:.3g} (GD: after {k_gd:,} rounds).')
     else:
-      ratio = (k_gd + 1) / (k_s + 1)
+      ratio = k_gd / max(k_s, 1)
       out.append(f'- Fewer rounds than GD: **{"holds" if k_s < k_gd else "does not hold"}'
                  f'**: to the residual {level:.3g} (GD\'s best in the run, or '
-                 f'the target), GD takes {k_gd + 1:,} rounds and Scaffnew '
-                 f'{k_s + 1:,}: {ratio:.1f}-fold (sqrt(kappa) = 1 / p = '
+                 f'the target), GD takes {k_gd:,} rounds and Scaffnew '
+                 f'{k_s:,}: {ratio:.1f}-fold (sqrt(kappa) = 1 / p = '
                  f'{sqrt_kappa:.1f}{bound}).')
   return out + ['', f'Settings from the data (`theory.scaffnew_settings`): '
                 f'gamma = 1 / L_max = {float(rows[s]["scaffnew.lr"]):.4g}, '
@@ -372,14 +380,15 @@ def feddyn_verdict(sweep: dict, target: float) -> list[str]:
 
 
 def accuracy_done(sweep: dict, g: int, target: float) -> np.ndarray:
-  """[T] whether point g's last test accuracy so far is at least `target`
-  (evaluated every `eval_every` rounds: the first evaluation at or above)."""
+  """[T + 1] whether theta^k (k = 0..T) is past the first evaluation at or
+  above `target` (test accuracy every `eval_every` rounds, of theta after
+  that many)."""
   c = sweep['curves']
   steps = np.asarray(c['test_accuracy_steps'])
-  done = np.zeros(c['loss'].shape[1], bool)
+  done = np.zeros(c['loss'].shape[1] + 1, bool)
   hit = np.flatnonzero(c['test_accuracy'][g] >= target)
   if hit.size:
-    done[max(int(steps[hit[0]]) - 1, 0):] = True
+    done[int(steps[hit[0]]):] = True
   return done
 
 
@@ -428,7 +437,8 @@ def equal_bits(sweep: dict, a: int, b: int) -> str:
   per = {g: c['cum_bits'][g] / workers for g in (a, b)}
   budget = min(float(per[g][-1]) for g in (a, b))
   at = {g: float(mean_grad_sq(sweep, g)[
-      int(np.searchsorted(per[g], budget, side='right')) - 1]) for g in (a, b)}
+      min(int(np.searchsorted(per[g], budget, side='right')), len(per[g]) - 1)])
+        for g in (a, b)}
   return (f' At equal uplink bits ({budget / 1e6:.4g} Mbits a worker, the '
           f'smaller run\'s total): {_label(sweep, a)} ‖∇f‖² {at[a]:.4g}, '
           f'{_label(sweep, b)} {at[b]:.4g}.')
@@ -452,7 +462,7 @@ def dasha_verdict(sweep: dict, target: float) -> list[str]:
         continue
       k = first_at(mean_grad_sq(sweep, g) <= target)
       got[row['algo']] = (None if metrics.row_diverged(row) or k is None
-                          else float(sweep['curves']['cum_bits'][g, k])
+                          else spent(sweep['curves']['cum_bits'][g], k)
                           / workers, row)
     gamma = step * workers
     if 'dasha' not in got or 'marina' not in got:
@@ -509,8 +519,9 @@ def ef21_bc_verdict(sweep: dict, level: float, best: dict) -> list[str]:
 
   def bits(g):
     k = first_at(mean_grad_sq(sweep, g) <= level)
-    return (float(c['cum_bits'][g, k]) / workers,
-            float(c['cum_bits'][g, k] + c['cum_bits_down'][g, k]) / workers)
+    return (spent(c['cum_bits'][g], k) / workers,
+            (spent(c['cum_bits'][g], k) + spent(c['cum_bits_down'][g], k))
+            / workers)
 
   ef21 = best.get(('tpc_ef21', None))
   bc = sorted((k, g) for (a, k), (g, _) in best.items() if a == 'ef21_bc')
@@ -546,7 +557,7 @@ def clag_floats(sweep: dict, g: int, norm: float) -> float | None:
   workers = c['bits'].shape[-1]
   num_params = int(sweep['info']['num_params'])
   kept = int(round(float(row['top_k.k'])))
-  uploads = float(c['cum_uploads'][g, k])
+  uploads = spent(c['cum_uploads'][g], k)
   return ((uploads - workers) * kept + workers * num_params) / workers
 
 
@@ -625,8 +636,8 @@ def autoencoder_verdict(sweep: dict) -> list[str]:
   budget = min(float(b[-1]) for b in per_worker.values())
   at = {}
   for a, (g, _) in best.items():
-    k = int(np.searchsorted(per_worker[a], budget, side='right')) - 1
-    at[a] = float(mean_grad_sq(sweep, g)[k])
+    k = int(np.searchsorted(per_worker[a], budget, side='right'))
+    at[a] = float(mean_grad_sq(sweep, g)[min(k, len(per_worker[a]) - 1)])
   lower = at['tpc_v2'] < at['tpc_ef21']
   rows = sweep['rows']
   edge = edge_note(sweep, [g for g, _ in best.values()])
