@@ -58,7 +58,9 @@ class DeployedIsSimulatedTest(parameterized.TestCase):
 
   @parameterized.parameters(('laq', dict(step_size=0.5)), ('lag', {}),
                             ('fedavg', {}), ('fedpaq', {}),
-                            ('tpc_clag', dict(step_size=0.05)))
+                            ('tpc_clag', dict(step_size=0.05)),
+                            ('marina', dict(step_size=0.05)),
+                            ('tpc_v2', dict(step_size=0.05)))
   def test_same_uploads_bits_and_parameters(self, algo, overrides):
     spec, data, hyper = built(algo, **overrides)
     state, trace = loop.run(spec, data, hyper, ROUNDS)
@@ -66,6 +68,10 @@ class DeployedIsSimulatedTest(parameterized.TestCase):
     np.testing.assert_array_equal(sent, np.asarray(trace.sent_M))
     np.testing.assert_array_equal(bits, np.asarray(trace.bits_M))
     self.assertGreater(sent.sum(), 3)  # not only the first round's
+    if algo == 'marina':  # both kinds of round after the warm start's
+      p = spec.problem.num_params()
+      self.assertIn(32 * p, set(bits[1:, 0]))
+      self.assertGreater(len(set(bits[1:, 0])), 1)
     self.assertTrue(np.all(sizes == [[math.ceil(b / 8) for b in r]
                                      for r in bits]))
     np.testing.assert_allclose(np.asarray(server.theta_P),
@@ -89,6 +95,70 @@ class DeployedIsSimulatedTest(parameterized.TestCase):
                                     np.asarray(server.state.last_upload_MxP[m]))
     self.assertEqual([(r.step, r.worker) for r in server.refusals],
                      [(0, 2), (5, 1)])
+
+  def test_ef21_bc_downlink_payloads_are_the_simulated_broadcast(self):
+    # The server sends top_k_down(agg - G) (the warm start's round: G in
+    # full), not theta: each client steps its own theta from the payloads,
+    # one refused client included (it applied the broadcast all the same).
+    spec, data, hyper = built('ef21_bc', step_size=0.05)
+    state, trace = loop.run(spec, data, hyper, ROUNDS)
+    server, clients, sent, bits, _ = deployed(spec, data, hyper)
+    np.testing.assert_array_equal(bits, np.asarray(trace.bits_M))
+    np.testing.assert_array_equal(
+        np.asarray(trace.bits_down_M), np.repeat(
+            np.asarray(server.bits_down)[:, None], 3, 1))
+    p = spec.problem.num_params()
+    self.assertEqual(server.bits_down[0], 32 * p)
+    self.assertLess(server.bits_down[1], 32 * p // 10)
+    message = server.broadcast(0)
+    self.assertIsNone(message.theta_P)
+    self.assertEqual([len(b) for _, b in message.downlinks],
+                     [math.ceil(server.bits_down[-1] / 8)])
+    np.testing.assert_allclose(np.asarray(server.theta_P),
+                               np.asarray(state.theta_P), rtol=1e-5,
+                               atol=1e-7)
+    for m, client in enumerate(clients):  # theta^K from the last payload
+      np.testing.assert_allclose(
+          np.asarray(client.apply_downlinks(server.broadcast(m))),
+          np.asarray(server.theta_P), rtol=1e-5, atol=1e-7)
+    # Client 1 refused in rounds 3..5: it applied those rounds' payloads
+    # (its theta is the others'); the server keeps the payloads from its
+    # last taken round on, 2.
+    refused, others, _, _, _ = deployed(
+        spec, data, hyper, refuse={(3, 1), (4, 1), (5, 1)}, rounds=6)
+    self.assertEqual(sorted(refused.downlinks), [2, 3, 4, 5])
+    self.assertEqual([j for j, _ in refused.broadcast(1).downlinks],
+                     [2, 3, 4, 5])
+    np.testing.assert_array_equal(np.asarray(others[1].held.theta_P),
+                                  np.asarray(others[0].held.theta_P))
+    # a client that lost what it holds cannot step theta: said by name
+    lost = deploy.Client(spec, data, hyper, 1)
+    with self.assertRaisesRegex(ValueError, r'holds theta\^0: the '
+                                "message's payloads start at round 2"):
+      lost.round(refused.broadcast(1)._replace(last_taken=None))
+
+  def test_a_segmented_payload_is_checked_whole(self):
+    # 3PC v2's upload: Rand-K's segment (its mask keyed by round and client)
+    # then top-k's against b. Another client's payload, one cut short or
+    # padded, or declared with other bits: refused, nothing taken.
+    spec, data, hyper = built('tpc_v2', step_size=0.05)
+    clients = [deploy.Client(spec, data, hyper, m) for m in range(3)]
+    server = deploy.Server(spec, hyper)
+    for m, client in enumerate(clients):  # the warm start's round
+      up = client.round(server.broadcast(m))
+      server.receive(m, up.sent, up.payload, up.bits)
+    server.finish_round()
+    ups = [c.round(server.broadcast(m)) for m, c in enumerate(clients)]
+    self.assertEqual(ups[0].format.compressor, 'tpc_v2:randk_b+top_k')
+    self.assertEqual(server.format_for(0), ups[0].format)
+    for payload, bits, why in (
+        (ups[1].payload, ups[1].bits, 'randk_b mask tag .* another round'),
+        (ups[0].payload[:-1], ups[0].bits - 8, 'top_k payload of'),
+        (ups[0].payload + b'\0', ups[0].bits + 8, 'payload of'),
+        (ups[0].payload, ups[0].bits - 1, 'declared as')):
+      with self.subTest(why), self.assertRaisesRegex(wire.WireError, why):
+        server.receive(0, True, payload, bits)
+    server.receive(0, True, ups[0].payload, ups[0].bits)  # still open
 
   @parameterized.parameters(('laq', dict(step_size=0.5)), ('fedlaq', {}))
   def test_a_round_lost_with_the_clients_memory_is_an_absent_one(
@@ -206,17 +276,25 @@ class DeployedIsSimulatedTest(parameterized.TestCase):
       with self.assertRaisesRegex(ValueError, "estimator 'mine' is not "
                                   'deployable.*direct, innovation'):
         deploy.check_deployable(spec, lj.make_hyper('laq_mine'), np.float32)
-    # The 3PC family's two-stage estimators and MARINA's (their uploads
-    # are not ref + C(g - ref) in one format), by name.
-    for algo, what in (('tpc_v2', "estimator 'tpc_v2' is not deployable"),
-                       ('marina', "compressor 'randk' has no wire format")):
-      spec_3pc, _, hyper_3pc = built(algo)
-      with self.assertRaisesRegex(ValueError, what):
-        deploy.check_deployable(spec_3pc, hyper_3pc, np.float32)
-    # EF21-BC's broadcast (the server's compressed aggregate), by name.
-    spec_bc, _, hyper_bc = built('ef21_bc')
-    with self.assertRaisesRegex(ValueError, "broadcast 'ef21bc' is not "
+    # 3PC v1 (idealized: y + C(g - y), the server holds no y) and a
+    # segment in a slot without a format, by name.
+    spec_3pc, _, hyper_3pc = built('tpc_v1')
+    with self.assertRaisesRegex(ValueError, "estimator 'tpc_v1' is not "
+                                'deployable.*innovation, tpc_v2, marina'):
+      deploy.check_deployable(spec_3pc, hyper_3pc, np.float32)
+    spec_3pc, _, hyper_3pc = built('tpc_v2+compressor_b=rand_p')
+    with self.assertRaisesRegex(ValueError, "compressor 'rand_p' .*slot "
+                                'compressor_b.* has no wire format'):
+      deploy.check_deployable(spec_3pc, hyper_3pc, np.float32)
+    # EF21-P's broadcast (thetahat + top_k_down(theta - thetahat): no
+    # wire yet) and EF21-BC's without its server part, by name.
+    spec_p, _, hyper_p = built('ef21_p_dcgd')
+    with self.assertRaisesRegex(ValueError, "broadcast 'ef21p' is not "
                                 'deployable yet'):
+      deploy.check_deployable(spec_p, hyper_p, np.float32)
+    spec_bc, _, hyper_bc = built('ef21_bc+server=sgd')
+    with self.assertRaisesRegex(ValueError, "sends the state of server "
+                                "'ef21bc_server': the run's server is 'sgd'"):
       deploy.check_deployable(spec_bc, hyper_bc, np.float32)
     # Scaffnew's and FedDyn's clients (a state moved after the server's
     # step), FedDyn's server (it reads the round), by name.

@@ -89,6 +89,22 @@ def check_rounds(test, run, algo, overrides, rounds, refused):
                              rtol=1e-5, atol=1e-7)
   return spec, data, hyper
 
+
+def _in_process_app(test):
+  """The example app's module (`laq_app`, APP on sys.path) with Flower's
+  task identity set as a SuperNode sets it; both restored after `test`."""
+  from flwr.supercore.task_identity import TaskIdentity  # pylint: disable=g-import-not-at-top
+  sys.path.insert(0, APP)
+  test.addCleanup(sys.path.remove, APP)
+  import laq_app  # pylint: disable=g-import-not-at-top
+  saved = {k: getattr(TaskIdentity, f'_{k}') for k in
+           ('run_id', 'task_id', 'node_id')}
+  TaskIdentity.run_id, TaskIdentity.task_id, TaskIdentity.node_id = 1, 1, 0
+  test.addCleanup(lambda: [setattr(TaskIdentity, k, v)
+                           for k, v in saved.items()])
+  return laq_app
+
+
 class _InProcessGrid:
   """Flower's Grid as `flower.serve` uses it, its SuperNodes in this
   process: a pushed message runs the ClientApp at once with its node's
@@ -144,16 +160,8 @@ class InProcessTest(absltest.TestCase):
   refusals."""
 
   def test_serve_and_the_client_app_are_the_librarys_rounds(self):
-    from flwr.supercore.task_identity import TaskIdentity  # pylint: disable=g-import-not-at-top
-    sys.path.insert(0, APP)
-    self.addCleanup(sys.path.remove, APP)
-    import laq_app  # pylint: disable=g-import-not-at-top
+    laq_app = _in_process_app(self)
     from laq_jax import flower  # pylint: disable=g-import-not-at-top
-    saved = {k: getattr(TaskIdentity, f'_{k}') for k in
-             ('run_id', 'task_id', 'node_id')}
-    TaskIdentity.run_id, TaskIdentity.task_id, TaskIdentity.node_id = 1, 1, 0
-    self.addCleanup(lambda: [setattr(TaskIdentity, k, v)
-                             for k, v in saved.items()])
     rounds = 5
     # client 2 misbehaves; its claim to be client 0 is not heard (its
     # node's answer, client 2's, is taken)
@@ -200,29 +208,30 @@ class InProcessTest(absltest.TestCase):
 @absltest.skipUnless(HAVE_FLWR, 'flwr not installed: pip install .[flower]')
 @absltest.skipUnless(common.mnist_dir(), 'MNIST not found')
 @pytest.mark.slow  # (issue 54's fast-tier allowance is spent)
-class WarmStartTest(absltest.TestCase):
+class WarmStartAndSegmentsTest(absltest.TestCase):
   """The 3PC family's warm start on Flower: each client's first upload is
-  g uncompressed in the identity format, the rest the run's."""
+  g uncompressed in the identity format, the rest the run's; MARINA's and
+  3PC v2's uploads in their segments (`laq_jax.deploy.uplink`); EF21-BC's
+  broadcast as the server's payloads, each client stepping its own
+  theta."""
 
   def test_served_is_the_librarys_rounds(self):
-    from flwr.supercore.task_identity import TaskIdentity  # pylint: disable=g-import-not-at-top
-    sys.path.insert(0, APP)
-    self.addCleanup(sys.path.remove, APP)
-    import laq_app  # pylint: disable=g-import-not-at-top
+    laq_app = _in_process_app(self)
     from laq_jax import deploy  # pylint: disable=g-import-not-at-top
     from laq_jax import flower  # pylint: disable=g-import-not-at-top
     from laq_jax import wire  # pylint: disable=g-import-not-at-top
-    saved = {k: getattr(TaskIdentity, f'_{k}') for k in
-             ('run_id', 'task_id', 'node_id')}
-    TaskIdentity.run_id, TaskIdentity.task_id, TaskIdentity.node_id = 1, 1, 0
-    self.addCleanup(lambda: [setattr(TaskIdentity, k, v)
-                             for k, v in saved.items()])
-    runs, rounds = (('tpc_clag', dict(step_size=0.05)),), 4
+    runs = (('tpc_clag', dict(step_size=0.05)),
+            ('marina', dict(step_size=0.05)), ('tpc_v2', dict(step_size=0.05)),
+            ('ef21_bc', dict(step_size=0.05)))
+    rounds = 4
     run_config = {'algo': _spec(runs), 'rounds': rounds, 'clients': 3,
                   'train-subset': 1800, 'config': '', 'misbehave': '',
                   'round-timeout-s': 60.0, 'wait-s': 5.0, 'out': ''}
     grid = _InProcessGrid(laq_app.client, run_config, node_ids=(1, 2, 3))
     record = flower.serve(grid, laq_app.make_run, run_config)
+    for algo, overrides in runs[1:]:
+      with self.subTest(algo):
+        check_rounds(self, record[algo], algo, overrides, rounds, set())
     spec, _, hyper = check_rounds(self, record['tpc_clag'], 'tpc_clag',
                                   runs[0][1], rounds, set())
     p = spec.problem.num_params()

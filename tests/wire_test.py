@@ -59,6 +59,30 @@ class RoundTripTest(parameterized.TestCase):
     np.testing.assert_array_equal(wire.decode(fmt, payload, REF),
                                   np.asarray(out.value_P))
 
+  @parameterized.parameters(1, 78, P)
+  def test_randk(self, k):
+    # The mask is drawn from the key on both sides: the payload is the
+    # key's 32-bit tag and the k scaled values, 32 k + 32 bits.
+    out = jax.jit(compressors.randk)(G, REF, KEY,
+                                     _hyper(randk={'k': jnp.float32(k)}))
+    fmt = wire.Format('randk', P, k=k)
+    fields = wire.fields_of(fmt, G, REF, out.value_P, key=KEY)
+    payload = wire.encode(fmt, fields)
+    self.assertEqual(int(out.bits), 32 * k + 32)
+    self.assertLen(payload, 4 * k + 4)
+    self.assertEqual(int(fields['tag']),
+                     int(jax.random.bits(KEY, (), jnp.uint32)))
+    # the kept coordinates are where Q left Qhat, p / k times v there
+    moved = np.flatnonzero(np.asarray(out.value_P) != REF)
+    self.assertTrue(set(moved) <= set(fields['indices_K']))
+    np.testing.assert_array_equal(wire.decode(fmt, payload, REF, key=KEY),
+                                  np.asarray(out.value_P))
+    # another round's (or client's) key: its tag is refused, nothing decoded
+    with self.assertRaisesRegex(wire.WireError, 'mask tag .* another round'):
+      wire.decode(fmt, payload, REF, key=jax.random.fold_in(KEY, 1))
+    with self.assertRaisesRegex(ValueError, 'pass key='):
+      wire.decode(fmt, payload, REF)
+
   def test_identity(self):
     fmt = wire.Format('identity', P)
     payload = wire.encode(fmt, {'value_P': G})

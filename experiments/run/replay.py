@@ -85,6 +85,51 @@ def flops_per_worker_step(config: dict, num_train: int | None = None
   return float(problem.grad_flops_per_sample * samples), problem.num_params()
 
 
+def point_grads(curves: dict, g: int) -> np.ndarray:
+  """[T, M] the gradients each worker of sweep point g computed per round
+  (a full-batch sweep's curves keep none: one each a round)."""
+  if 'grads' in curves:
+    return curves['grads'][g]
+  return np.ones(curves['bits'].shape[1:])
+
+
+def point_bits_down(curves: dict, g: int) -> np.ndarray:
+  """[T, M] each worker's downloaded bits per round at sweep point g (a
+  full-batch sweep's curves keep their sum per round: the same to each)."""
+  if 'bits_down' in curves:
+    return curves['bits_down'][g]
+  per_step = np.diff(curves['cum_bits_down'][g], prepend=0)
+  workers = curves['bits'].shape[-1]
+  return np.repeat(per_step[:, None] / workers, workers, 1)
+
+
+def sweep_point_seconds(sweep: dict, g: int, profiles: Sequence[str]
+                        ) -> dict[str, np.ndarray]:
+  """Sweep point g's seconds per round on each of `profiles`: its
+  per-worker bits, downloads and gradients replayed (`point_bits_down`,
+  `point_grads`).
+
+  Args:
+    sweep: a finished sweep as the study reports load it: `config` (its
+      config.json), `info` (sweep.json), `rows` (results.csv) and `curves`
+      (curves.npz: bits [G, T, M], cum_bits_down [G, T], and grads /
+      bits_down [G, T, M] where the sweep kept them).
+    g: the point's index.
+    profiles: network profile names (`laq_jax.network`).
+  """
+  from laq_jax import network  # pylint: disable=g-import-not-at-top
+  config, curves, row = sweep['config'], sweep['curves'], sweep['rows'][g]
+  bits = curves['bits'][g]
+  workers = bits.shape[1]
+  flops, num_params = flops_per_worker_step(
+      dict(config, algo=row['algo']), sweep['info'].get('num_train'))
+  return {p: np.asarray(network.replay(
+      network.make_network(p, num_workers=workers), np.full(workers, flops),
+      bits, point_bits_down(curves, g), seed=int(row['seed']),
+      grads_TxM=point_grads(curves, g), num_params=num_params).time_s)
+          for p in profiles}
+
+
 def load(workdir) -> dict[str, Any]:
   """A finished run's config, summary, per-step loss and per-worker bits."""
   run = outputs.load_run(workdir)

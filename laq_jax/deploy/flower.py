@@ -21,6 +21,9 @@ records)::
   down  theta^k as a float32 ArrayRecord; a ConfigRecord with k, the
         client's index (the server's: below), the trigger's history (D
         floats) and the last round whose answer the server took from it.
+        Under a broadcast with a wire (EF21-BC's) no theta: a ConfigRecord
+        `down` with the server's payloads of the rounds since then
+        (`rounds`, `payloads`), from which the client steps its own.
   up    a ConfigRecord: `sent`, and on an upload its payload (bytes,
         `wire.encode`: ceil(bits / 8) of them), the bits its compressor
         counted, its format (the compressor and its codec's values,
@@ -58,6 +61,7 @@ import time
 from typing import Callable, Mapping
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 try:
@@ -111,10 +115,14 @@ def _save(context: Context, name: str, client: deploy.Client) -> None:
   leaves = jax.tree.leaves(client.memory)
   previous = (jax.tree.leaves(client.previous) if client.previous is not None
               else [])
+  held = client.held
   context.state[f'{name}.memory'] = ArrayRecord(
       [np.asarray(a) for a in leaves + previous])
+  context.state[f'{name}.held'] = ArrayRecord(
+      [np.asarray(held.theta_P), np.asarray(held.copy_P)])
   context.state[f'{name}.meta'] = ConfigRecord({'previous': bool(previous),
-                                                'ran': client.ran})
+                                                'ran': client.ran,
+                                                'version': held.version})
 
 
 def _load(context: Context, name: str, client: deploy.Client) -> None:
@@ -128,6 +136,9 @@ def _load(context: Context, name: str, client: deploy.Client) -> None:
   if meta['previous']:
     client.previous = jax.tree.unflatten(treedef, arrays[n:2 * n])
   client.ran = int(meta['ran'])
+  theta, copy = context.state[f'{name}.held'].to_numpy_ndarrays()
+  client.held = deploy.Held(jnp.asarray(theta), jnp.asarray(copy),
+                            int(meta['version']))
 
 
 def client_app(make_run: MakeRun, *, misbehave: Callable | None = None
@@ -153,11 +164,15 @@ def client_app(make_run: MakeRun, *, misbehave: Callable | None = None
       worker = int(round_['worker'])
       client = deploy.Client(spec, data, hyper, worker)
       _load(context, name, client)
+      theta = (msg.content[f'{name}.theta'].to_numpy_ndarrays()[0]
+               if f'{name}.theta' in msg.content else None)
+      down = (msg.content[f'{name}.down'] if f'{name}.down' in msg.content
+              else {'rounds': [], 'payloads': []})
       message = deploy.Message(
-          int(round_['step']),
-          msg.content[f'{name}.theta'].to_numpy_ndarrays()[0],
+          int(round_['step']), theta,
           np.asarray(round_['history'], np.float32),
-          int(round_['last-taken']))
+          int(round_['last-taken']),
+          tuple(zip((int(j) for j in down['rounds']), down['payloads'])))
       upload = client.round(message)
       _save(context, name, client)
       fmt = upload.format or client.format  # (the warm start's first: identity)
@@ -283,8 +298,13 @@ def serve(grid: Grid, make_run: MakeRun, run_config: dict) -> dict:
       content = {}
       for s in served:
         msg = s.server.broadcast(w)
-        content[f'{s.name}.theta'] = ArrayRecord(
-            [np.asarray(msg.theta_P, np.float32)])
+        if msg.theta_P is not None:
+          content[f'{s.name}.theta'] = ArrayRecord(
+              [np.asarray(msg.theta_P, np.float32)])
+        if msg.downlinks:  # (a broadcast with a wire: EF21-BC's)
+          content[f'{s.name}.down'] = ConfigRecord({
+              'rounds': [j for j, _ in msg.downlinks],
+              'payloads': [bytes(b) for _, b in msg.downlinks]})
         content[f'{s.name}.round'] = ConfigRecord({
             'step': k, 'worker': w,
             'history': [float(h) for h in msg.history_D],

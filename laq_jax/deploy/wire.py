@@ -11,8 +11,10 @@ format by the codec its part carries (`laq_jax.codecs`: the built-in
 compressors' formats, and how to write one), or has none: this module reads
 the codec off the compressor's part, so it names no compressor, and a
 user's compressor with a codec deploys as a built-in one does. The built-in
-formats: identity, uniform, qsgd, top_k (`FORMATS`, every registered
-compressor with one); rand_p, sign and terngrad have none, nor have the
+formats: identity, uniform, qsgd, top_k, and Rand-K's (randk, randk_b:
+its mask drawn from the compressor key, which `fields_of` and `decode`
+take as `key=`) (`FORMATS`, every registered compressor with one); rand_p,
+sign and terngrad have none, nor have the
 authors' bit counts (`Hyper.authors_code`, which leave out the radius or
 count QSGD their own way).
 
@@ -150,7 +152,8 @@ def bound(num_workers: int) -> float:
 
 
 def decode(fmt: Format, payload: bytes, ref_P: np.ndarray, *,
-           num_workers: int = 1, num_bits: int | None = None) -> np.ndarray:
+           num_workers: int = 1, num_bits: int | None = None,
+           key=None) -> np.ndarray:
   """Q, what the upload reconstructs, from the payload and the server's copy
   of the worker's reference (its last upload for an innovation; zeros for a
   gradient). Raises WireError on any payload the format cannot hold, and on
@@ -159,7 +162,9 @@ def decode(fmt: Format, payload: bytes, ref_P: np.ndarray, *,
   at their top with a radius near float32's largest). `num_bits`, the
   count the client declares beside its payload, must be the payload's:
   its length in bytes, a fixed format's count, where a qsgd payload's
-  entries end (a payload cut at a byte can parse as another update)."""
+  entries end (a payload cut at a byte can parse as another update).
+  `key`: the upload's compressor key, for a codec that draws from it
+  (`needs_key`: Rand-K's mask)."""
   if (isinstance(payload, (bytes, bytearray)) and fmt.fixed_bits() is None
       and len(payload) > payload_bytes(fmt.max_bits())):
     # (a fixed format's exact length is compared before anything is read)
@@ -169,7 +174,7 @@ def decode(fmt: Format, payload: bytes, ref_P: np.ndarray, *,
   if num_bits is not None:
     _check_declared(fmt, payload, num_bits)
   with np.errstate(invalid='ignore', over='ignore'):  # checked just below
-    value = _decode(fmt, payload, ref_P, ends=(ends := []))
+    value = _decode(fmt, payload, ref_P, ends=(ends := []), key=key)
     if num_bits is not None and ends and ends[0] != num_bits:
       raise WireError(f'{fmt.compressor} payload declared as {num_bits} '
                       f'bits: its entries end at bit {ends[0]}')
@@ -204,14 +209,26 @@ def _check_declared(fmt: Format, payload, num_bits) -> None:
 
 
 def _decode(fmt: Format, payload: bytes, ref_P: np.ndarray,
-            ends: list | None = None) -> np.ndarray:
+            ends: list | None = None, key=None) -> np.ndarray:
   """`decode` without the check of the reconstruction; a variable-length
   payload appends to `ends` the bit its entries end at."""
   if not isinstance(payload, (bytes, bytearray)):
     raise WireError(f'payload of type {type(payload).__name__}: bytes '
                     'expected')
   ref = np.asarray(ref_P, np.float32).reshape(-1)
-  return np.asarray(fmt.codec.decode(fmt, bytes(payload), ref, ends))
+  return np.asarray(fmt.codec.decode(fmt, bytes(payload), ref, ends,
+                                     **_key_of(fmt, key)))
+
+
+def _key_of(fmt: Format, key) -> dict:
+  """{'key': key} for a codec that draws from the compressor key
+  (`needs_key`), else {} (a codec written without it keeps working)."""
+  if not getattr(fmt.codec, 'needs_key', False):
+    return {}
+  if key is None:
+    raise ValueError(f'{fmt.compressor}: its format draws from the '
+                     'compressor key: pass key=')
+  return {'key': key}
 
 
 def qsgd_bits(payload_fields: Mapping[str, np.ndarray]) -> int:
@@ -220,15 +237,15 @@ def qsgd_bits(payload_fields: Mapping[str, np.ndarray]) -> int:
 
 
 def fields_of(fmt: Format, grad_P, ref_P, value_P,
-              norm=None) -> dict[str, np.ndarray]:
+              norm=None, key=None) -> dict[str, np.ndarray]:
   """The wire fields of an upload whose compressor turned `grad_P` (with
   error feedback's memory, as compressed) against `ref_P` into `value_P`,
   recomputed the way the compressor computed them (its codec's `fields`).
   QSGD's `norm`, if given, is the compressor's own (`laq_jax.deploy`
   computes it in the compressor's program); its levels are read back off
-  Q."""
+  Q. `key`: the compressor key, for a codec that draws from it."""
   return fmt.codec.fields(fmt, grad_P, np.asarray(ref_P, np.float32),
-                          value_P, norm=norm)
+                          value_P, norm=norm, **_key_of(fmt, key))
 
 
 # FORMATS: the registered compressors with a wire format (one registered

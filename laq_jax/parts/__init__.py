@@ -148,8 +148,11 @@ class Part:
       points use them or not (LASG's and CADA's triggers take a second
       gradient every step and keep a copy of theta per worker; a vmapped
       grid computes every compiled branch).
-    wire: a compressor's wire format (a `laq_jax.codecs.Codec`), or None:
-      it has none and is not deployable (`laq_jax.wire`).
+    wire: a compressor's wire format (a `laq_jax.codecs.Codec`), or an
+      estimator's (a `laq_jax.codecs.Uplink`: its upload in segments), or
+      a broadcast's (a `laq_jax.codecs.Downlink`: what the server sends
+      instead of theta), or None: a compressor or estimator without one is
+      not deployable (`laq_jax.wire`).
     after: a stateful client's update of its state after the server's
       step, `after(params, own_P, local_P, theta_P, new_theta_P) ->
       own_P` from its last local iterate, the parameters it started from
@@ -195,9 +198,10 @@ class Part:
       raise ValueError(f'{self.kind} {show(self.name)} declares a parameter '
                        f'twice: {names}')
     object.__setattr__(self, 'params', params)
-    if self.wire is not None and self.kind != 'compressor':
-      raise ValueError(f'{self.kind} {show(self.name)}: only a compressor '
-                       'has a wire format')
+    if self.wire is not None and self.kind not in ('compressor',
+                                                   'estimator', 'broadcast'):
+      raise ValueError(f'{self.kind} {show(self.name)}: only a compressor, '
+                       'an estimator or a broadcast has a wire format')
     if self.history is not None and self.kind != 'server':
       raise ValueError(f'{self.kind} {show(self.name)}: only a server '
                        'writes its own history entry')
@@ -276,17 +280,22 @@ def trigger(name: str, fn: Callable, *, params: Iterable[Param] = (),
 
 def estimator(name: str, fn: Callable, *, params: Iterable[Param] = (),
               init: Callable | None = None, doc: str = '',
-              opt_in: bool = False) -> Part:
-  """An estimator part (register it in `estimators.REGISTRY`)."""
-  return Part('estimator', name, fn, tuple(params), init, doc, opt_in)
+              opt_in: bool = False, wire: Any = None) -> Part:
+  """An estimator part (register it in `estimators.REGISTRY`); `wire`: its
+  upload's wire (a `laq_jax.codecs.Uplink`), or None (deployable only as
+  the built-ins direct and innovation are: one compressor's payload)."""
+  return Part('estimator', name, fn, tuple(params), init, doc, opt_in,
+              wire=wire)
 
 
 def broadcast(name: str, fn: Callable, *, params: Iterable[Param] = (),
               doc: str = '', opt_in: bool = False,
-              reads: Iterable[str] = ()) -> Part:
-  """A broadcast part (register it in `broadcasts.REGISTRY`)."""
+              reads: Iterable[str] = (), wire: Any = None) -> Part:
+  """A broadcast part (register it in `broadcasts.REGISTRY`); `wire`: a
+  `laq_jax.codecs.Downlink` where the workers do not receive theta itself
+  (EF21-BC's), else None (`laq_jax.deploy` sends theta)."""
   return Part('broadcast', name, fn, tuple(params), None, doc, opt_in,
-              reads=tuple(reads))
+              reads=tuple(reads), wire=wire)
 
 
 class PartRegistry(registry.Registry):

@@ -35,9 +35,11 @@ from typing import Any, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from laq_jax import parts as parts_lib
 from laq_jax import registry
+from laq_jax.parts import codecs
 from laq_jax.parts import compressors
 from laq_jax.parts import quantize
 from laq_jax.show import show
@@ -107,6 +109,23 @@ def ef21bc(inputs: Inputs):
                             compressors.top_k_bits(k, num_params))
 
 
+def _ef21bc_first(hyper, step) -> bool:
+  """The warm start's round: G = agg sent in full (as `ef21bc` counts)."""
+  return bool(np.asarray(hyper.warm_start)) and int(step) == 0
+
+
+# EF21-BC's wire: the server's C_M(agg - G) as a top_k_down payload against
+# G (on the warm start's round G itself, in full); each worker adds it to
+# its G and steps its theta as the server part does (`deploy`).
+_EF21BC_WIRE = codecs.Downlink(
+    server='ef21bc_server',
+    compressor=lambda first: 'identity' if first else 'top_k_down',
+    first=_ef21bc_first,
+    triple=lambda step_P, before, after: (step_P, before.g_P, after.g_P),
+    held=lambda after: after.g_P,
+    step=lambda theta_P, g_P, hyper: theta_P - hyper.step_size * g_P)
+
+
 REGISTRY: parts_lib.PartRegistry = parts_lib.PartRegistry(
     'broadcast', [
         ('full', parts_lib.broadcast(
@@ -119,6 +138,7 @@ REGISTRY: parts_lib.PartRegistry = parts_lib.PartRegistry(
             doc='EF21-P: thetahat + top_k_down(theta - thetahat)')),
         ('ef21bc', parts_lib.broadcast(
             'ef21bc', ef21bc, opt_in=True, reads=('top_k_down',),
+            wire=_EF21BC_WIRE,
             doc='EF21-BC: top_k_down(agg - G), the change of the server '
             'part ef21bc_server; the workers hold theta')),
     ])

@@ -21,6 +21,10 @@ bytes (the last byte's spare bits are 0). The built-in ones::
             code of the level (QSGD's encoding, Alistarh et al. 2017).
   top_k     k indices of ceil(log2 p) bits each, ascending, then their k
             float32 values (k (32 + ceil(log2 p)) bits).
+  randk     the 32-bit tag of the mask's key, then the k kept values, in
+            ascending index order (32 k + 32 bits); the server draws the
+            mask from the run's keyed stream (seed, round, client) and
+            checks the tag (`RandK`; the estimators' uplinks send it).
 
 A codec's decoder raises `WireError` naming what is wrong; `wire.decode`
 adds what every format shares (the declared length, a finite reconstruction
@@ -402,8 +406,124 @@ class TopK(Codec):
     return out
 
 
+class RandK(Codec):
+  """Rand-K: the 32-bit tag of the mask's key, then the k kept values
+  (already scaled by p / k) as float32 in ascending index order (32 k + 32
+  bits). The mask is not sent: it is drawn from the run's keyed stream
+  (`randomness.compress_key(seed, round, client)`, which the server knows),
+  and the tag, the first 32 bits drawn from that key, is checked against
+  the server's own draw (a payload made for another round, client or seed
+  is refused). `count` turns the part's parameter into k, `mask(key, p, k)`
+  is the compressor's own mask and `tag(key)` the 32-bit tag. Its codec
+  needs the key (`needs_key`): `laq_jax.wire` passes it."""
+  value_names = ('k',)
+  needs_key = True
+
+  def __init__(self, count: Callable, mask: Callable, tag: Callable):
+    self._count, self._mask, self._tag = count, mask, tag
+
+  def values(self, num_params, params, hyper):
+    return {'k': int(np.asarray(self._count(np.asarray(params['k']),
+                                            num_params)))}
+
+  def check(self, fmt):
+    if not 1 <= fmt.k <= fmt.num_params:
+      raise ValueError(f'k={fmt.k}: it must be in 1..{fmt.num_params}')
+
+  def fixed_bits(self, fmt):
+    return 32 * fmt.k + 32
+
+  def _indices(self, fmt, key) -> np.ndarray:
+    if key is None:
+      raise ValueError(f'{fmt.compressor}: its wire format needs the '
+                       'compressor key (laq_jax.wire passes key=)')
+    return np.flatnonzero(np.asarray(self._mask(key, fmt.num_params, fmt.k)))
+
+  def fields(self, fmt, grad_P, ref_P, value_P, norm=None, key=None):
+    """The tag and Q - Qhat at the key's k coordinates, as the compressor
+    computed them (p / k times v_i, in float32)."""
+    indices = self._indices(fmt, key)
+    v = (np.asarray(grad_P, np.float32).reshape(-1)
+         - np.asarray(ref_P, np.float32).reshape(-1))
+    scale = np.float32(fmt.num_params) / np.float32(fmt.k)
+    return {'tag': np.uint32(self._tag(key)), 'indices_K': indices,
+            'values_K': scale * v[indices]}
+
+  def encode(self, fmt, fields):
+    values = np.asarray(fields['values_K'], np.float32).reshape(-1)
+    if values.size != fmt.k:
+      raise ValueError(f'{fmt.compressor} sends k = {fmt.k} values')
+    return pack(np.concatenate([uint_bits(fields['tag'], 32),
+                                float_bits(values)]))
+
+  def decode(self, fmt, payload, ref_P, ends=None, key=None):
+    bits = unpack(payload, 32 * fmt.k + 32, fmt.compressor)
+    tag, expected = int(read_uint(bits[:32], 32)[0]), int(self._tag(key))
+    if tag != expected:
+      raise WireError(f'{fmt.compressor} mask tag {tag:#010x}: the run\'s '
+                      f'keyed draw for this round and client is '
+                      f'{expected:#010x} (a payload made for another round, '
+                      'client or seed)')
+    values = finite(read_float(bits[32:]), f'{fmt.compressor} values')
+    indices = self._indices(fmt, key)
+    out = np.array(ref_P, np.float32)
+    out[indices] = out[indices] + values
+    return out
+
+
+class Uplink:
+  """An estimator's wire: how its upload travels when it is not one
+  compressor's payload against a reference (`laq_jax.deploy.uplink`
+  runs it). Its `fn(io, *, params) -> Q` is written once for both halves:
+  it sends segments, each one compressor slot's payload, and returns Q
+  from what they reconstruct and the server's copy of Qhat::
+
+    io.send(slot, x, ref)  the segment of slot 'compressor', 'compressor_b'
+                           or 'identity' compressing x() against ref (None:
+                           0); returns what it reconstructs, ref + C(x - ref)
+    io.qhat                Qhat (the worker's copy, or the server's)
+    io.grad()              g (called only on the worker, inside x)
+    io.state               the estimator's own state before the round (read
+                           only on the worker, inside x)
+    io.coin, io.hyper, io.num_params   the round's u_k, the point's Hyper, p
+
+  MARINA's: `io.qhat + io.send('compressor', lambda: io.grad() -
+  io.state['y'], None)`, or on the coin's rounds `io.send('identity',
+  io.grad, None)`. The segments' formats may depend on the round (its
+  coin), never on the values; every segment but the last takes whole bytes
+  (the payload is their concatenation). `slots`: the compressor slots it
+  may send (each must have a wire format)."""
+
+  def __init__(self, fn: Callable, slots: tuple[str, ...] = ('compressor',)):
+    self.fn, self.slots = fn, tuple(slots)
+
+
+class Downlink:
+  """A broadcast's wire where the server does not send theta: each round it
+  sends a compressor's payload of the change of a state its server part
+  holds (EF21-BC's G), every worker holds a copy of that state and of
+  theta, and steps theta itself (`laq_jax.deploy` runs it)::
+
+    server     the server part whose state the workers copy
+    compressor(first) -> the payload's compressor (its format: `wire`)
+    first(hyper, step) -> whether round `step`'s payload is the warm
+               start's (the state itself, in full)
+    triple(step_P, before, after) -> (x, ref, value): what the server part
+               compressed, against what, into what (its state before and
+               after the round); the payload is `wire.fields_of` of them
+    held(after) -> the copied state's vector (G) from the part's state
+    step(theta_P, held_P, hyper) -> theta^{k+1} from theta^k and the new
+               copy, as the server part steps it (jnp, the server's Hyper)
+  """
+
+  def __init__(self, server: str, compressor: Callable, first: Callable,
+               triple: Callable, held: Callable, step: Callable):
+    self.server, self.compressor, self.first = server, compressor, first
+    self.triple, self.held, self.step = triple, held, step
+
+
 # (WireError, payload_bytes and MAX_BITS are laq_jax.wire's, documented
 # there)
-__all__ = ['Codec', 'Identity', 'Qsgd', 'TopK', 'Uniform', 'finite',
+__all__ = ['Codec', 'Identity', 'Qsgd', 'RandK', 'TopK', 'Uniform', 'Uplink', 'Downlink', 'finite',
            'float_bits', 'pack', 'read_float', 'read_uint', 'uint_bits',
            'unpack']

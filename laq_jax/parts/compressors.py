@@ -43,6 +43,7 @@ so every device layout and every program shape draws the same numbers.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, NamedTuple, Sequence
 
@@ -309,8 +310,21 @@ def _k_param(default: float) -> parts_lib.Param:
 # The after-LAQ family's (docs/algorithm.md, "After LAQ"): Rand-K, and the
 # copies with their own k that a second slot (compressor_b) holds beside
 # the first: opt-in, so no program that does not name them compiles them.
+@functools.partial(jax.jit, static_argnums=1)
+def _randk_wire_mask(key, num_params: int, k):
+  """Rand-K's mask as the compressor draws it (float32: a deployment's)."""
+  return randk_mask(key, num_params, jnp.asarray(k, jnp.int32), jnp.float32)
+
+
+def _randk_wire_tag(key) -> int:
+  """The 32-bit tag of a Rand-K payload: the first 32 bits drawn from its
+  compressor key (`codecs.RandK`)."""
+  return int(jax.random.bits(key, (), jnp.uint32))
+
+
+_RANDK_CODEC = codecs.RandK(top_k_count, _randk_wire_mask, _randk_wire_tag)
 _RANDK = parts_lib.compressor(
-    'randk', randk, params=[_k_param(0.09)], opt_in=True,
+    'randk', randk, params=[_k_param(0.09)], opt_in=True, wire=_RANDK_CODEC,
     doc='Rand-K: k random coordinates scaled by p/k (3PC, MARINA)')
 _TOP_K_B = parts_lib.compressor(
     'top_k_b', _own_group(top_k, 'top_k_b'), params=[_k_param(0.01)],
@@ -323,7 +337,7 @@ _TOP_K_DOWN = parts_lib.compressor(
     doc='top-k with its own k, for the broadcast (EF21-P)')
 _RANDK_B = parts_lib.compressor(
     'randk_b', _own_group(randk, 'randk_b'), params=[_k_param(0.01)],
-    opt_in=True,
+    opt_in=True, wire=_RANDK_CODEC,
     doc='Rand-K with its own k, for the second slot (3PC v2)')
 REGISTRY: parts_lib.PartRegistry = parts_lib.PartRegistry(
     'compressor', [('identity', _IDENTITY), ('uniform', _UNIFORM),

@@ -40,6 +40,7 @@ import jax.numpy as jnp
 from laq_jax import collectives
 from laq_jax import parts as parts_lib
 from laq_jax import registry
+from laq_jax.parts import codecs
 from laq_jax.parts import compressors as compressors_lib
 
 
@@ -278,6 +279,29 @@ def marina(inputs: Inputs, *, params, state):
   return (compressors_lib.Compressed(value, bits), states), {'y': g}
 
 
+# Their wires (`codecs.Uplink`: one fn for the worker's and the server's
+# halves, `laq_jax.deploy.uplink`).
+
+def _full_round(io, params) -> bool:
+  """MARINA's c_k = [u_k < p] as the estimator computes it (float32)."""
+  p = coin_probability(io.hyper, jnp.asarray(params['p'], jnp.float32),
+                       io.num_params)
+  return bool(jnp.asarray(io.coin, jnp.float32) < p)
+
+
+def _marina_uplink(io, *, params):
+  if _full_round(io, params):
+    return io.send('identity', io.grad, None)
+  return io.qhat + io.send('compressor', lambda: io.grad() - io.state['y'],
+                           None)
+
+
+def _tpc_v2_uplink(io, *, params):
+  del params
+  q = io.send('compressor_b', lambda: io.grad() - io.state['y'], None)
+  return io.send('compressor', io.grad, io.qhat + q)
+
+
 _ZETA = parts_lib.Param(
     'zeta', 1.0, check=lambda a: a >= 0, allowed='a finite number >= 0',
     doc='zeta of the LAG test inside 3PC v3')
@@ -298,6 +322,8 @@ REGISTRY: parts_lib.PartRegistry = parts_lib.PartRegistry(
             doc='3PC v1: y + C(g - y) (idealized)')),
         ('tpc_v2', parts_lib.estimator(
             'tpc_v2', tpc_v2, init=_y_init, opt_in=True,
+            wire=codecs.Uplink(_tpc_v2_uplink,
+                               slots=('compressor_b', 'compressor')),
             doc='3PC v2: b = Qhat + Q(g - y), b + C(g - b)')),
         ('tpc_v3', parts_lib.estimator(
             'tpc_v3', tpc_v3, init=_y_init, params=[_ZETA], opt_in=True,
@@ -307,6 +333,8 @@ REGISTRY: parts_lib.PartRegistry = parts_lib.PartRegistry(
             doc='3PC v4: b = Qhat + C2(g - Qhat), b + C(g - b)')),
         ('marina', parts_lib.estimator(
             'marina', marina, init=_y_init, params=[_P], opt_in=True,
+            wire=codecs.Uplink(_marina_uplink,
+                               slots=('identity', 'compressor')),
             doc='MARINA / 3PC v5: g on the coin, else Qhat + C(g - y)')),
         ('dasha', parts_lib.estimator(
             'dasha', dasha, init=_h_init, opt_in=True, params=[

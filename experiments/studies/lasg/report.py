@@ -61,25 +61,9 @@ def load(workdir: pathlib.Path) -> dict:
 
 def times(sweep: dict) -> list[dict[str, float]]:
   """Each point's total simulated seconds on each profile (replayed)."""
-  from laq_jax import network  # pylint: disable=g-import-not-at-top
-  config, curves = sweep['config'], sweep['curves']
-  bits = curves['bits']
-  _, steps, workers = bits.shape
-  out = []
-  for g, row in enumerate(sweep['rows']):
-    flops, num_params = replay_lib.flops_per_worker_step(
-        dict(config, algo=row['algo']), sweep['info'].get('num_train'))
-    if 'grads' in curves:
-      grads, down = curves['grads'][g], curves['bits_down'][g]
-    else:
-      grads = np.ones((steps, workers))
-      per_step = np.diff(curves['cum_bits_down'][g], prepend=0)
-      down = np.repeat(per_step[:, None] / workers, workers, 1)
-    out.append({p: float(np.sum(network.replay(
-        network.make_network(p, num_workers=workers), np.full(workers, flops),
-        bits[g], down, seed=int(row['seed']), grads_TxM=grads,
-        num_params=num_params).time_s)) for p in PROFILES})
-  return out
+  return [{p: float(np.sum(t)) for p, t in
+           replay_lib.sweep_point_seconds(sweep, g, PROFILES).items()}
+          for g in range(len(sweep['rows']))]
 
 
 def section(title: str, sweep: dict) -> list[str]:

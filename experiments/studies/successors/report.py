@@ -130,38 +130,10 @@ def load(folder: pathlib.Path) -> dict | None:
           'run': json.loads(run.read_text()) if run.is_file() else None}
 
 
-def grads(curves: dict, g: int) -> np.ndarray:
-  """[T, M] the gradients each worker computed (a full-batch sweep keeps
-  none: one each a round)."""
-  if 'grads' in curves:
-    return curves['grads'][g]
-  return np.ones(curves['bits'].shape[1:])
-
-
-def bits_down(curves: dict, g: int) -> np.ndarray:
-  """[T, M] each worker's downloaded bits (a full-batch sweep keeps their
-  sum per round: the same to each)."""
-  if 'bits_down' in curves:
-    return curves['bits_down'][g]
-  per_step = np.diff(curves['cum_bits_down'][g], prepend=0)
-  workers = curves['bits'].shape[-1]
-  return np.repeat(per_step[:, None] / workers, workers, 1)
-
-
 def round_times(sweep: dict, g: int) -> dict[str, np.ndarray]:
   """Point g's seconds per round on each profile (its per-worker bits,
   downloads and gradients replayed)."""
-  from laq_jax import network  # pylint: disable=g-import-not-at-top
-  config, curves, row = sweep['config'], sweep['curves'], sweep['rows'][g]
-  bits = curves['bits'][g]
-  flops, num_params = replay_lib.flops_per_worker_step(
-      dict(config, algo=row['algo']), sweep['info'].get('num_train'))
-  workers = bits.shape[1]
-  return {p: np.asarray(network.replay(
-      network.make_network(p, num_workers=workers), np.full(workers, flops),
-      bits, bits_down(curves, g), seed=int(row['seed']),
-      grads_TxM=grads(curves, g), num_params=num_params).time_s)
-          for p in PROFILES}
+  return replay_lib.sweep_point_seconds(sweep, g, PROFILES)
 
 
 def residuals(sweep: dict, g: int) -> np.ndarray:
@@ -194,7 +166,7 @@ def reach(sweep: dict, g: int, done_K: np.ndarray) -> dict:
   times = round_times(sweep, g)
   workers = c['bits'].shape[-1]
   return {'rounds': k,
-          'steps': float(grads(c, g)[:k].sum()) / workers,
+          'steps': float(replay_lib.point_grads(c, g)[:k].sum()) / workers,
           'bits': spent(c['cum_bits'][g], k) + spent(c['cum_bits_down'][g], k),
           **{p: float(np.sum(times[p][:k])) for p in PROFILES}}
 
@@ -251,7 +223,7 @@ def points_table(sweep: dict, target: str, done, measure: str
              'grad': lambda: fmt(float(mean_grad_sq(sweep, g)[-1]), 'sci'),
              }[measure]()
     body.append([_label(sweep, g), fmt(row['iterations']),
-                 fmt(float(grads(c, g).sum()) / workers, '.4g'),
+                 fmt(float(replay_lib.point_grads(c, g).sum()) / workers, '.4g'),
                  fmt(row['total_bits']), fmt(row['total_bits_down']), final,
                  fmt(got.get('rounds')), fmt(got.get('bits'), '.4g'),
                  *(fmt(got.get(p), '.4g') for p in PROFILES),
@@ -426,19 +398,41 @@ def ef21_p_verdict(sweep: dict) -> list[str]:
   return lines + ['']
 
 
+def best_by(sweep: dict, key, value) -> dict:
+  """{key(row): (g, value(g))}: per key the point, not diverged, with the
+  smallest `value(g)` (a grid's best step per preset), in the rows'
+  order of first appearance."""
+  best = {}
+  for g, row in enumerate(sweep['rows']):
+    if metrics.row_diverged(row):
+      continue
+    v = float(value(g))
+    k = key(row)
+    if k not in best or v < best[k][1]:
+      best[k] = (g, v)
+  return best
+
+
+def at_equal_bits(sweep: dict, points) -> tuple[float, dict[int, float]]:
+  """(budget, {g: ‖∇f‖²}): each point's ‖∇f‖² at the last round within
+  the smallest of their uplink totals per worker (the budget)."""
+  c = sweep['curves']
+  workers = c['bits'].shape[-1]
+  per = {g: c['cum_bits'][g] / workers for g in points}
+  budget = min(float(per[g][-1]) for g in points)
+  return budget, {g: float(mean_grad_sq(sweep, g)[
+      min(int(np.searchsorted(per[g], budget, side='right')),
+          len(per[g]) - 1)]) for g in points}
+
+
 def equal_bits(sweep: dict, a: int, b: int) -> str:
   """' At equal bits ...': points a's and b's ‖∇f‖² at the last round
   within the smaller of their uplink totals (per worker), or '' where one
   diverged."""
-  rows, c = sweep['rows'], sweep['curves']
+  rows = sweep['rows']
   if metrics.row_diverged(rows[a]) or metrics.row_diverged(rows[b]):
     return ''
-  workers = c['bits'].shape[-1]
-  per = {g: c['cum_bits'][g] / workers for g in (a, b)}
-  budget = min(float(per[g][-1]) for g in (a, b))
-  at = {g: float(mean_grad_sq(sweep, g)[
-      min(int(np.searchsorted(per[g], budget, side='right')), len(per[g]) - 1)])
-        for g in (a, b)}
+  budget, at = at_equal_bits(sweep, (a, b))
   return (f' At equal uplink bits ({budget / 1e6:.4g} Mbits a worker, the '
           f'smaller run\'s total): {_label(sweep, a)} ‖∇f‖² {at[a]:.4g}, '
           f'{_label(sweep, b)} {at[b]:.4g}.')
@@ -490,20 +484,15 @@ def dasha_verdict(sweep: dict, target: float) -> list[str]:
       'table, so no published numbers stand beside these.', '']
 
 
-def ef21_bc_level(sweep: dict) -> tuple[float, dict]:
+def common_level(sweep: dict) -> tuple[float, dict]:
   """(EF21-BC's section, the autoencoder's table) The level every preset's
-  best point reaches (the largest of their
-  smallest ‖∇f‖²), and {label without alpha: best point} (best:
-  the smallest final ‖∇f‖² over the step grid, not diverged)."""
-  best = {}
-  for g, row in enumerate(sweep['rows']):
-    if metrics.row_diverged(row):
-      continue
-    key = (row['algo'], row.get('top_k_down.k') if row['algo'] == 'ef21_bc'
-           else None)
-    value = float(np.nanmin(mean_grad_sq(sweep, g)))
-    if key not in best or value < best[key][1]:
-      best[key] = (g, value)
+  best point reaches (the largest of their smallest ‖∇f‖²), and
+  {(algo, k_M or None): (best point, its smallest ‖∇f‖²)} (best: the
+  smallest ‖∇f‖² over the step grid, not diverged)."""
+  best = best_by(
+      sweep, lambda row: (row['algo'], row.get('top_k_down.k')
+                          if row['algo'] == 'ef21_bc' else None),
+      lambda g: np.nanmin(mean_grad_sq(sweep, g)))
   if not best:
     return math.nan, {}
   return max(v for _, v in best.values()), best
@@ -619,25 +608,14 @@ def autoencoder_verdict(sweep: dict) -> list[str]:
   """Each preset's best step (smallest final ‖∇f‖², not diverged); their
   ‖∇f‖² at equal uplink bits per worker (the last round within the smaller
   of the two runs' totals)."""
-  c = sweep['curves']
-  workers = c['bits'].shape[-1]
-  best = {}
-  for g, row in enumerate(sweep['rows']):
-    if metrics.row_diverged(row):
-      continue
-    final = float(mean_grad_sq(sweep, g)[-1])
-    if row['algo'] not in best or final < best[row['algo']][1]:
-      best[row['algo']] = (g, final)
+  best = best_by(sweep, lambda row: row['algo'],
+                 lambda g: mean_grad_sq(sweep, g)[-1])
   if {'tpc_ef21', 'tpc_v2'} - set(best):
     return ['- No verdict: ' + ', '.join(
         a for a in ('tpc_ef21', 'tpc_v2') if a not in best)
             + ' diverged at every step.', '']
-  per_worker = {a: c['cum_bits'][g] / workers for a, (g, _) in best.items()}
-  budget = min(float(b[-1]) for b in per_worker.values())
-  at = {}
-  for a, (g, _) in best.items():
-    k = int(np.searchsorted(per_worker[a], budget, side='right'))
-    at[a] = float(mean_grad_sq(sweep, g)[min(k, len(per_worker[a]) - 1)])
+  budget, by_point = at_equal_bits(sweep, [g for g, _ in best.values()])
+  at = {a: by_point[g] for a, (g, _) in best.items()}
   lower = at['tpc_v2'] < at['tpc_ef21']
   rows = sweep['rows']
   edge = edge_note(sweep, [g for g, _ in best.values()])
@@ -673,7 +651,7 @@ def autoencoder_report(folder: pathlib.Path, size: str,
                  else 'all 60,000 training images')
               + f'; wall time {info.get("wall_time_s", math.nan):.0f} s; '
               + provenance(sweep) + '.', '']
-    level, _ = ef21_bc_level(sweep)  # (every preset's best step reaches it)
+    level, _ = common_level(sweep)  # (every preset's best step reaches it)
     lines += points_table(sweep, f'{level:.3g}',
                           lambda g, s=sweep: mean_grad_sq(s, g) <= level, 'grad')
     lines += autoencoder_verdict(sweep)
@@ -686,15 +664,8 @@ def autoencoder_report(folder: pathlib.Path, size: str,
 def _best_points(sweep: dict, key, measure) -> list[int]:
   """Per `key(row)`, the point (not diverged) with the smallest final
   `measure(g)` (a grid's best step per preset)."""
-  best = {}
-  for g, row in enumerate(sweep['rows']):
-    if metrics.row_diverged(row):
-      continue
-    value = float(measure(g)[-1])
-    k = key(row)
-    if k not in best or value < best[k][1]:
-      best[k] = (g, value)
-  return [g for g, _ in best.values()]
+  return [g for g, _ in best_by(sweep, key,
+                                lambda g: measure(g)[-1]).values()]
 
 
 def figure(sweep: dict, points, y, x, xlabel: str, ylabel: str,
@@ -782,7 +753,7 @@ def section(name: str, sweep: dict | None, size: str,
                           lambda g: mean_grad_sq(sweep, g) <= target, 'grad')
     lines += dasha_verdict(sweep, target)
   elif name == 'ef21_bc':
-    level, best = ef21_bc_level(sweep)
+    level, best = common_level(sweep)
     lines += points_table(sweep, f'{level:.3g}',
                           lambda g: mean_grad_sq(sweep, g) <= level, 'grad')
     lines += ef21_bc_verdict(sweep, level, best)
