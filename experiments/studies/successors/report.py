@@ -526,7 +526,8 @@ def ef21_bc_verdict(sweep: dict, level: float, best: dict) -> list[str]:
       'reaches), per worker, each at its best step: EF21 (tpc_ef21) '
       f'{up0:.4g} uplink bits, {total0:.4g} in all; '
       + ', '.join(f'EF21-BC k_M {k:g}: {u:.4g} uplink, {t:.4g} in all'
-                  for k, u, t in ups) + '.',
+                  for k, u, t in ups)
+      + edge_note(sweep, [ef21[0]] + [g for _, g in bc]) + '.',
       f'- Against uplink bits at or above EF21: **'
       f'{"holds" if above else "does not hold"}**; approaching it as k_M '
       f'grows: **{"holds" if closer else "does not hold"}**.',
