@@ -10,6 +10,10 @@ import pytest
 
 import laq_jax as lj
 from laq_jax import deploy, estimators, loop, parts, registry, wire
+from laq_jax.deploy import client as client_lib
+from laq_jax.deploy import common as common_lib
+from laq_jax.deploy import server as server_lib
+from laq_jax.deploy import uplink
 from tests import common
 
 ROUNDS = 20
@@ -161,6 +165,17 @@ class DeployedIsSimulatedTest(parameterized.TestCase):
     ups = [c.round(server.broadcast(m)) for m, c in enumerate(clients)]
     self.assertEqual(ups[0].format.compressor, 'tpc_v2:randk_b+top_k')
     self.assertEqual(server.format_for(0), ups[0].format)
+    # the package's names are its modules' (laq_jax.deploy split in three)
+    self.assertIs(deploy.Client, client_lib.Client)
+    self.assertIs(deploy.Server, server_lib.Server)
+    self.assertIs(deploy.Message, common_lib.Message)
+    # the server's copy of Qhat reads client 0's payload as the server does
+    part = estimators.REGISTRY.get('tpc_v2')
+    q = uplink.decode(part, hyper, 1, 0, ups[0].payload,
+                      np.asarray(server.state.last_upload_MxP[0]),
+                      num_workers=3, num_bits=ups[0].bits)
+    np.testing.assert_allclose(q, np.asarray(clients[0].memory.last_upload_P),
+                               rtol=1e-5, atol=1e-7)
     for payload, bits, why in (
         (ups[1].payload, ups[1].bits, 'randk_b mask tag .* another round'),
         (ups[0].payload[:-1], ups[0].bits - 8, 'top_k payload of'),
