@@ -139,6 +139,7 @@ def encode(fmt: Format, fields: Mapping[str, np.ndarray]) -> bytes:
     uniform   codes_P (integers in 0..2^b - 1), radius
     qsgd      norm, signed_levels_P (integers, |l| <= s)
     top_k     indices_K (ascending), values_K
+    randk     tag (the key's 32 bits), values_K (in ascending index order)
   """
   return fmt.codec.encode(fmt, fields)
 
