@@ -357,6 +357,27 @@ class LasgReportTest(absltest.TestCase):
         f'lasg_wk1_laq (diverged at k=3 {note}).')
 
 
+  def test_cada_against_its_authors_mnist_runs(self):
+    # Uploads as a share of Adam's against the authors' saved 39.6% and
+    # 18.4%, within 25% of theirs (29.7-49.5%, 13.8-23.0%) or not; a
+    # diverged preset named, not compared; no Adam, no line.
+    row = lambda uploads, **kw: dict(total_uploads=uploads, diverged=False,
+                                     **kw)
+    rows = {'cada_adam': row(100_000), 'cada1_mnist': row(49_400),
+            'cada2_mnist': row(23_100)}
+    self.assertEqual(
+        lasg_report.cada_verdict(rows),
+        'CADA against its authors\' MNIST runs: cada1_mnist 49.4% of '
+        'Adam\'s uploads against the authors\' 39.6% (within 25% of theirs, '
+        '29.7-49.5%: **holds**); cada2_mnist 23.1% of Adam\'s uploads '
+        'against the authors\' 18.4% (within 25% of theirs, 13.8-23.0%: '
+        '**does not hold**).')
+    rows['cada1_mnist'] = dict(rows['cada1_mnist'], diverged=True,
+                               diverged_at=40)
+    self.assertIn('cada1_mnist diverged at k=40',
+                  lasg_report.cada_verdict(rows))
+    self.assertEqual(lasg_report.cada_verdict({'sgd': row(10)}), '')
+
   def test_uploads_per_window_and_the_model(self):
     # Uploads of all workers per 100 steps in the first five windows, the
     # middle and the last, against sums by hand; the model line names the

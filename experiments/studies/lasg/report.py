@@ -12,7 +12,11 @@ a logged loss NaN/inf or above 10x f(theta^0); recomputed from curves.npz by
 `outputs.mark_divergence`) is marked with its iteration and compared with
 nothing. The verdict line says which LASG presets ended no more than
 ACCURACY_POINTS below SGD's test accuracy (each with its signed gap) without
-diverging, where SLAQ diverged or not; a diverged SGD is no benchmark.
+diverging, where SLAQ diverged or not; a diverged SGD is no benchmark. A
+sweep with CADA's MNIST presets (configs/lasg.py:cada_mnist) also gets
+`cada_verdict`: each one's uploads as a share of Adam's against the
+authors' saved runs (CADA1 39.6%, CADA2 18.4%), within 25% of theirs or
+not.
 """
 
 from __future__ import annotations
@@ -91,6 +95,8 @@ def section(title: str, sweep: dict) -> list[str]:
   lines += [table(list(COLUMNS), body, 'l' + 'r' * (len(COLUMNS) - 2) + 'l'),
             '']
   lines += [verdict(by_algo), '']
+  cada = cada_verdict(by_algo)
+  lines += [cada, ''] if cada else []
   lines += model_line(sweep) + window_section(sweep)
   return lines
 
@@ -225,7 +231,45 @@ def verdict(by_algo: dict[str, dict]) -> str:
              if bad else '') + '.')
 
 
+# CADA's authors' saved MNIST runs (ChrisYZZ/CADA-master, Python/MNIST:
+# comm_wk1adam.txt, comm_wk2adam.txt at 10,000 iterations): each preset's
+# uploads as a share of their Adam's (99,910), and issue 54's tolerance.
+CADA_MNIST_AUTHORS = {'cada1_mnist': 0.396, 'cada2_mnist': 0.184}
+CADA_RELATIVE = 0.25
+
+
+def cada_verdict(by_algo: dict[str, dict]) -> str:
+  """Where the sweep has CADA's MNIST presets beside `cada_adam`: each one's
+  uploads as a share of Adam's against the authors' saved runs, within
+  CADA_RELATIVE of theirs or not; '' otherwise. A diverged point is named,
+  never compared."""
+  adam = by_algo.get('cada_adam')
+  ours = {a: by_algo[a] for a in CADA_MNIST_AUTHORS if a in by_algo}
+  if adam is None or not ours:
+    return ''
+  if metrics.row_diverged(adam) or not adam['total_uploads']:
+    return (f'CADA against its authors\' MNIST runs: no verdict, Adam '
+            f'{metrics.row_divergence(adam) or "uploaded nothing"}.')
+  parts = []
+  for a, r in ours.items():
+    theirs = CADA_MNIST_AUTHORS[a]
+    if metrics.row_diverged(r):
+      parts.append(f'{a} {metrics.row_divergence(r)}: not compared')
+      continue
+    share = r['total_uploads'] / adam['total_uploads']
+    within = abs(share - theirs) <= CADA_RELATIVE * theirs
+    parts.append(f'{a} {100 * share:.1f}% of Adam\'s uploads against the '
+                 f'authors\' {100 * theirs:.1f}% (within '
+                 f'{100 * CADA_RELATIVE:g}% of theirs, '
+                 f'{100 * theirs * (1 - CADA_RELATIVE):.1f}-'
+                 f'{100 * theirs * (1 + CADA_RELATIVE):.1f}%: **'
+                 f'{"holds" if within else "does not hold"}**)')
+  return 'CADA against its authors\' MNIST runs: ' + '; '.join(parts) + '.'
+
+
 TITLES = {'network': 'The minibatch network (the paper report\'s setting)',
+          'cada_mnist': 'CADA\'s own MNIST setting (M = 10, label-sorted '
+                        'shards, minibatch 12, the authors\' Python code)',
           'lasg_mnist': 'LASG\'s own MNIST setting (M = 20, label-sorted '
                         'shards, minibatch 6)'}
 
