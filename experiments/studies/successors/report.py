@@ -96,9 +96,11 @@ PAPERS = {
                    'EF21 at equal bits. Ours: tpc_ef21 (top-251) and tpc_v2 '
                    '(Rand-125 then top-126: the split is ours), IID and '
                    'label-sorted workers (homogeneity 1 and 0), gamma = 2^j, j '
-                   'in {-18, -16, -14, -12}: below the contract\'s grid, set so '
-                   'after GD at 2^-10 diverged in a tiny run (M = 10); the '
-                   'verdict says where a best step is the grid\'s largest.',
+                   'in {-18, -16, .., -8}: below the contract\'s grid at first '
+                   '(GD at 2^-10 diverged in a tiny run, M = 10), to 2^-8 '
+                   'since 2^-12 was the best of both at the first CPU run; '
+                   'the verdict says where a best step is the grid\'s '
+                   'largest.',
 }
 
 
