@@ -27,8 +27,10 @@ def _now() -> str:
 
 
 def _started() -> dict:
-  """The commit a sweep starts at (and whether the study's sources differ
-  from it: what the process runs is what it loaded then) and when."""
+  """The commit the process starts at (and whether the study's sources
+  differ from it: what the process runs is what it loaded then) and when;
+  taken once per process, so a later sweep of the same process names the
+  code it runs, not a commit made since (`run`)."""
   from experiments.run import results_data  # pylint: disable=g-import-not-at-top
   head, dirty = results_data.commit(
       results_data.ROOT, results_data.study_sources('successors'))
@@ -52,6 +54,7 @@ def run(workdir: pathlib.Path, sections: Sequence[str], *, size: str = 'cpu',
   from experiments.run import grid  # pylint: disable=g-import-not-at-top
   from experiments.run import outputs  # pylint: disable=g-import-not-at-top
   failed = []
+  loaded = None if report_only else _started()  # (the code this process runs)
   if not report_only:
     for section in sections:
       try:
@@ -67,7 +70,7 @@ def run(workdir: pathlib.Path, sections: Sequence[str], *, size: str = 'cpu',
           logging.info('%s: results already there, not run again', name)
           continue
         logging.info('%s (%s size)', name, size)
-        started = _started()
+        started = {**loaded, 'started': _now()}
         try:
           grid.sweep_and_evaluate(config, folder, overwrite=True)
         except Exception:  # pylint: disable=broad-except
