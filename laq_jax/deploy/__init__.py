@@ -26,11 +26,12 @@ fedavgm, fedadam, fedyogi, fedprox, fedpaq, fedlaq, local_sgd, the 3PC
 family's tpc_ef21, tpc_lag and tpc_clag, whose warm start sends a worker's
 first upload, g itself, in the identity format: `warm_format`,
 `Server.format_for`, ...), and those whose parts declare a wire for what
-is not one compressed difference: MARINA's and 3PC v2's uploads travel in
-segments (their estimators' `codecs.Uplink`, run by
-`laq_jax.deploy.uplink`: g on MARINA's coin rounds, else Rand-K of g - y,
-its mask drawn from the compressor key on both sides; 3PC v2's Rand-K then
-top-k), and EF21-BC's broadcast is the server's top_k_down payload of
+is not one compressed difference: MARINA's, 3PC v2's, 3PC v4's, DASHA's
+and DASHA-MVR's uploads travel in segments (their estimators'
+`codecs.Uplink`, run by `laq_jax.deploy.uplink`: g on MARINA's coin rounds,
+else Rand-K of g - y, its mask drawn from the compressor key on both sides;
+3PC v2's Rand-K then top-k; 3PC v4's two top-k; DASHA's Rand-K), and
+EF21-BC's broadcast is the server's top_k_down payload of
 agg - G, from which each client steps its own theta (the broadcast's
 `codecs.Downlink`: `Message.downlinks`, `Held`). All in float32, without
 the authors' bit counts, a quantized broadcast, control variates

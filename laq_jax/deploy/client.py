@@ -185,7 +185,8 @@ class Client:
       payload, fmt, segment_bits = uplink.encode(
           self.uplink, self.hyper, int(message.step), self.worker, sent_P,
           self.previous.last_upload_P,
-          self.previous.parts.get(self.uplink.name))
+          self.previous.parts.get(self.uplink.name),
+          new.parts.get(self.uplink.name))
       if segment_bits != int(bits):
         raise ValueError(f'{fmt.compressor}: its segments take '
                          f'{segment_bits} bits, the round counted {int(bits)}')

@@ -15,7 +15,8 @@ runs three ways: `plan` (the formats alone, from the round: its coin),
 `encode` (the worker: each segment's fields from what it compressed, as
 `wire.fields_of` recomputes them) and `decode` (the server: each segment
 decoded against its reference, `wire.decode` with its checks, and Q from
-them). The payload is the segments' concatenation, each in its
+them). The payload is the segments' bits end to end (one bit string, whole
+bytes at its end only: the counted bits rounded up), each in its
 compressor's format with its compressor key (`randomness.compress_key`;
 the second slot's `fold_in(key, 1)`, as `estimators.estimate` draws it).
 """
@@ -99,7 +100,7 @@ class _Io:
   """What an uplink fn reads (`codecs.Uplink`); `send` is the half's."""
 
   def __init__(self, part, hyper, step, worker, qhat_P, grad=None,
-               state=None):
+               state=None, new_state=None):
     self.part = part
     self.hyper = hyper_lib.cast(hyper, jnp.float32)  # (as the round's)
     self.step, self.worker = int(step), int(worker)
@@ -107,7 +108,7 @@ class _Io:
     self.qhat = np.asarray(qhat_P, np.float32)
     self.coin = np.float32(randomness.round_coin(hyper.seed, self.step,
                                                  jnp.float32))
-    self._grad, self._state = grad, state
+    self._grad, self._state, self._new_state = grad, state, new_state
     self.formats: list[wire.Format] = []
 
   def grad(self):
@@ -123,14 +124,20 @@ class _Io:
                        'server: it is read only inside a segment\'s x')
     return self._state
 
+  @property
+  def new_state(self):
+    if self._new_state is None:
+      raise ValueError('an uplink read the estimator\'s new state on the '
+                       'server: it is read only inside a segment\'s x')
+    return self._new_state
+
   def format_of(self, slot: str) -> wire.Format:
     name = slot_compressor(slot, self.hyper)
     fmt = wire.Format.of(name, self.num_params, self.hyper)
-    last = self.formats[-1].fixed_bits() if self.formats else 0
-    if last is None or last % 8:
+    if self.formats and self.formats[-1].fixed_bits() is None:
       raise ValueError(f'uplink of {self.part.name!r}: segment '
-                       f'{self.formats[-1].compressor!r} does not take whole '
-                       'bytes and is not the last')
+                       f'{self.formats[-1].compressor!r} has no fixed length '
+                       'and is not the last')
     self.formats.append(fmt)
     return fmt
 
@@ -159,7 +166,7 @@ class _Plan(_Io):
 class _Encoder(_Io):
   def __init__(self, *args, **kw):
     super().__init__(*args, **kw)
-    self.payloads: list[bytes] = []
+    self.pieces: list[np.ndarray] = []  # each segment's bits
     self.bits = 0
 
   def send(self, slot: str, x: Callable, ref_P) -> np.ndarray:
@@ -170,9 +177,10 @@ class _Encoder(_Io):
                             jnp.asarray(ref), key, self.hyper)
     value = np.asarray(value, np.float32)
     fields = wire.fields_of(fmt, x_P, ref, value, key=key)
-    self.payloads.append(wire.encode(fmt, fields))
-    self.bits += (int(bits) if fmt.fixed_bits() is None
-                  else fmt.fixed_bits())
+    count = int(bits) if fmt.fixed_bits() is None else fmt.fixed_bits()
+    self.pieces.append(np.unpackbits(np.frombuffer(
+        wire.encode(fmt, fields), np.uint8))[:count])
+    self.bits += count
     return value
 
 
@@ -180,25 +188,26 @@ class _Decoder(_Io):
   def __init__(self, *args, payload: bytes, num_workers: int,
                num_bits: int | None, **kw):
     super().__init__(*args, **kw)
-    self.payload, self.num_workers = payload, num_workers
-    self.declared = num_bits
-    self.at = 0
-    self.bits = 0
+    self.stream = np.unpackbits(np.frombuffer(payload, np.uint8))
+    self.num_workers, self.declared = num_workers, num_bits
+    self.at = 0  # the bits read
 
   def send(self, slot: str, x: Callable, ref_P) -> np.ndarray:
     del x
     fmt = self.format_of(slot)
-    fixed = fmt.fixed_bits()
-    if fixed is None:  # the last segment: the rest, its end checked
-      piece = self.payload[self.at:]
-      bits = None if self.declared is None else self.declared - self.bits
-    else:
-      piece = self.payload[self.at:self.at + wire.payload_bytes(fixed)]
-      bits = fixed
-    self.at += len(piece)
-    self.bits += fixed or 0
-    return wire.decode(fmt, piece, self.reference(ref_P),
-                       num_workers=self.num_workers, num_bits=bits,
+    bits = fmt.fixed_bits()
+    if bits is None:  # (the last segment) the rest, or the declared rest
+      bits = (len(self.stream) - self.at if self.declared is None
+              else self.declared - self.at)
+    piece = self.stream[self.at:self.at + bits]
+    if len(piece) < bits or bits < 0:
+      raise wire.WireError(f'{fmt.compressor} segment of {bits} bits: the '
+                           f'payload has {len(self.stream) - self.at} left')
+    self.at += bits
+    return wire.decode(fmt, codecs.pack(piece), self.reference(ref_P),
+                       num_workers=self.num_workers,
+                       num_bits=bits if fmt.fixed_bits() is not None or
+                       self.declared is not None else None,
                        key=self.key(slot))
 
 
@@ -209,14 +218,15 @@ def plan(part, hyper, step: int, num_params: int) -> UplinkFormat:
   return io.uplink_format()
 
 
-def encode(part, hyper, step: int, worker: int, grad_P, qhat_P, state
-           ) -> tuple[bytes, UplinkFormat, int]:
-  """The worker's payload (the segments' concatenation), its format and
-  its bits, from g, its copy of Qhat and the estimator's state before the
-  round."""
-  io = _Encoder(part, hyper, step, worker, qhat_P, grad=grad_P, state=state)
+def encode(part, hyper, step: int, worker: int, grad_P, qhat_P, state,
+           new_state=None) -> tuple[bytes, UplinkFormat, int]:
+  """The worker's payload (the segments' bits end to end), its format and
+  its bits, from g, its copy of Qhat and the estimator's state before and
+  after the round."""
+  io = _Encoder(part, hyper, step, worker, qhat_P, grad=grad_P, state=state,
+                new_state=new_state)
   io.run()
-  return b''.join(io.payloads), io.uplink_format(), io.bits
+  return codecs.pack(np.concatenate(io.pieces)), io.uplink_format(), io.bits
 
 
 def decode(part, hyper, step: int, worker: int, payload: bytes, qhat_P, *,
@@ -227,13 +237,22 @@ def decode(part, hyper, step: int, worker: int, payload: bytes, qhat_P, *,
   if not isinstance(payload, (bytes, bytearray)):
     raise wire.WireError(f'payload of type {type(payload).__name__}: bytes '
                          'expected')
+  planned = plan(part, hyper, step, int(np.shape(qhat_P)[-1]))
+  longest = sum(f.max_bits() for f in planned.segments)
+  if len(payload) > wire.payload_bytes(longest):
+    raise wire.WireError(f'{planned.compressor} payload of {len(payload):,} '
+                         f'bytes: a valid one takes at most '
+                         f'{wire.payload_bytes(longest):,} (refused before it '
+                         'is read)')
   io = _Decoder(part, hyper, step, worker, qhat_P, payload=bytes(payload),
                 num_workers=num_workers, num_bits=num_bits)
   value = np.asarray(io.run(), np.float32)
   fmt = io.uplink_format()
-  if io.at != len(payload):
+  if len(payload) != wire.payload_bytes(io.at) or io.stream[io.at:].any():
     raise wire.WireError(f'{fmt.compressor} payload of {len(payload)} bytes: '
-                         f'its segments take {io.at}')
+                         f'its segments take {io.at} bits '
+                         f'({wire.payload_bytes(io.at)} bytes, the spare bits '
+                         '0)')
   fixed = fmt.fixed_bits()
   if num_bits is not None and fixed is not None and num_bits != fixed:
     raise wire.WireError(f'{fmt.compressor} payload declared as {num_bits} '

@@ -485,14 +485,16 @@ class Uplink:
     io.grad()              g (called only on the worker, inside x)
     io.state               the estimator's own state before the round (read
                            only on the worker, inside x)
+    io.new_state           and after it (DASHA-MVR's h')
     io.coin, io.hyper, io.num_params   the round's u_k, the point's Hyper, p
 
   MARINA's: `io.qhat + io.send('compressor', lambda: io.grad() -
   io.state['y'], None)`, or on the coin's rounds `io.send('identity',
   io.grad, None)`. The segments' formats may depend on the round (its
-  coin), never on the values; every segment but the last takes whole bytes
-  (the payload is their concatenation). `slots`: the compressor slots it
-  may send (each must have a wire format)."""
+  coin), never on the values; every segment but the last has a fixed length
+  (the payload is their bits end to end, rounded up to whole bytes once).
+  `slots`: the compressor slots it may send (each must have a wire
+  format)."""
 
   def __init__(self, fn: Callable, slots: tuple[str, ...] = ('compressor',)):
     self.fn, self.slots = fn, tuple(slots)

@@ -36,6 +36,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from laq_jax import collectives
 from laq_jax import parts as parts_lib
@@ -302,6 +303,27 @@ def _tpc_v2_uplink(io, *, params):
   return io.send('compressor', io.grad, io.qhat + q)
 
 
+def _tpc_v4_uplink(io, *, params):
+  del params
+  b = io.send('compressor_b', io.grad, io.qhat)
+  return io.send('compressor', io.grad, b)
+
+
+def _dasha_uplink(io, *, params):
+  """c = C(h' - h - a (Qhat - h)) against 0, Q = Qhat + c: h' = g for
+  DASHA, DASHA-MVR's momentum estimate (the state after the round)."""
+  omega = _omega(io.hyper, jnp.float32, io.num_params)
+  a = jnp.asarray(params['a'], jnp.float32)
+  a = np.float32(jnp.where(a > 0, a, 1 / (2 * omega + 1)))
+
+  def x():
+    h = np.asarray(io.state['h'], np.float32)
+    new_h = np.asarray(io.new_state['h'], np.float32)
+    return new_h - h - a * (io.qhat - h)
+
+  return io.qhat + io.send('compressor', x, None)
+
+
 _ZETA = parts_lib.Param(
     'zeta', 1.0, check=lambda a: a >= 0, allowed='a finite number >= 0',
     doc='zeta of the LAG test inside 3PC v3')
@@ -330,6 +352,8 @@ REGISTRY: parts_lib.PartRegistry = parts_lib.PartRegistry(
             doc='3PC v3: LAG\'s full gradient, else an EF21 step')),
         ('tpc_v4', parts_lib.estimator(
             'tpc_v4', tpc_v4, init=_y_init, opt_in=True,
+            wire=codecs.Uplink(_tpc_v4_uplink,
+                               slots=('compressor_b', 'compressor')),
             doc='3PC v4: b = Qhat + C2(g - Qhat), b + C(g - b)')),
         ('marina', parts_lib.estimator(
             'marina', marina, init=_y_init, params=[_P], opt_in=True,
@@ -337,14 +361,16 @@ REGISTRY: parts_lib.PartRegistry = parts_lib.PartRegistry(
                                slots=('identity', 'compressor')),
             doc='MARINA / 3PC v5: g on the coin, else Qhat + C(g - y)')),
         ('dasha', parts_lib.estimator(
-            'dasha', dasha, init=_h_init, opt_in=True, params=[
+            'dasha', dasha, init=_h_init, opt_in=True,
+            wire=codecs.Uplink(_dasha_uplink), params=[
                 parts_lib.Param(
                     'a', 0.0, check=lambda a: (a >= 0) & (a <= 1),
                     allowed='a number in [0, 1] (0: 1 / (2 omega + 1))',
                     doc='a, the momentum of DASHA\'s estimate')],
             doc='DASHA: Qhat + C(g - h - a (Qhat - h)), h <- g')),
         ('dasha_mvr', parts_lib.estimator(
-            'dasha_mvr', dasha_mvr, init=_mvr_init, opt_in=True, params=[
+            'dasha_mvr', dasha_mvr, init=_mvr_init, opt_in=True,
+            wire=codecs.Uplink(_dasha_uplink), params=[
                 parts_lib.Param(
                     'a', 0.0, check=lambda a: (a >= 0) & (a <= 1),
                     allowed='a number in [0, 1] (0: 1 / (2 omega + 1))',
