@@ -122,7 +122,6 @@ _EF21BC_WIRE = codecs.Downlink(
     compressor=lambda first: 'identity' if first else 'top_k_down',
     first=_ef21bc_first,
     triple=lambda step_P, before, after: (step_P, before.g_P, after.g_P),
-    held=lambda after: after.g_P,
     step=lambda theta_P, g_P, hyper: theta_P - hyper.step_size * g_P)
 
 

@@ -512,16 +512,16 @@ class Downlink:
                start's (the state itself, in full)
     triple(step_P, before, after) -> (x, ref, value): what the server part
                compressed, against what, into what (its state before and
-               after the round); the payload is `wire.fields_of` of them
-    held(after) -> the copied state's vector (G) from the part's state
+               after the round); the payload is `wire.fields_of` of them,
+               and each worker's copy becomes the value it decodes
     step(theta_P, held_P, hyper) -> theta^{k+1} from theta^k and the new
                copy, as the server part steps it (jnp, the server's Hyper)
   """
 
   def __init__(self, server: str, compressor: Callable, first: Callable,
-               triple: Callable, held: Callable, step: Callable):
+               triple: Callable, step: Callable):
     self.server, self.compressor, self.first = server, compressor, first
-    self.triple, self.held, self.step = triple, held, step
+    self.triple, self.step = triple, step
 
 
 # (WireError, payload_bytes and MAX_BITS are laq_jax.wire's, documented
