@@ -17,6 +17,7 @@ from laq_jax.parts import compressors
 from laq_jax.parts import estimators
 from laq_jax.parts import servers as servers_lib
 from laq_jax.round import hyper as hyper_lib
+from laq_jax.round import participation
 from laq_jax.round import rules
 from laq_jax.round.hyper import Hyper
 from laq_jax.round.spec import RunSpec
@@ -140,9 +141,14 @@ def check_deployable(spec: RunSpec, hyper: Hyper, dtype) -> str:
     if server != down.server:
       raise ValueError(f'broadcast {broadcast!r} sends the state of server '
                        f'{down.server!r}: the run\'s server is {server!r}')
-    fmt = wire.Format.of(down.compressor(False), spec.problem.num_params(),
-                         hyper)
-    del fmt  # (its compressor has a format: Format.of refuses one without)
+    # its compressor must have a wire format (Format.of refuses one without)
+    wire.Format.of(down.compressor(False), spec.problem.num_params(), hyper)
+    if int(np.asarray(hyper.absent)) == participation.ABSENT.index('drop'):
+      raise ValueError(f'broadcast {broadcast!r} with absent=\'drop\' is not '
+                       'deployable: a round no client answers leaves the '
+                       'server\'s theta where it was while each client '
+                       'steps its own from the broadcast; use '
+                       'absent=\'stale\'')
   if (spec.downlink and down is None
       and int(np.asarray(hyper.downlink_bits)) > 0):
     raise ValueError('a quantized broadcast (downlink_bits > 0) is not '

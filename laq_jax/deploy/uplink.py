@@ -111,25 +111,25 @@ class _Io:
     self._grad, self._state, self._new_state = grad, state, new_state
     self.formats: list[wire.Format] = []
 
+  @staticmethod
+  def _worker_only(value, what: str):
+    """A value only the worker holds (g, the estimator's state): reading
+    it on the server is refused."""
+    if value is None:
+      raise ValueError(f'an uplink read {what} on the server: it is read '
+                       'only inside a segment\'s x (the worker\'s half)')
+    return value
+
   def grad(self):
-    if self._grad is None:
-      raise ValueError('an uplink read g on the server: g is read only '
-                       'inside a segment\'s x (the worker\'s half)')
-    return np.asarray(self._grad, np.float32)
+    return np.asarray(self._worker_only(self._grad, 'g'), np.float32)
 
   @property
   def state(self):
-    if self._state is None:
-      raise ValueError('an uplink read the estimator\'s state on the '
-                       'server: it is read only inside a segment\'s x')
-    return self._state
+    return self._worker_only(self._state, 'the estimator\'s state')
 
   @property
   def new_state(self):
-    if self._new_state is None:
-      raise ValueError('an uplink read the estimator\'s new state on the '
-                       'server: it is read only inside a segment\'s x')
-    return self._new_state
+    return self._worker_only(self._new_state, 'the estimator\'s new state')
 
   def format_of(self, slot: str) -> wire.Format:
     name = slot_compressor(slot, self.hyper)

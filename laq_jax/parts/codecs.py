@@ -344,9 +344,9 @@ class Qsgd(Codec):
     return (ref_P + norm * signs * level / s).astype(np.float32)
 
 
-class TopK(Codec):
-  """k ascending indices of ceil(log2 p) bits, then their k float32 values;
-  `count` turns the part's parameter into k."""
+class _KCodec(Codec):
+  """A codec that keeps k of the p coordinates: `count` turns the part's
+  parameter `k` into k, checked against 1..p."""
   value_names = ('k',)
 
   def __init__(self, count: Callable):
@@ -359,6 +359,11 @@ class TopK(Codec):
   def check(self, fmt):
     if not 1 <= fmt.k <= fmt.num_params:
       raise ValueError(f'k={fmt.k}: it must be in 1..{fmt.num_params}')
+
+
+class TopK(_KCodec):
+  """k ascending indices of ceil(log2 p) bits, then their k float32 values;
+  `count` turns the part's parameter into k."""
 
   @staticmethod
   def index_bits(fmt) -> int:
@@ -406,7 +411,7 @@ class TopK(Codec):
     return out
 
 
-class RandK(Codec):
+class RandK(_KCodec):
   """Rand-K: the 32-bit tag of the mask's key, then the k kept values
   (already scaled by p / k) as float32 in ascending index order (32 k + 32
   bits). The mask is not sent: it is drawn from the run's keyed stream
@@ -416,19 +421,11 @@ class RandK(Codec):
   is refused). `count` turns the part's parameter into k, `mask(key, p, k)`
   is the compressor's own mask and `tag(key)` the 32-bit tag. Its codec
   needs the key (`needs_key`): `laq_jax.wire` passes it."""
-  value_names = ('k',)
   needs_key = True
 
   def __init__(self, count: Callable, mask: Callable, tag: Callable):
-    self._count, self._mask, self._tag = count, mask, tag
-
-  def values(self, num_params, params, hyper):
-    return {'k': int(np.asarray(self._count(np.asarray(params['k']),
-                                            num_params)))}
-
-  def check(self, fmt):
-    if not 1 <= fmt.k <= fmt.num_params:
-      raise ValueError(f'k={fmt.k}: it must be in 1..{fmt.num_params}')
+    super().__init__(count)
+    self._mask, self._tag = mask, tag
 
   def fixed_bits(self, fmt):
     return 32 * fmt.k + 32
