@@ -45,7 +45,14 @@ class RunSpecTest(parameterized.TestCase):
       ('workers_bool', dict(num_workers=True),
        r'num_workers=True is not allowed: it must be an integer >= 1'),
       ('memory', dict(memory=0),
-       r'memory=0 is not allowed: D must be an integer >= 1'),
+       r'memory=0 is not allowed: it must be an integer >= 1 and <= '
+       r'100,000 \(D, the history length\)'),
+      ('memory_huge', dict(memory=10**6),
+       r'memory=1000000 is not allowed: it must be an integer >= 1 and <= '
+       r'100,000'),
+      ('round_size', dict(round_size=-1, participation=True),
+       r'round_size=-1 is not allowed: it must be an integer >= 0 \(0: every '
+       r'client computed\)'),
       ('batch', dict(stochastic=True, batch_size=0),
        r'batch_size=0 is not allowed: it must be an integer >= 1'),
       ('stochastic', dict(stochastic='yes'),
@@ -53,8 +60,8 @@ class RunSpecTest(parameterized.TestCase):
       ('downlink', dict(downlink=1),
        r'downlink=1 is not allowed: it must be True or False'),
       ('loss_every', dict(loss_every=-1),
-       r'loss_every=-1 is not allowed: it must be an integer >= 1, or 0 for '
-       r'the default \(1 full batch, 10 minibatch\)'),
+       r'loss_every=-1 is not allowed: it must be an integer >= 0 \(0: 1 for '
+       r'full-batch runs, 10 for minibatch runs\)'),
       ('loss_every_bool', dict(loss_every=True),
        r'loss_every=True is not allowed'),
       ('grid_axis', dict(grid_axis=None),
@@ -76,6 +83,27 @@ class RunSpecTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, pattern) as caught:
       lj.RunSpec(**kwargs)
     self.assertNotIn('\n', str(caught.exception))
+
+  def test_the_run_and_the_config_share_one_schema(self):
+    # Each run integer RunSpec takes is refused with the config's words
+    # (after "it must be"): both read laq_jax.round.fields.RUN_INTEGERS.
+    from experiments.run import config as config_lib  # pylint: disable=g-import-not-at-top
+    from configs import default  # pylint: disable=g-import-not-at-top
+    for name, bad_value in (('num_workers', 0), ('memory', 100_001),
+                            ('loss_every', -2), ('batch_size', 0)):
+      kwargs = {'problem': problem(), 'num_workers': M, 'stochastic': True,
+                name: bad_value}
+      with self.assertRaises(ValueError) as spec_error:
+        lj.RunSpec(**kwargs)
+      config = default.get_config()
+      config[name] = bad_value
+      with self.assertRaises(ValueError) as config_error:
+        config_lib.validate_config(config)
+      spec_words = str(spec_error.exception).partition('it must be ')[2]
+      self.assertEqual(str(config_error.exception),
+                       f'config.{name}={bad_value!r} is not allowed: it must '
+                       f'be {spec_words}')
+      self.assertIn('an integer >=', spec_words)
 
   def test_a_full_batch_run_ignores_the_batch_size(self):
     self.assertEqual(lj.RunSpec(problem(), M, batch_size=0).batch_size, 0)

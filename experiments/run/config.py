@@ -25,11 +25,11 @@ from laq_jax import data as data_lib
 from laq_jax import parts as parts_lib
 from laq_jax import sharding
 from laq_jax import sweep as sweep_lib
-from laq_jax.hyper import (ALGORITHMS, DEFAULTS, SLOTS, Algorithm,
-                           check_value, check_participation, compose,
-                           get_algorithm, is_integer, is_number,
+from laq_jax.hyper import (ALGORITHMS, DEFAULTS, RUN_INTEGERS, SLOTS,
+                           Algorithm, check_value, check_participation,
+                           compose, get_algorithm, is_integer, is_number,
                            make_network, parse_slot)
-from laq_jax.loop import GRID_AXES, MINIBATCH_LOSS_EVERY
+from laq_jax.loop import GRID_AXES
 from laq_jax import problems as problems_lib
 
 FIELDS = tuple(default_config.get_config().keys())
@@ -48,10 +48,6 @@ MNIST_TRAIN_SIZE = data_lib.kinds.MNIST_TRAIN_SIZE
 # (points batched into wider products, equal to the run alone to rounding
 # only), see `laq_jax.RunSpec.grid_axis`.
 SWEEP_FIELDS = ('sweep', 'sweep_batch_size')
-INT32_MAX = 2**31 - 1
-# D, LAQ's history length (the paper's 10): D floats in every program, and a
-# threshold summing them every step; beyond this a typo, not a setting.
-MAX_MEMORY = 100_000
 OPTIONAL_SWEEP_FIELDS = ('algo_settings', 'sweep_grid_axis')
 
 
@@ -222,11 +218,10 @@ def validate_config(config, *, allow_extra: Iterable[str] = ()) -> None:
     if c[name] not in allowed:
       raise bad(name, c[name], f'one of {", ".join(map(repr, allowed))}')
 
-  def integer(name, low, extra='', high=None):
-    if not is_integer(c[name]) or c[name] < low or (
-        high is not None and c[name] > high):
-      raise bad(name, c[name], f'an integer >= {low}' + (
-          f' and <= {high:,}' if high is not None else '') + extra)
+  def integer(name):  # the run's schema (laq_jax.round.fields)
+    field = RUN_INTEGERS[name]
+    if not field.ok(c[name]):
+      raise bad(name, c[name], field.allowed)
 
   if isinstance(c['algo'], str) and '+' in c['algo']:  # 'laq+server=adam'
     try:
@@ -258,19 +253,10 @@ def validate_config(config, *, allow_extra: Iterable[str] = ()) -> None:
   choice('split', data_lib.SPLITS)
   choice('precision', PRECISIONS)
   choice('workers_on', sharding.WORKERS_ON)
-  integer('num_workers', 1)
-  # The step counter is int32; the history is D floats in every program.
-  integer('num_iters', 1, ' (the step counter is int32)', high=INT32_MAX)
-  integer('memory', 1, ' (D, the history length)', high=MAX_MEMORY)
-  integer('batch_size', 1)
-  integer('hidden', 1)
-  integer('data_seed', 0)
-  integer('train_subset', 0, ' (0 uses every training sample)')
-  integer('eval_every', 1, high=INT32_MAX)
-  integer('loss_every', 0, ' (0: 1 for full-batch runs, '
-          f'{MINIBATCH_LOSS_EVERY} for minibatch runs)')
-  integer('checkpoint_every', 0, ' (0 turns checkpoints off)',
-          high=INT32_MAX)
+  for name in ('num_workers', 'num_iters', 'memory', 'batch_size', 'hidden',
+               'data_seed', 'train_subset', 'eval_every', 'loss_every',
+               'checkpoint_every'):
+    integer(name)
   every, chunk = c['checkpoint_every'], c['eval_every']
   if every % chunk:
     near = [n for n in (every // chunk * chunk, (every // chunk + 1) * chunk)

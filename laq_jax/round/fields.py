@@ -211,6 +211,62 @@ ARRAYS = tuple(a for f in FIELDS for a in f.arrays)
 FLOAT_ARRAYS = FLOAT_FIELDS + tuple(f.arrays[1] for f in FIELDS
                                     if f.kind == 'schedule')
 
+# The run's integer fields (RunSpec's, the config's): one schema, read by
+# `laq_jax.RunSpec` and by experiments/run/config.py's `validate_config`
+# (its messages say config.NAME=VALUE, RunSpec's NAME=VALUE; the words after
+# "it must be" are `RunInteger.allowed` for both).
+# D, LAQ's history length (the paper's 10): D floats in every program, and a
+# threshold summing them every step; beyond this a typo, not a setting.
+MAX_MEMORY = 100_000
+MINIBATCH_LOSS_EVERY = 10  # a minibatch run's loss_every by default
+
+
+@dataclasses.dataclass(frozen=True)
+class RunInteger:
+  """One integer field of a run, and what it allows: low..high (high None:
+  no bound), `note` said after the range."""
+  name: str
+  low: int
+  high: int | None = None
+  note: str = ''
+
+  @property
+  def allowed(self) -> str:
+    return (f'an integer >= {self.low}'
+            + (f' and <= {self.high:,}' if self.high is not None else '')
+            + (f' ({self.note})' if self.note else ''))
+
+  def ok(self, value) -> bool:
+    return is_integer(value) and self.low <= value and (
+        self.high is None or value <= self.high)
+
+
+RUN_INTEGERS = {f.name: f for f in (
+    RunInteger('num_workers', 1),
+    RunInteger('num_iters', 1, _INT32_MAX, 'the step counter is int32'),
+    RunInteger('memory', 1, MAX_MEMORY, 'D, the history length'),
+    RunInteger('batch_size', 1),
+    RunInteger('round_size', 0, None, '0: every client computed'),
+    RunInteger('hidden', 1),
+    RunInteger('data_seed', 0),
+    RunInteger('train_subset', 0, None, '0 uses every training sample'),
+    RunInteger('eval_every', 1, _INT32_MAX),
+    RunInteger('loss_every', 0, None, '0: 1 for full-batch runs, '
+               f'{MINIBATCH_LOSS_EVERY} for minibatch runs'),
+    RunInteger('checkpoint_every', 0, _INT32_MAX,
+               '0 turns checkpoints off'),
+)}
+
+
+def check_run_integer(name: str, value, where: str | None = None) -> None:
+  """Raises ValueError unless `value` is allowed for the run's integer field
+  `name` (RUN_INTEGERS); `where` names it in the message (default name)."""
+  field = RUN_INTEGERS[name]
+  if not field.ok(value):
+    raise ValueError(f'{where or name}={show(value)} is not allowed: it must '
+                     f'be {field.allowed}')
+
+
 def is_integer(value) -> bool:
   """A Python or NumPy integer (not a bool)."""
   return isinstance(value, (int, np.integer)) and not isinstance(

@@ -36,8 +36,9 @@ from laq_jax.parts.presets import (  # pylint: disable=unused-import
     register_algorithm, slot_value)
 from laq_jax.round.fields import (  # pylint: disable=unused-import
     ARRAYS, CONFIG_FIELDS, DEFAULTS, FIELD, FIELDS, FLOAT_ARRAYS, FLOAT_FIELDS,
-    INT_FIELDS, NETWORK_FIELDS, SCHEDULE_FIELDS, Field, check_value,
-    hyper_keys, is_integer, is_number, validate)
+    INT_FIELDS, MAX_MEMORY, NETWORK_FIELDS, RUN_INTEGERS, SCHEDULE_FIELDS,
+    Field, RunInteger, check_run_integer, check_value, hyper_keys, is_integer,
+    is_number, validate)
 
 
 class Hyper(collections.namedtuple('Hyper', ARRAYS)):

@@ -17,6 +17,7 @@ from laq_jax.parts import estimators as estimators_lib
 from laq_jax.parts import servers as servers_lib
 from laq_jax.parts import triggers as trigger_lib
 from laq_jax.problems import Problem
+from laq_jax.round import fields
 from laq_jax.round import rules
 from laq_jax.round.hyper import Hyper
 from laq_jax.show import show
@@ -26,7 +27,7 @@ GRID_AXES = ('auto', 'map', 'vmap')
 # The logged objective's default interval in minibatch runs (RunSpec's
 # loss_every=0): the full objective costs a pass over every worker's whole
 # shard, many times the minibatch gradient.
-MINIBATCH_LOSS_EVERY = 10
+MINIBATCH_LOSS_EVERY = fields.MINIBATCH_LOSS_EVERY
 
 
 @dataclasses.dataclass(frozen=True)
@@ -178,13 +179,10 @@ class RunSpec:
     if not isinstance(self.problem, Problem):
       raise ValueError(f'problem={show(self.problem)} is not allowed: it must '
                        'be a laq_jax.Problem (laq_jax.get_problem(name))')
-    for name in ('num_workers', 'memory', 'batch_size', 'round_size'):
-      value = getattr(self, name)
-      if isinstance(value, (bool, np.bool_)) or not isinstance(
-          value, (int, np.integer)):
-        low = 0 if name == 'round_size' else 1
-        raise ValueError(f'{name}={show(value)} is not allowed: it must be an '
-                         f'integer >= {low}')
+    for name in ('num_workers', 'memory', 'round_size', 'loss_every'):
+      fields.check_run_integer(name, getattr(self, name))
+    if self.stochastic or not fields.is_integer(self.batch_size):
+      fields.check_run_integer('batch_size', self.batch_size)
     for name in ('stochastic', 'error_feedback', 'downlink', 'participation',
                  'weighting', 'warm_start'):
       if not isinstance(getattr(self, name), (bool, np.bool_)):
@@ -197,12 +195,6 @@ class RunSpec:
     if not isinstance(self.rule, rules.Rule):
       raise ValueError(f'rule={show(self.rule)} is not allowed: it must be a '
                        'laq_jax.Rule (e.g. laq_jax.LAQ)')
-    if self.num_workers < 1:
-      raise ValueError(f'num_workers={self.num_workers} is not allowed: it '
-                       'must be an integer >= 1')
-    if self.round_size < 0:
-      raise ValueError(f'round_size={self.round_size} is not allowed: it '
-                       'must be an integer >= 0 (0: every client computed)')
     if self.round_size and not self.participation:
       raise ValueError(f'round_size={self.round_size} is not allowed with '
                        'participation=False: every client takes part in '
@@ -215,17 +207,6 @@ class RunSpec:
       raise ValueError(f'round_size={self.round_size} is not allowed with a '
                        'gradient part of your own (gradient=...): its loss '
                        'would cover the round\'s rows only; use round_size=0')
-    if self.memory < 1:
-      raise ValueError(f'memory={self.memory} is not allowed: D must be an '
-                       'integer >= 1')
-    if self.stochastic and self.batch_size < 1:
-      raise ValueError(f'batch_size={self.batch_size} is not allowed: it must '
-                       'be an integer >= 1')
-    if (isinstance(self.loss_every, bool) or not isinstance(
-        self.loss_every, (int, np.integer)) or self.loss_every < 0):
-      raise ValueError(f'loss_every={show(self.loss_every)} is not allowed: it '
-                       'must be an integer >= 1, or 0 for the default (1 '
-                       f'full batch, {MINIBATCH_LOSS_EVERY} minibatch)')
     if not isinstance(self.grid_axis, str) or self.grid_axis not in GRID_AXES:
       raise ValueError(f'grid_axis={show(self.grid_axis)} is not allowed; '
                        f'allowed: {", ".join(GRID_AXES)}')
