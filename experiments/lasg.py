@@ -5,6 +5,13 @@ r"""The LASG/CADA report from finished sweeps of configs/lasg.py.
     python -m experiments.lasg --sweeps=runs/lasg/network \
         --out=docs/lasg/REPORT.md
 
+CADA at its authors' MNIST setting has a report of its own (docs/cada):
+
+    python -m experiments.sweep --config=configs/lasg.py:cada_mnist \
+        --workdir=runs/lasg/cada_mnist
+    python -m experiments.lasg --sweeps=runs/lasg/cada_mnist \
+        --out=docs/cada/REPORT.md
+
 `--sweeps` lists finished sweep folders (each one compiled program); the
 report (experiments/studies/lasg/report.py) tabulates each: uploads, bits,
 gradients computed, final loss against the initial one, test accuracy, the
@@ -43,7 +50,11 @@ def main(argv):
   for sweep in FLAGS.sweeps:
     values.update({f'{pathlib.Path(sweep).name}/{k}': v for k, v in
                    results_data.sweep_values(sweep).items()})
-  data = results_data.write(out.parent, 'lasg', values, command=command)
+  # the study is the report folder's name where it is one (docs/cada: CADA's
+  # MNIST sweep alone), else lasg
+  study = (out.parent.name if out.parent.name in results_data.STUDY_SOURCES
+           else 'lasg')
+  data = results_data.write(out.parent, study, values, command=command)
   outputs.atomic_write(out, results_data.stamp(text, data))
   print(out)
 

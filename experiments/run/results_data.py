@@ -41,6 +41,9 @@ STUDY_SOURCES = {
     'compressors': ('experiments/studies/family', 'experiments/family.py'),
     'federated': ('experiments/studies/federated', 'experiments/federated.py'),
     'lasg': ('experiments/studies/lasg', 'experiments/lasg.py'),
+    # CADA at its authors' MNIST setting: the LASG report's code, its own
+    # folder (docs/cada)
+    'cada': ('experiments/studies/lasg', 'experiments/lasg.py'),
     'workloads': ('experiments/studies/workloads', 'experiments/workloads.py'),
     'successors': ('experiments/studies/successors',
                    'experiments/successors.py'),
