@@ -134,6 +134,15 @@ class RowsTest(absltest.TestCase):
     self.assertAlmostEqual(
         eps, rdp.RdpAccountant().compose(both).get_epsilon(DELTA), delta=1e-6)
     self.assertEqual(privacy.adjacency(p), 'zero-out one client')
+    # its default accountant: PLD under zero-out (REPLACE_SPECIAL) gives
+    # PLD add/remove's number at z_eff = (z^-2 + z_t^-2)^(-1/2)
+    z_eff = (1.546 ** -2 + (3 * 1.546) ** -2) ** -0.5
+    pld_eps = privacy.epsilon(p.replace(accountant='pld'), 500, **at)
+    self.assertEqual(privacy.relation(p),
+                     dp_accounting.NeighboringRelation.REPLACE_SPECIAL)
+    self.assertAlmostEqual(
+        pld_eps, privacy.epsilon(central(z_eff), 500, **at), delta=1e-6)
+    self.assertLess(pld_eps, eps)
 
   def test_calibration_round_trip(self):
     # RDP (fast): the multiplier for RDP's 8.697 is 1.546, rounded up to
@@ -173,6 +182,14 @@ class RefusalsTest(parameterized.TestCase):
        r'dp.delta=1.5 is not allowed: it must be a number in \(0, 1\)'),
       (dict(mode='local', noise_multiplier=1.0, private_trigger=True),
        r"dp.private_trigger=True is not allowed with dp.mode='local'"),
+      (dict(mode='central', noise_multiplier=1.0, private_trigger=1),
+       r'dp.private_trigger=1 is not allowed: it must be True or False'),
+      (dict(mode='central', noise_multiplier=1.0, trigger_noise_ratio=0),
+       r'dp.trigger_noise_ratio=0 is not allowed: it must be a finite number '
+       '> 0'),
+      (dict(noise_multiplier=float('nan')),
+       r'dp.noise_multiplier=nan is not allowed: it must be a finite number '
+       '>= 0'),
   )
   def test_settings(self, kwargs, pattern):
     with self.assertRaisesRegex(ValueError, pattern):
@@ -196,17 +213,29 @@ class RefusalsTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, 'clients_per_round=200 is not '
                                 r'allowed: it must be in 1..100'):
       privacy.epsilon(p, 10, num_clients=100, clients_per_round=200)
+    with self.assertRaisesRegex(ValueError, 'num_clients=True is not '
+                                'allowed: it must be an integer >= 1'):
+      privacy.epsilon(p, 10, num_clients=True, participation=0.1)
+    with self.assertRaisesRegex(ValueError, 'clients_per_round=2.5 is not '
+                                'allowed'):
+      privacy.epsilon(p, 10, num_clients=100, clients_per_round=2.5)
+    with self.assertRaisesRegex(ValueError, 'rounds=-1 is not allowed'):
+      privacy.epsilon(p, -1, num_clients=100, participation=0.1)
+    local = p.replace(mode='local')
+    with self.assertRaisesRegex(ValueError, 'participations=11 is not '
+                                r'allowed: it must be an integer in 0..10'):
+      privacy.epsilon(local, 10, num_clients=100, participations=11)
+    # participations are local mode's: central ignores them (0 is not "no
+    # release" under sampling)
+    self.assertGreater(privacy.epsilon(p, 10, num_clients=100,
+                                       participation=0.1, participations=0),
+                       0)
     with self.assertRaisesRegex(ValueError, "dp.target_epsilon is set with "
                                 "dp.mode='off'"):
       privacy.calibrate(privacy.Privacy(), 4.0, 10, num_clients=100)
     with self.assertRaisesRegex(ValueError, 'dp.target_epsilon=-1 is not '
                                 'allowed'):
       privacy.calibrate(p, -1, 10, num_clients=100)
-
-
-class _Hyper:
-  def __init__(self, seed, q, s):
-    self.seed, self.participation, self.clients_per_round = seed, q, s
 
 
 class MostParticipationsTest(parameterized.TestCase):

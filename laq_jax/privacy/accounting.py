@@ -27,16 +27,19 @@ no sampling without replacement).
 
 `classic_epsilon` is TF Privacy's conversion (epsilon = min over orders of
 RDP(alpha) + ln(1/delta) / (alpha - 1)), which the published tables used.
-This module imports no JAX (local mode's n_max(k) is
-`laq_jax.privacy.participations`).
+Everything here runs on the host, in NumPy and dp-accounting, outside any
+compiled program (local mode's n_max(k), which re-draws the participation
+stream with JAX, is `laq_jax.privacy.participations`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import warnings
 
+from absl import logging
 import dp_accounting
 from dp_accounting import pld
 from dp_accounting import rdp
@@ -62,7 +65,7 @@ class Privacy:
     noise_multiplier: z (z_l in local mode), the noise's std over the clip
       norm C_dp.
     delta: the delta of (epsilon, delta); refused at or above 1/M.
-    accountant: pld or rdp (for the Poisson rows; fixed S is always rdp).
+    accountant: pld or rdp (rdp: a cross-check; fixed S is always rdp).
     private_trigger: central mode's privatized skip test (Poisson only).
     trigger_noise_ratio: r = z_t / z, the test's multiplier over the sum's.
   """
@@ -81,8 +84,11 @@ class Privacy:
       refuse('mode', 'one of ' + ', '.join(map(repr, MODES)))
     if self.accountant not in ACCOUNTANTS:
       refuse('accountant', 'one of ' + ', '.join(map(repr, ACCOUNTANTS)))
-    if not _positive(self.noise_multiplier) and self.mode != 'off':
+    if self.mode != 'off' and not _positive(self.noise_multiplier):
       refuse('noise_multiplier', 'a finite number > 0')
+    if self.mode == 'off' and not (_positive(self.noise_multiplier)
+                                   or self.noise_multiplier == 0):
+      refuse('noise_multiplier', 'a finite number >= 0')
     if not (_positive(self.delta) and self.delta < 1):
       refuse('delta', 'a number in (0, 1)')
     if not isinstance(self.private_trigger, (bool, np.bool_)):
@@ -104,14 +110,34 @@ def _positive(x) -> bool:
           and x > 0)
 
 
+def _integer(x) -> bool:
+  return isinstance(x, (int, np.integer)) and not isinstance(
+      x, (bool, np.bool_))
+
+
+@contextlib.contextmanager
+def _quiet():
+  """dp-accounting's RDP drops orders that fail to converge with a warning
+  through absl's log (the bound stays valid): silenced here."""
+  verbosity = logging.get_verbosity()
+  logging.set_verbosity(logging.ERROR)
+  try:
+    with warnings.catch_warnings():
+      warnings.simplefilter('ignore')
+      yield
+  finally:
+    logging.set_verbosity(verbosity)
+
+
 def _sampling(num_clients: int, participation: float,
               clients_per_round: int) -> tuple[bool, float]:
   """(fixed size?, q or S / M), checked."""
-  if not (isinstance(num_clients, (int, np.integer)) and num_clients >= 1):
+  if not (_integer(num_clients) and num_clients >= 1):
     raise ValueError(f'num_clients={show(num_clients)} is not allowed: it '
                      'must be an integer >= 1')
-  if clients_per_round:
-    if not 1 <= clients_per_round <= num_clients:
+  if not _integer(clients_per_round) or clients_per_round:
+    if not (_integer(clients_per_round)
+            and 1 <= clients_per_round <= num_clients):
       raise ValueError(f'clients_per_round={show(clients_per_round)} is not '
                        f'allowed: it must be in 1..{num_clients} (or 0)')
     return True, clients_per_round / num_clients
@@ -169,11 +195,11 @@ def round_event(privacy: Privacy, *, num_clients: int,
 
 
 def accountant_name(privacy: Privacy, *, clients_per_round: int = 0) -> str:
-  """pld or rdp: the one that accounts the run (fixed S: rdp)."""
+  """pld or rdp: the one that accounts the run (fixed S: rdp; else the
+  setting's, pld by default)."""
   if privacy.mode in ('central', 'distributed') and clients_per_round:
     return 'rdp'
-  return 'rdp' if privacy.mode != 'local' and privacy.accountant == 'rdp' \
-      else 'pld'
+  return privacy.accountant
 
 
 def adjacency(privacy: Privacy, *, clients_per_round: int = 0) -> str:
@@ -217,9 +243,23 @@ def composed(privacy: Privacy, rounds: int, *, num_clients: int,
   event = round_event(privacy, num_clients=num_clients,
                       participation=participation,
                       clients_per_round=clients_per_round)
-  count = rounds if privacy.mode != 'local' or participations is None \
-      else participations
-  return dp_accounting.SelfComposedDpEvent(event, int(count))
+  return dp_accounting.SelfComposedDpEvent(
+      event, _count(privacy, rounds, participations))
+
+
+def _count(privacy: Privacy, rounds: int, participations: int | None) -> int:
+  """How many times one round's event composes: the rounds, or in local
+  mode a client's participations (0..rounds; default every round)."""
+  if not (_integer(rounds) and rounds >= 0):
+    raise ValueError(f'rounds={show(rounds)} is not allowed: it must be an '
+                     'integer >= 0')
+  if privacy.mode != 'local' or participations is None:
+    return int(rounds)
+  if not (_integer(participations) and 0 <= participations <= rounds):
+    raise ValueError(f'participations={show(participations)} is not '
+                     f'allowed: it must be an integer in 0..{rounds} (the '
+                     'rounds)')
+  return int(participations)
 
 
 def epsilon(privacy: Privacy, rounds: int, *, num_clients: int,
@@ -227,16 +267,15 @@ def epsilon(privacy: Privacy, rounds: int, *, num_clients: int,
             participations: int | None = None) -> float:
   """epsilon at `privacy.delta` after `rounds` rounds (0.0 for none; inf
   with mode off)."""
-  if privacy.mode == 'off':
-    return math.inf
-  if rounds == 0 or participations == 0:
-    return 0.0
   event = composed(privacy, rounds, num_clients=num_clients,
                    participation=participation,
                    clients_per_round=clients_per_round,
                    participations=participations)
-  with warnings.catch_warnings():  # RDP drops orders that fail to converge
-    warnings.simplefilter('ignore')  # (the bound stays valid)
+  if privacy.mode == 'off':
+    return math.inf
+  if event.count == 0:  # nothing released yet
+    return 0.0
+  with _quiet():
     return float(new_accountant(
         privacy, clients_per_round=clients_per_round).compose(
             event).get_epsilon(privacy.delta))
@@ -249,8 +288,8 @@ def calibrate(privacy: Privacy, target_epsilon: float, rounds: int, *,
   """(z, epsilon): a noise multiplier whose epsilon after `rounds` rounds
   is at most `target_epsilon`, within tolerance CALIBRATION_STEP of the
   smallest (dp-accounting's `calibrate_dp_mechanism`) and rounded up to a
-  multiple of it, and that epsilon recomputed. Local mode calibrates z_l, a private trigger z with
-  z_t = r z."""
+  multiple of it, and that epsilon recomputed. Local mode calibrates z_l,
+  a private trigger z with z_t = r z."""
   if not _positive(target_epsilon):
     raise ValueError(f'dp.target_epsilon={show(target_epsilon)} is not '
                      'allowed: it must be a finite number > 0')
@@ -265,8 +304,11 @@ def calibrate(privacy: Privacy, target_epsilon: float, rounds: int, *,
                     clients_per_round=clients_per_round,
                     participations=participations)
 
-  with warnings.catch_warnings():
-    warnings.simplefilter('ignore')
+  if _count(privacy, rounds, participations) == 0:
+    raise ValueError(f'dp.target_epsilon={target_epsilon!r} over no '
+                     'release (0 rounds or participations): nothing to '
+                     'calibrate')
+  with _quiet():
     z = dp_accounting.calibrate_dp_mechanism(
         lambda: new_accountant(privacy, clients_per_round=clients_per_round),
         event, target_epsilon, privacy.delta, tol=CALIBRATION_STEP)
@@ -287,8 +329,7 @@ def classic_epsilon(event: dp_accounting.DpEvent, delta: float,
   epsilon_alpha = RDP(alpha) + ln(1 - 1/alpha) - ln(delta alpha) /
   (alpha - 1)); orders whose bound is 0 or infinite are skipped."""
   best = math.inf
-  with warnings.catch_warnings():
-    warnings.simplefilter('ignore')
+  with _quiet():
     for alpha in orders:
       eps_alpha = rdp.RdpAccountant(orders=[alpha]).compose(
           event).get_epsilon(delta)

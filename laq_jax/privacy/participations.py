@@ -24,13 +24,17 @@ from laq_jax.round import participation as participation_lib
 def most_participations(seed: int, rounds: int, *, num_clients: int,
                         participation: float = 1.0,
                         clients_per_round: int = 0,
-                        chunk: int = 256) -> np.ndarray:
+                        dtype=jnp.float32, chunk: int = 256) -> np.ndarray:
   """n_max(k) for k = 1..rounds: the most rounds any one client took part
   in up to round k, re-drawn from the run's participation stream (seed,
   q or S, M; `laq_jax.round.participation.participants`), without
-  training. int64 [rounds]."""
+  training. `dtype`: the run's precision, which q is compared in (as the
+  run's Hyper holds it). int64 [rounds]."""
   accounting._sampling(num_clients, participation, clients_per_round)
-  draw = _Draw(jnp.int32(seed), jnp.float32(participation),
+  if not (accounting._integer(rounds) and rounds >= 0):
+    raise ValueError(f'rounds={rounds!r} is not allowed: it must be an '
+                     'integer >= 0')
+  draw = _Draw(jnp.int32(seed), jnp.asarray(participation, dtype),
                jnp.int32(clients_per_round))
 
   @jax.jit
