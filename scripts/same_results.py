@@ -19,7 +19,7 @@ the full reports say they are stale, or are regenerated:
 scripts/check_docs.py). Exact on the CPU and JAX the summary was written
 with (both recorded: the CPU's model and vector instruction sets, JAX's
 version): another instruction set may round differently, so elsewhere
-floats agree to a relative 1e-4 (RTOL_OTHER_CPU), counts (uploads, bits,
+floats agree to a relative 1e-3 (RTOL_OTHER_CPU), counts (uploads, bits,
 iterations) to 2% (RTOL_COUNTS_OTHER_CPU: a trigger decision that flips on
 a last-bit difference moves them), divergence exactly.
 
@@ -45,7 +45,11 @@ import numpy as np
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SUMMARY = ROOT / 'tests' / 'same_results' / 'paper_tiny.json'
 COMMAND = 'python -m experiments.reproduce --tiny --workdir W'
-RTOL_OTHER_CPU = 1e-4
+# Floats on another instruction set: measured, the summary written with
+# AVX-512 read on an AVX2-only EPYC (2026-12-06), SLAQ's final loss 1.0e-4
+# and its test accuracy 1.3e-4 apart (its skips compound last-bit
+# differences); 1e-3 leaves room, and a real change moves more.
+RTOL_OTHER_CPU = 1e-3
 # Counts (uploads, bits, iterations) on another instruction set: a trigger
 # decision that flips on a last-bit difference moves them a little.
 RTOL_COUNTS_OTHER_CPU = 0.02

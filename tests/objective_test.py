@@ -91,6 +91,20 @@ class FullBatchTest(parameterized.TestCase):
         float(lj.objective(self.problem, jnp.asarray(theta), data,
                            jnp.float64(L2))), total, delta=1e-12)
 
+  def test_three_bfloat16_parts_sum_to_the_float32_exactly(self):
+    # problems/logreg.py's split: every float32 factor is three bf16 parts
+    # whose float32 sum is it, so products with integer features stay exact
+    from laq_jax.problems import logreg  # pylint: disable=g-import-not-at-top
+    rng = np.random.default_rng(3)
+    a = np.concatenate([rng.normal(size=(4, 7)) * 10.0 ** rng.integers(
+        -10, 10, size=(4, 7)), np.zeros((4, 1))], 1).astype(np.float32)
+    parts = np.asarray(logreg._split3(jnp.asarray(a)))
+    self.assertEqual(parts.dtype, jnp.bfloat16)
+    k = a.shape[-1]
+    self.assertEqual(parts.shape, (4, 3 * k))
+    p = parts.astype(np.float32)
+    np.testing.assert_array_equal(p[:, :k] + p[:, k:2 * k] + p[:, 2 * k:], a)
+
   def test_float32_stays_float32(self):
     x, y = shards(dtype=np.float32)
     data = lj.Data(jnp.asarray(x), jnp.asarray(y))

@@ -23,6 +23,30 @@ def _hyper(**params):
   return h._replace(params={**h.params, **params})
 
 
+class BitsTest(absltest.TestCase):
+
+  def test_fields_round_trip_big_endian(self):
+    # laq_jax.parts.bits: widths that do not fill bytes, the spare bits 0
+    from laq_jax.parts import bits  # pylint: disable=g-import-not-at-top
+    values = np.array([0, 1, 5, 6], np.uint64)
+    b = np.concatenate([bits.uint_bits(values, 3),
+                        bits.float_bits([1.5, -0.0])])
+    self.assertEqual(b.size, 3 * 4 + 64)
+    np.testing.assert_array_equal(b[:6], [0, 0, 0, 0, 0, 1])  # 0, then 1
+    payload = bits.pack(b)
+    self.assertEqual(len(payload), bits.payload_bytes(b.size))  # 10 bytes
+    back = bits.unpack(payload, b.size, 'test')
+    np.testing.assert_array_equal(bits.read_uint(back[:12], 3), values)
+    np.testing.assert_array_equal(bits.read_float(back[12:]),
+                                  np.float32([1.5, -0.0]))
+    self.assertTrue(np.signbit(bits.read_float(back[12:])[1]))
+    spare = payload[:-1] + bytes([payload[-1] | 1])
+    with self.assertRaisesRegex(bits.WireError, 'spare bits after bit 76'):
+      bits.unpack(spare, b.size, 'test')
+    with self.assertRaisesRegex(bits.WireError, 'takes 10'):
+      bits.unpack(payload + b'\0', b.size, 'test')
+
+
 class RoundTripTest(parameterized.TestCase):
 
   @parameterized.parameters(1, 2, 3, 4, 8, 16)

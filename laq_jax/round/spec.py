@@ -181,13 +181,14 @@ class RunSpec:
                        'be a laq_jax.Problem (laq_jax.get_problem(name))')
     for name in ('num_workers', 'memory', 'round_size', 'loss_every'):
       fields.check_run_integer(name, getattr(self, name))
-    if self.stochastic or not fields.is_integer(self.batch_size):
-      fields.check_run_integer('batch_size', self.batch_size)
     for name in ('stochastic', 'error_feedback', 'downlink', 'participation',
                  'weighting', 'warm_start'):
       if not isinstance(getattr(self, name), (bool, np.bool_)):
         raise ValueError(f'{name}={show(getattr(self, name))} is not '
                          'allowed: it must be True or False')
+    # (a full-batch run reads no batch size: any integer will do)
+    if self.stochastic or not fields.is_integer(self.batch_size):
+      fields.check_run_integer('batch_size', self.batch_size)
     if self.gradient is not None and not callable(self.gradient):
       raise ValueError(f'gradient={show(self.gradient)} is not allowed: it '
                        'must be a function (loop.Setting) -> gradients, or '
