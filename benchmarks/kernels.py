@@ -136,12 +136,23 @@ def count(comps, name: str, tally: collections.Counter | None = None,
 
 
 def scan_body(hlo: str) -> tuple[dict, str]:
-  """(the computations, the name of the chunk's scan body): the while of
-  the entry computation with the most kernels in its body."""
+  """(the computations, the name of the chunk's scan body): of the loops
+  the entry computation runs outside any other loop (directly or through
+  calls and conditionals; not threefry's), the one with the most kernels
+  in its body."""
   comps = computations(hlo)
   entry = re.search(r'^ENTRY %([\w.\-]+) ', hlo, re.M).group(1)
-  bodies = [_called(rhs, 'body')[0] for _, op, rhs in comps[entry]
-            if op == 'while']
+  bodies, todo = [], [entry]
+  while todo:
+    for _, op, rhs in comps[todo.pop()]:
+      if op == 'while' and not _THREEFRY.search(rhs):
+        bodies.append(_called(rhs, 'body')[0])
+      elif op == 'call':
+        todo += _called(rhs, 'to_apply')
+      elif op == 'conditional':
+        todo += _called(rhs, 'branch_computations')
+  if not bodies:
+    raise ValueError('no loop in the program: is it a scan?')
   return comps, max(bodies, key=lambda b: count(comps, b))
 
 
