@@ -378,6 +378,37 @@ class LasgReportTest(absltest.TestCase):
                   lasg_report.cada_verdict(rows))
     self.assertEqual(lasg_report.cada_verdict({'sgd': row(10)}), '')
 
+  def test_cadas_own_sweep_alone(self):
+    # docs/cada: the cada_mnist sweep alone is titled CADA's, its uploads
+    # a share of Adam's (no SGD in it), and has no LASG verdict line
+    tmp = tempfile.TemporaryDirectory(prefix='laq_cada_report_')
+    self.addCleanup(tmp.cleanup)
+    folder = pathlib.Path(tmp.name, 'cada_mnist')
+    steps, workers = 5, 2
+    down = [23.0, 10.0, 5.0, 2.0, 1.0]
+    points = [('cada_adam', 1000), ('cada1_mnist', 400), ('cada2_mnist', 250)]
+    write_sweep(folder, [
+        (a, down, 1.0, dict(iterations=steps, seed=0,
+                            final_test_accuracy=0.98, final_loss=1.0,
+                            total_uploads=uploads))
+        for a, uploads in points])
+    outputs.write_json(folder / 'config.json', {})
+    outputs.write_npz(folder / 'curves.npz', dict(
+        np.load(folder / 'curves.npz'),
+        bits=np.ones((len(points), steps, workers))))
+    with unittest.mock.patch.object(
+        lasg_report, 'times',
+        lambda sweep: [dict.fromkeys(lasg_report.PROFILES, 1.0)] * len(
+            sweep['rows'])):
+      text = lasg_report.report([folder], 'cmd')
+    self.assertTrue(text.startswith(
+        '# CADA at its authors\' MNIST setting, beside Adam\n'))
+    self.assertIn('| preset | uploads | of Adam\'s |', text)
+    self.assertEqual(cells(text, 'cada1_mnist')[2], '40.00%')
+    self.assertEqual(cells(text, 'cada2_mnist')[2], '25.00%')
+    self.assertNotIn('LASG ', text.split('## ')[1])
+    self.assertIn('cada1_mnist 40.0% of Adam\'s uploads', text)
+
   def test_uploads_per_window_and_the_model(self):
     # Uploads of all workers per 100 steps in the first five windows, the
     # middle and the last, against sums by hand; the model line names the
