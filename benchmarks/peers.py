@@ -146,6 +146,182 @@ def flower_run(python, model, x_MxNxD, y_MxN, x_test, y_test, rounds):
           'wall_s': out['wall_s'], 'maxrss_bytes': out['maxrss_bytes']}
 
 
+# ----------------------------------------------------------------------------
+# pfl-research's CIFAR-10 benchmark (apple/pfl-research,
+# benchmarks/image_classification/configs/baseline.yaml): FedAvg, 1,000
+# IID clients of 50 images, 50 a round, one local epoch in batches of 10 at
+# 0.1, the server's SGD at 1.0, users weighted equally, `simple_cnn`
+# (laq-jax's `pfl_cnn`), 1,500 rounds.
+PFL = dict(clients=1000, n=50, S=50, B=10, epochs=1, lr=0.1, server_lr=1.0,
+           rounds=1500)
+EVAL_SAMPLES = 500  # the fixed training samples each round's loss is on
+
+
+def cifar_task(num_clients: int, n: int, seed: int = 0):
+  """(x [M, n, 3072] float32, y [M, n] int32, which): pfl's cifar10_iid
+  users from CIFAR-10's training images when `cifar10` finds them, else
+  from generated images of the same shape and class balance (uint8 pixels
+  uniform, 5,000 of each class; the timing does not depend on the pixels):
+  per-channel standardized by the training set's moments, rows permuted by
+  `seed`, then cut into M users of n (pfl's `load_and_preprocess` and
+  `make_iid_federated_dataset`, which uses NumPy's global permutation)."""
+  try:
+    images = data_lib.load_cifar10(None)
+    x, y, which = images['x_train'] * 255.0, images['y_train'], 'CIFAR-10'
+  except data_lib.DataError:
+    rng = np.random.default_rng(seed)
+    x = rng.integers(0, 256, (50_000, 3072), dtype=np.uint8)
+    y = rng.permutation(np.arange(50_000) % 10)
+    which = 'generated CIFAR-10-shaped images (CIFAR-10 not found)'
+  if num_clients * n > len(x):
+    raise ValueError(f'{num_clients:,} clients of {n} need '
+                     f'{num_clients * n:,} images; there are {len(x):,}')
+  x = x.reshape(-1, 32 * 32, 3).astype(np.float32)
+  mean, std = x.mean(axis=(0, 1), dtype=np.float64), x.std(axis=(0, 1),
+                                                          dtype=np.float64)
+  order = np.random.default_rng(seed).permutation(len(x))[:num_clients * n]
+  x = ((x[order] - mean) / std).astype(np.float32)
+  return (x.reshape(num_clients, n, 3072),
+          np.asarray(y)[order].astype(np.int32).reshape(num_clients, n),
+          which)
+
+
+def fedavg_draws(hyper, num_clients: int, per_round: int, n: int,
+                 batch_size: int, steps: int, rounds: int):
+  """(clients [R, S], rows [R, S, K B]): the clients laq-jax's FedAvg
+  takes in rounds 0..R-1 (`participation.participants`, ascending, as a
+  gathered round holds them) and the rows of each one's K local
+  minibatches in order (local step j's key: the round's `batch_key` of
+  the client, folded with j for j >= 1; `stages.local_gradients`)."""
+  from laq_jax import randomness  # pylint: disable=g-import-not-at-top
+  from laq_jax.round import participation  # pylint: disable=g-import-not-at-top
+
+  @jax.jit
+  def one(step):
+    present = participation.participants(hyper, step, num_clients,
+                                         per_round)
+    clients = jnp.nonzero(present, size=per_round)[0].astype(jnp.int32)
+
+    def rows(m):
+      key0 = randomness.batch_key(hyper.seed, step, m)
+      keys = [key0] + [jax.random.fold_in(key0, j) for j in range(1, steps)]
+      return jnp.concatenate([randomness.sample_rows(k, n, batch_size)
+                              for k in keys])
+    return clients, jax.vmap(rows)(clients)
+
+  out = [one(jnp.int32(k)) for k in range(rounds)]
+  return (np.stack([np.asarray(c) for c, _ in out]),
+          np.stack([np.asarray(r) for _, r in out]))
+
+
+def pfl_task_laq_jax(x_MxNxD, y_MxN, xe, ye, rounds: int,
+                     client_batch: int = 0):
+  """laq-jax's side of pfl's task (`RunSpec.client_batch` as given):
+  (result, hyper, theta_P, unravel, K)."""
+  problem = laq_jax.get_problem('pfl_cnn', 3072)
+  num_clients = x_MxNxD.shape[0]
+  data = laq_jax.Data(jnp.asarray(x_MxNxD), jnp.asarray(y_MxN))
+  parts = sweep_lib.parts_of([{'algo': 'fedavg',
+                               'clients_per_round': PFL['S']}])
+  steps = PFL['epochs'] * x_MxNxD.shape[1] // PFL['B']
+  spec = laq_jax.RunSpec(problem, num_clients, stochastic=True,
+                         batch_size=PFL['B'], round_size=PFL['S'],
+                         loss_every=NEVER, client_batch=client_batch,
+                         **parts)
+  hyper = laq_jax.make_hyper(
+      'fedavg', dtype=jnp.float32, clients_per_round=PFL['S'], l2=0.0,
+      server_lr=PFL['server_lr'], weighting='uniform',
+      **{'local.steps': steps, 'local.lr': PFL['lr']})
+  state = laq_jax.init_state(spec, hyper, jnp.float32)
+  theta0_P = state.theta_P
+  _, unravel = laq_jax.flat_params(problem, 0, jnp.float32)
+  loss = jax.jit(lambda th: jnp.mean(problem.sample_losses(
+      unravel(th), jnp.asarray(xe), jnp.asarray(ye))))
+  one = laq_jax.run_chunk.lower(spec, state, data, hyper, 1).compile()
+  losses, first = [], None
+  for _ in range(rounds):
+    state, _ = one(state, data, hyper)
+    first = state if first is None else first
+    losses.append(float(loss(state.theta_P)))
+  timed = max(rounds - 1, 1)  # rounds 2 .. R, one compiled call
+  compiled = laq_jax.run_chunk.lower(spec, first, data, hyper,
+                                     timed).compile()
+  jax.block_until_ready(compiled(first, data, hyper))  # warm
+  start = time.perf_counter()
+  jax.block_until_ready(compiled(first, data, hyper))
+  seconds = time.perf_counter() - start
+  return ({'rounds_per_s': timed / seconds, 'call_s': seconds,
+           'losses': losses, 'theta_P': np.asarray(state.theta_P),
+           'initial_loss': float(loss(theta0_P)),
+           'maxrss_bytes': resource.getrusage(
+               resource.RUSAGE_SELF).ru_maxrss * 1024},
+          hyper, theta0_P, unravel, steps)
+
+
+def pfl_run(python, x_MxNxD, y_MxN, clients, rows, xe, ye, params):
+  """pfl's side (benchmarks/peers_pfl.py in `python`'s venv)."""
+  with tempfile.TemporaryDirectory() as tmp:
+    path = os.path.join(tmp, 'cifar.npz')
+    np.savez(path, x=x_MxNxD, y=y_MxN, clients=clients, rows=rows, xe=xe,
+             ye=ye, **params)
+    env = dict(os.environ, PEER_DATA=path, B=str(PFL['B']),
+               LR=str(PFL['lr']), SERVER_LR=str(PFL['server_lr']))
+    proc = subprocess.run(
+        [python, os.path.join(ROOT, 'benchmarks', 'peers_pfl.py')],
+        env=dict(env, PEER_OUT=os.path.join(tmp, 'theta.npy')), cwd=tmp,
+        capture_output=True, text=True, timeout=6 * 3600, check=False)
+    if proc.returncode:
+      raise RuntimeError(f'the pfl run failed:\n{proc.stderr[-3000:]}')
+    theta_P = np.load(os.path.join(tmp, 'theta.npy'))
+  out = json.loads(proc.stdout.strip().splitlines()[-1])
+  ends = out['ends']  # round 1 apart (pfl's first round evaluates users)
+  timed = max(len(ends) - 1, 1)
+  return {'rounds_per_s': timed / (ends[-1] - ends[0]),
+          'losses': out['losses'], 'wall_s': out['wall_s'],
+          'maxrss_bytes': out['maxrss_bytes'], 'torch': out['torch'],
+          'threads': out['threads'], 'theta_P': theta_P}
+
+
+def pfl_task(python, num_clients: int, rounds: int, tolerance: float,
+             client_batches=(0, 1)):
+  """pfl-research's CIFAR-10 task in laq-jax (once per `client_batch`)
+  and, with `python`, in pfl: (results, facts, gaps or None): the largest
+  relative gap of the training loss after a round, and the parameters'
+  gap after the last relative to how far they moved."""
+  x, y, which = cifar_task(num_clients, PFL['n'])
+  xe = x.reshape(-1, 3072)[:EVAL_SAMPLES]
+  ye = y.reshape(-1)[:EVAL_SAMPLES]
+  results = {}
+  for b in client_batches:
+    ours, hyper, theta0_P, unravel, steps = pfl_task_laq_jax(
+        x, y, xe, ye, rounds, b)
+    results[f'laq-jax fedavg pfl_cnn (client_batch={b})'] = ours
+  facts = {'data': which, 'clients': num_clients, 'n': PFL['n'],
+           'S': PFL['S'], 'B': PFL['B'], 'K': steps, 'lr': PFL['lr'],
+           'server_lr': PFL['server_lr'], 'rounds': rounds,
+           'tolerance': tolerance}
+  if not python:
+    return results, facts, None
+  clients, rows = fedavg_draws(hyper, num_clients, PFL['S'], PFL['n'],
+                               PFL['B'], steps, rounds)
+  flat = jax.tree_util.tree_flatten_with_path(unravel(theta0_P))[0]
+  params = {'p:' + '/'.join(k.key for k in path): np.asarray(a)
+            for path, a in flat}
+  theirs = pfl_run(python, x, y, clients, rows, xe, ye, params)
+  results['pfl fedavg simple_cnn'] = theirs
+  theta0_P = np.asarray(theta0_P)
+  gaps = {}
+  for name, ours in results.items():
+    if name.startswith('laq-jax'):
+      gaps[name] = {
+          'loss': float(np.max(np.abs(np.asarray(ours['losses'])
+                                      - np.asarray(theirs['losses']))
+                               / np.abs(np.asarray(theirs['losses'])))),
+          'params': float(np.linalg.norm(ours['theta_P'] - theirs['theta_P'])
+                          / np.linalg.norm(theirs['theta_P'] - theta0_P))}
+  return results, facts, gaps
+
+
 def to_target(result, target):
   """(first round at or above target, seconds to it) or (None, None)."""
   for k, a in enumerate(result['accuracy']):
@@ -164,7 +340,32 @@ def main(argv=None) -> int:
   parser.add_argument('--rounds', type=int, default=30)
   parser.add_argument('--target', type=float, default=0.85)
   parser.add_argument('--out', default=None)
+  parser.add_argument('--tasks', default='mnist',
+                      help="comma-separated: mnist (the Flower comparison), "
+                      "cifar (pfl-research's CIFAR-10 benchmark)")
+  parser.add_argument('--pfl_python', default=os.environ.get('PFL_PYTHON'),
+                      help='python of a venv with pfl and PyTorch (CPU)')
+  parser.add_argument('--pfl_clients', type=int, default=PFL['clients'])
+  parser.add_argument('--pfl_rounds', type=int, default=10)
+  parser.add_argument('--pfl_tolerance', type=float, default=1e-3,
+                      help='largest relative gap of the two sides\' '
+                      'training loss after any round')
   args = parser.parse_args(argv)
+  tasks = args.tasks.split(',')
+  if sorted(set(tasks) - {'mnist', 'cifar'}):
+    parser.error(f'--tasks: unknown '
+                 f'{", ".join(sorted(set(tasks) - {"mnist", "cifar"}))}; '
+                 'allowed: mnist, cifar')
+  if 'cifar' in tasks:
+    if not 1 <= args.pfl_clients * PFL['n'] <= 50_000 or (
+        args.pfl_clients < PFL['S']):
+      parser.error(f'--pfl_clients={args.pfl_clients}: between '
+                   f'{PFL["S"]} and 1,000 (50 images each of 50,000)')
+    if args.pfl_rounds < 2:
+      parser.error(f'--pfl_rounds={args.pfl_rounds}: at least 2 (the '
+                   'first is not timed)')
+  if tasks == ['cifar']:
+    return cifar_main(args)
   models = args.models.split(',')
   unknown = sorted(set(models) - {'logreg', 'cnn'})
   if unknown:
@@ -225,6 +426,46 @@ def main(argv=None) -> int:
       print(f'the two sides\' {model} differ at the same parameters: '
             'their models are not the same', file=sys.stderr)
       return 1
+  return 0
+
+
+def cifar_main(args) -> int:
+  """pfl-research's task: the table, the JSON, the loss check."""
+  wall = time.perf_counter()
+  results, facts, gaps = pfl_task(args.pfl_python, args.pfl_clients,
+                                  args.pfl_rounds, args.pfl_tolerance)
+  print(f"pfl-research's CIFAR-10 FedAvg on {facts['data']}: "
+        f"{facts['clients']:,} clients x {facts['n']}, {facts['S']} a "
+        f"round, K = {facts['K']} steps of {facts['B']} at {facts['lr']}, "
+        f"{facts['rounds']} rounds")
+  print('| run | rounds/s | s per 100 rounds | loss after the last round '
+        '| peak RSS |')
+  print('|---|---:|---:|---:|---:|')
+  for name, r in results.items():
+    print(f"| {name} | {r['rounds_per_s']:.3f} | "
+          f"{100 / r['rounds_per_s']:,.1f} | {r['losses'][-1]:.5f} | "
+          f"{r['maxrss_bytes'] / 2**20:,.0f} MiB |")
+  out = {'machine': machine.describe_machine(), 'task': 'cifar',
+         'facts': facts, 'gaps': gaps, 'wall_s': time.perf_counter() - wall,
+         'results': {name: {k: v for k, v in r.items() if k != 'theta_P'}
+                     for name, r in results.items()}}
+  if args.out:
+    with open(args.out, 'w') as f:
+      json.dump(out, f, indent=1, default=float)
+  if gaps is None:
+    return 0
+  theirs = results['pfl fedavg simple_cnn']['rounds_per_s']
+  failed = False
+  for name, gap in gaps.items():
+    print(f"{name} against pfl: {results[name]['rounds_per_s'] / theirs:.2f}x "
+          f"its rounds per second; the training loss after each round within "
+          f"{gap['loss']:.1e} relative (tolerance {args.pfl_tolerance:.0e}), "
+          f"the last parameters {gap['params']:.1e} of how far they moved")
+    failed |= max(gap.values()) > args.pfl_tolerance
+  if failed:
+    print(f'the two sides differ by more than {args.pfl_tolerance:.0e}: not '
+          'the same algorithm on the same draws', file=sys.stderr)
+    return 1
   return 0
 
 

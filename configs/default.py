@@ -106,7 +106,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.train_subset = 0  # 0: all training samples; N: the first N
   # Model and numerics.
   # The model (laq_jax.problems.REGISTRY): logreg, mlp, cnn, lasg_cnn,
-  # resnet20, char_lstm; binary, binary_nonconvex, binary_sigmoid,
+  # resnet20, char_lstm, pfl_cnn; binary, binary_nonconvex, binary_sigmoid,
   # binary_sigmoid_nonconvex (MNIST parity); autoencoder.
   config.model = 'logreg'
   config.hidden = 200  # hidden units of the mlp
@@ -125,6 +125,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # Execution.
   config.workers_on = 'vmap'  # 'vmap' (one device) or 'devices' (shard_map)
   config.checkpoint_every = 0  # save state every N iterations (0 = off)
+  # Clients whose gradients or local steps are computed at once: 0 all
+  # (vmapped); b > 0 in batches of b (less memory; on a CPU faster for the
+  # CNNs). The same results to rounding.
+  config.client_batch = 0
   return apply_arg(config, arg)
 
 

@@ -52,7 +52,7 @@ from laq_jax.parts import triggers as trigger
 from laq_jax.parts.quantize import quantize_innovation
 from laq_jax.problems import (Problem, get_problem, logistic_regression,
                               mlp)
-# (models registers cnn, lasg_cnn, resnet20 and char_lstm as problems)
+# (models registers cnn, lasg_cnn, resnet20, char_lstm and pfl_cnn as problems)
 from laq_jax.problems import models as _models
 from laq_jax.round.hyper import (ALGORITHMS, Algorithm, Hyper, get_algorithm,
                                  make_hyper, register_algorithm, stack_hypers,

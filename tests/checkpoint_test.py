@@ -79,6 +79,24 @@ class CheckpointerTest(absltest.TestCase):
       self.assertEqual(ckpt.latest_step(), 6)
       common.assert_trees_equal(self, ckpt.restore(self.like).state, state)
 
+  def test_memory_with_no_width_and_an_older_checkpoint_of_it(self):
+    # Error feedback compiled out: its memory is [M, 0], which orbax cannot
+    # save: it is left out and restored as the template's. A checkpoint of
+    # an older version, where it had its full width, still resumes.
+    x, y = common.mnist_shards(4, 30, np.float64)
+    spec = laq_jax.RunSpec(laq_jax.get_problem('logreg'), 4, memory=3,
+                           error_feedback=False)
+    state, _ = laq_jax.run(spec, laq_jax.Data(jnp.asarray(x), jnp.asarray(y)),
+                           self.hyper, 3)
+    like = laq_jax.init_state(spec, self.hyper, jnp.float64)
+    self.assertEqual(state.rule.error_MxP.shape, (4, 0))
+    wide = state._replace(rule=state.rule._replace(
+        error_MxP=jnp.zeros((4, spec.problem.num_params()))))
+    for name, saved in (('empty', state), ('older', wide)):
+      with checkpoint.Checkpointer(self.folder(name), 'abc') as ckpt:
+        ckpt.save(3, saved, {'loss': np.zeros(3)})
+        common.assert_trees_equal(self, ckpt.restore(like).state, state)
+
   def test_another_config_or_format_is_refused(self):
     arrays = {'loss': self.trace.loss}
     with checkpoint.Checkpointer(self.folder('other'), 'abc') as ckpt:

@@ -296,7 +296,7 @@ class ValidationTest(parameterized.TestCase):
       # logistic regression starts at zero: no PyTorch initializers for it
       _case('init_model', dict(init='torch'), 'init', "'torch'",
             r"'default' for model='logreg' \(model 'logreg' has no init "
-            r"option; init='torch' is for 'mlp', 'cnn', 'lasg_cnn'\)"),
+            r"option; init='torch' is for 'mlp', 'cnn', 'lasg_cnn', 'pfl_cnn'\)"),
       _case('split', dict(split='shuffled'), 'split', "'shuffled'",
             "one of 'contiguous', 'iid', 'label_sorted', 'dirichlet', "
             "'shards', 'dirichlet_unequal'"),

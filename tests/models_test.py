@@ -12,6 +12,7 @@ import pathlib
 import tempfile
 
 from absl.testing import absltest
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -117,6 +118,50 @@ class ModelTest(absltest.TestCase):
     self.assertEqual(problems.get_problem('cnn', 3072).num_params(),
                      (75 * 32 + 32) + (800 * 64 + 64) + (4096 * 512 + 512)
                      + 5130)
+
+  def test_pfl_cnn_against_numpy(self):
+    # pfl-research's simple_cnn less dropout: 3x3 conv 32, ReLU, 3x3 conv
+    # 64, ReLU, pool, 128 ReLU, 10 ('VALID'); its parameter count by hand
+    problem = problems.get_problem('pfl_cnn', 3072, 10)
+    self.assertEqual(problem.num_params(),
+                     (27 * 32 + 32) + (288 * 64 + 64) + (14 * 14 * 64 * 128
+                                                         + 128) + 1290)
+    self.assertEqual(problem.num_params(), 1_626_442)
+    params = problem.init(jax.random.key(1))
+    x = np.random.default_rng(0).random((3, 3072)).astype(np.float32)
+    relu = lambda v: np.maximum(v, 0)
+    p = jax.tree.map(lambda a: np.asarray(a, np.float64), params)
+    h = np.asarray(x, np.float64).reshape(-1, 32, 32, 3)
+    for conv in ('conv1', 'conv2'):
+      h = relu(_conv(h, p[conv]['kernel'], p[conv]['bias'], 'VALID'))
+    h = relu(_pool(h).reshape(3, -1) @ p['fc']['kernel'] + p['fc']['bias'])
+    want = h @ p['out']['kernel'] + p['out']['bias']
+    got = np.asarray(jax.jit(problem.apply)(params, jnp.asarray(x)))
+    np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-5)
+    # forward FLOPs by hand: 2 x multiply-adds of conv1, conv2, fc, out
+    forward = 2 * (30 * 30 * 27 * 32 + 28 * 28 * 288 * 64 + 12544 * 128
+                   + 1280)
+    self.assertEqual(problem.loss_flops_per_sample, forward)
+    self.assertEqual(problem.grad_flops_per_sample,
+                     3 * forward - 2 * 30 * 30 * 27 * 32)
+
+  def test_max_pool_2x2_is_flaxs(self):
+    # the values and, without ties, the gradient of nn.max_pool (2x2,
+    # stride 2; an odd last row and column dropped)
+    x = jnp.asarray(np.random.default_rng(0).standard_normal(
+        (2, 7, 6, 3)).astype(np.float32))
+    flax_pool = lambda v: nn.max_pool(v, (2, 2), strides=(2, 2))
+    np.testing.assert_array_equal(models.max_pool_2x2(x), flax_pool(x))
+    weights = jnp.arange(2 * 3 * 3 * 3, dtype=jnp.float32).reshape(
+        2, 3, 3, 3)
+    grad = lambda pool: jax.grad(lambda v: jnp.sum(pool(v) * weights))(x)
+    np.testing.assert_array_equal(grad(models.max_pool_2x2),
+                                  grad(flax_pool))
+    # a window of equal values: flax gives the first its gradient, this
+    # splits it evenly (after a ReLU only zeros tie, and the ReLU stops it)
+    ties = jnp.ones((1, 2, 2, 1))
+    self.assertEqual(float(jnp.sum(jax.grad(
+        lambda v: jnp.sum(models.max_pool_2x2(v)))(ties))), 1.0)
 
   def test_torch_init_is_pytorchs(self):
     # init='torch': every weight and bias of the LASG CNN, McMahan's CNN

@@ -53,6 +53,9 @@ class RunSpecTest(parameterized.TestCase):
       ('round_size', dict(round_size=-1, participation=True),
        r'round_size=-1 is not allowed: it must be an integer >= 0 \(0: every '
        r'client computed\)'),
+      ('client_batch', dict(client_batch=-1),
+       r'client_batch=-1 is not allowed: it must be an integer >= 0 \(0: '
+       r'every row at once, vmapped\)'),
       ('batch', dict(stochastic=True, batch_size=0),
        r'batch_size=0 is not allowed: it must be an integer >= 1'),
       ('stochastic', dict(stochastic='yes'),
@@ -90,7 +93,8 @@ class RunSpecTest(parameterized.TestCase):
     from experiments.run import config as config_lib  # pylint: disable=g-import-not-at-top
     from configs import default  # pylint: disable=g-import-not-at-top
     for name, bad_value in (('num_workers', 0), ('memory', 100_001),
-                            ('loss_every', -2), ('batch_size', 0)):
+                            ('loss_every', -2), ('batch_size', 0),
+                            ('client_batch', -1)):
       kwargs = {'problem': problem(), 'num_workers': M, 'stochastic': True,
                 name: bad_value}
       with self.assertRaises(ValueError) as spec_error:
@@ -302,6 +306,41 @@ class ResolveGridAxisTest(absltest.TestCase):
                        'vmap')
       self.assertEqual(spec_lib.resolve_grid_axis(
           lj.RunSpec(plain, M, grid_axis='map')), 'map')
+
+
+class ClientBatchTest(absltest.TestCase):
+  """`RunSpec.client_batch`: the rows' gradients and local steps in a loop
+  of batches (`stages.over_workers`) give the vmapped program's results."""
+
+  def test_batches_give_the_vmapped_results(self):
+    from laq_jax import sweep as sweep_lib  # pylint: disable=g-import-not-at-top
+    workers = 5  # batches of 2: 2, 2 and a remainder of 1
+    rng = np.random.default_rng(1)
+    data = lj.Data(rng.normal(size=(workers, N, D)),
+                   rng.integers(0, C, (workers, N)).astype(np.int32))
+    for algo, settings in (('fedavg', {'local.steps': 3, 'local.lr': 0.1}),
+                           ('slaq', {}), ('error feedback', None)):
+      with self.subTest(algo=algo):
+        if settings is None:  # error feedback compiled in: [M, P] memory
+          spec = lj.RunSpec(problem(), workers, stochastic=True,
+                            batch_size=4)
+          self.assertEqual(lj.init_state(spec, lj.make_hyper('topk_ef'))
+                           .rule.error_MxP.shape,
+                           (workers, problem().num_params()))
+          continue
+        theta = {}
+        for batch in (0, 2):
+          spec = lj.RunSpec(problem(), workers, stochastic=True,
+                            batch_size=4, client_batch=batch,
+                            **sweep_lib.parts_of([{'algo': algo}]))
+          hyper = lj.make_hyper(algo, **settings)
+          state, _ = lj.run(spec, data, hyper, 4)
+          theta[batch] = np.asarray(state.theta_P)
+        np.testing.assert_allclose(theta[2], theta[0], rtol=1e-12,
+                                   atol=1e-14)
+        self.assertGreater(np.abs(theta[0]).max(), 0)  # it moved
+        # no error feedback compiled in: its memory has no width
+        self.assertEqual(state.rule.error_MxP.shape, (workers, 0))
 
 
 if __name__ == '__main__':

@@ -214,6 +214,7 @@ def build(config, *, validated: bool = False) -> Built:
                  warm_start=algorithm.warm_start,
                  downlink=algorithm.downlink,
                  loss_every=get('loss_every'),
+                 client_batch=get('client_batch'),
                  participation=config_lib.partial_participation(config),
                  servers=(algorithm.server,), clients=(algorithm.client,),
                  estimators=(algorithm.estimator,),

@@ -255,7 +255,7 @@ def validate_config(config, *, allow_extra: Iterable[str] = ()) -> None:
   choice('workers_on', sharding.WORKERS_ON)
   for name in ('num_workers', 'num_iters', 'memory', 'batch_size', 'hidden',
                'data_seed', 'train_subset', 'eval_every', 'loss_every',
-               'checkpoint_every'):
+               'checkpoint_every', 'client_batch'):
     integer(name)
   every, chunk = c['checkpoint_every'], c['eval_every']
   if every % chunk:

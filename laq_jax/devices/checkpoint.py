@@ -47,6 +47,7 @@ import time
 from typing import Any, Mapping, NamedTuple, Sequence
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 
@@ -140,6 +141,30 @@ def abstract(tree):
   return jax.tree.map(ocp.utils.to_shape_dtype_struct, tree)
 
 
+def _empty(leaf) -> bool:
+  """Whether an array (or jax.ShapeDtypeStruct) holds no elements."""
+  shape = leaf.shape if hasattr(leaf, 'shape') else np.shape(leaf)
+  return int(np.prod(shape)) == 0
+
+
+def _without_empty(tree):
+  """`tree` with its zero-size arrays as None, which orbax saves as an
+  empty subtree (it refuses to save an array with no elements; error
+  feedback's memory has no width where it is compiled out)."""
+  return jax.tree.map(lambda a: None if _empty(a) else a, tree)
+
+
+def _fill_empty(restored, like):
+  """`restored` with `like`'s zero-size arrays back where it holds None."""
+  def fill(template, got):
+    if not _empty(template):
+      return got
+    zeros = jnp.zeros(template.shape, template.dtype)
+    sharding = getattr(template, 'sharding', None)
+    return zeros if sharding is None else jax.device_put(zeros, sharding)
+  return jax.tree.map(fill, like, restored, is_leaf=lambda x: x is None)
+
+
 def _reason(error: BaseException) -> str:
   """The cause of a failed write, in one line (no space left on device,
   ...)."""
@@ -227,7 +252,7 @@ class Checkpointer:
     previous = self.latest_step()
     try:
       self._manager.save(int(step), args=ocp.args.Composite(
-          state=ocp.args.StandardSave(state),
+          state=ocp.args.StandardSave(_without_empty(state)),
           arrays=ocp.args.StandardSave(arrays),
           meta=ocp.args.JsonSave(record)), force=True)
       self._manager.wait_until_finished()
@@ -319,11 +344,32 @@ class Checkpointer:
           'to discard it.')
     arrays_like = {name: np.zeros(spec['shape'], np.dtype(spec['dtype']))
                    for name, spec in record['arrays'].items()}
-    restored = self._manager.restore(step, args=ocp.args.Composite(
-        state=ocp.args.StandardRestore(abstract(state_like)),
-        arrays=ocp.args.StandardRestore(arrays_like)))
+    target = abstract(state_like)
+    try:
+      restored = self._manager.restore(step, args=ocp.args.Composite(
+          state=ocp.args.StandardRestore(_without_empty(target)),
+          arrays=ocp.args.StandardRestore(arrays_like)))
+      state = restored.state
+    except (ValueError, KeyError) as e:
+      # Saved before the empty arrays went unsaved (error feedback's memory
+      # at full width where it is compiled out): read those at the saved
+      # shapes, then keep the target's empty ones.
+      saved = self._manager.item_metadata(step).state
+      if saved is None or not any(map(_empty, jax.tree.leaves(target))):
+        raise
+      wide = jax.tree.map(
+          lambda t, m: jax.ShapeDtypeStruct(m.shape, t.dtype) if _empty(t)
+          else t, target, saved, is_leaf=lambda x: x is None)
+      try:
+        restored = self._manager.restore(step, args=ocp.args.Composite(
+            state=ocp.args.StandardRestore(wide),
+            arrays=ocp.args.StandardRestore(arrays_like)))
+      except Exception:  # pylint: disable=broad-except
+        raise e from None
+      state = jax.tree.map(lambda t, got: None if _empty(t) else got,
+                           target, restored.state)
     arrays = {name: np.asarray(a) for name, a in restored.arrays.items()}
-    return Restored(int(record['step']), restored.state, arrays,
+    return Restored(int(record['step']), _fill_empty(state, target), arrays,
                     record['meta'])
 
   def close(self, *, quiet: bool = False) -> None:

@@ -315,7 +315,7 @@ def autoencoder(input_dim: int = 784, num_classes: int = 10) -> Problem:
 # (options it does not take, such as another model's `hidden`, are not
 # passed). Add one with `REGISTRY.register(name, factory)`. `laq_jax.models`
 # registers its convolutional and recurrent ones (cnn, lasg_cnn, resnet20,
-# char_lstm) when imported, as the package's `__init__` does: it builds on
+# char_lstm, pfl_cnn) when imported, as the package's `__init__` does: it builds on
 # Problem, so this module does not import it (no circle).
 REGISTRY: registry.Registry[Callable[..., Problem]] = registry.Registry(
     'model', [('logreg', logistic_regression), ('mlp', mlp),
@@ -342,7 +342,7 @@ def check_model_init(name: str, init: str) -> None:
 def get_problem(name: str, input_dim: int = 784, num_classes: int = 10,
                 **options) -> Problem:
   """Problem by name from REGISTRY ('logreg', 'mlp', 'cnn', 'lasg_cnn',
-  'resnet20', 'char_lstm', or one registered);
+  'resnet20', 'char_lstm', 'pfl_cnn', or one registered);
   ValueError naming the allowed ones. `options` (e.g. hidden=200) go to the
   factories that take them."""
   factory = REGISTRY.get(name)

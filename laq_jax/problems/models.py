@@ -3,6 +3,7 @@ Problems with their FLOPs per sample.
 
     problem = get_problem('cnn', input_dim=784)        # McMahan et al.'s CNN
     problem = get_problem('lasg_cnn', input_dim=784)   # the LASG code's CNN
+    problem = get_problem('pfl_cnn', input_dim=3072)   # pfl-research's CNN
 
 A sample arrives flat ([N, D], as every dataset kind loads it) and is
 reshaped to an image by its feature count: 784 = 28x28x1 (MNIST,
@@ -17,6 +18,15 @@ refused naming the model, D and the shapes it knows (`image_shape`).
              conv 20 -> 2x2 max pool -> 5x5 conv 50 -> 2x2 max pool -> 500
              -> 10, 'VALID' convolutions, ELU (431,080 parameters on
              28x28x1).
+  pfl_cnn    pfl-research's benchmark CNN (apple/pfl-research,
+             benchmarks/model/pytorch/cnn.py `simple_cnn`, its CIFAR-10
+             benchmark's model): 3x3 conv 32 -> ReLU -> 3x3 conv 64 -> ReLU
+             -> 2x2 max pool -> 128 ReLU -> softmax, 'VALID' convolutions
+             (1,626,442 parameters on 32x32x3), without its two dropout
+             layers (0.25 after the pool, 0.5 after the hidden layer): a
+             Problem's gradient is a function of the parameters and the
+             samples alone, so no model here has dropout. Its pfl side
+             starts from Glorot-uniform kernels; here `init` as the others.
   resnet20   He et al. 2016's CIFAR ResNet-20 (3x3 conv 16, three stages of
              three basic blocks of 16, 32, 64 channels, stride 2 at the
              second and third, parameter-free shortcuts (option A: a
@@ -133,6 +143,21 @@ class PatchConv(nn.Module):
     return patches @ kernel.reshape(k * k * channels, self.features) + bias
 
 
+def max_pool_2x2(x):
+  """2x2 max pooling of NHWC `x` (stride 2, odd rows and columns dropped,
+  as `nn.max_pool`'s 'VALID'), as a max over a reshape: its gradient is a
+  comparison and a select, where `nn.max_pool`'s is XLA's select-and-
+  scatter, which XLA:CPU runs about 3x slower (the pool of pfl-research's
+  CNN vmapped over 50 clients: 3.3 against 10.0 ms a client-step on a
+  2-core EPYC). The same values; the same gradient but where a window
+  holds its maximum twice (select-and-scatter gives it to the first, this
+  splits it evenly), which after a ReLU is a window of zeros, whose
+  gradient the ReLU stops."""
+  n, h, w, c = x.shape
+  x = x[:, :h // 2 * 2, :w // 2 * 2, :]
+  return x.reshape(n, h // 2, 2, w // 2, 2, c).max(axis=(2, 4))
+
+
 class TwoConvCNN(nn.Module):
   """Two 5x5 convolutions, each followed by 2x2 max pooling, a hidden dense
   layer and the read-out: McMahan et al.'s CNN and the LASG code's differ
@@ -158,6 +183,36 @@ class TwoConvCNN(nn.Module):
     x = act(problems.dense(self.hidden, x.shape[-1], self.init_scheme, 'fc')(x))
     return problems.dense(self.num_classes, self.hidden, self.init_scheme,
                           'out')(x)
+
+
+class SimpleCNN(nn.Module):
+  """pfl-research's `simple_cnn`: two 3x3 'VALID' convolutions (32, 64
+  channels), one 2x2 max pool after the second, a hidden dense layer of
+  128 and the read-out, ReLU throughout (no dropout: see the module's
+  docstring). Its flattening is NHWC's (h, w, c) order; PyTorch's is
+  (c, h, w): benchmarks/peers_pfl.py permutes `fc`'s kernel rows."""
+  num_classes: int = 10
+  shape: tuple[int, int, int] = (32, 32, 3)
+  init_scheme: str = 'default'  # problems.INITS (`init` is flax's method)
+
+  @nn.compact
+  def __call__(self, x):
+    x = x.reshape((x.shape[0],) + tuple(self.shape))
+    for i, channels in enumerate(PFL_CNN['channels']):
+      x = nn.relu(PatchConv(channels, 3, 'VALID',
+                            init_scheme=self.init_scheme,
+                            name=f'conv{i + 1}')(x))
+    x = max_pool_2x2(x)
+    x = x.reshape((x.shape[0], -1))
+    x = nn.relu(problems.dense(PFL_CNN['hidden'], x.shape[-1],
+                               self.init_scheme, 'fc')(x))
+    return problems.dense(self.num_classes, PFL_CNN['hidden'],
+                          self.init_scheme, 'out')(x)
+
+
+PFL_CNN = dict(channels=(32, 64), hidden=128)
+PFL_CNN_LAYERS = [('conv', 32, 3, 'VALID'), ('conv', 64, 3, 'VALID'),
+                  ('pool',), ('dense', 128)]
 
 
 # McMahan et al. 2017's CNN and the LASG code's (`Net`, ELU, 'VALID').
@@ -337,6 +392,18 @@ def lasg_cnn(input_dim: int = 784, num_classes: int = 10,
 
 
 @functools.cache
+def pfl_cnn(input_dim: int = 3072, num_classes: int = 10,
+            init: str = 'default'):
+  """pfl-research's benchmark CNN (`SimpleCNN`), on 32x32x3 or 28x28x1;
+  `init`: problems.INITS."""
+  shape = image_shape('pfl_cnn', input_dim)
+  return _as_problem('pfl_cnn', SimpleCNN(
+      num_classes=num_classes, shape=shape,
+      init_scheme=problems.check_init(init)), input_dim, num_classes,
+                     _flops(shape, PFL_CNN_LAYERS + [('dense', num_classes)]))
+
+
+@functools.cache
 def resnet20(input_dim: int = 3072, num_classes: int = 10):
   """ResNet-20 with GroupNorm (`ResNet20`), on 32x32x3 or 28x28x1."""
   shape = image_shape('resnet20', input_dim)
@@ -364,6 +431,7 @@ def char_lstm(input_dim: int = 80, num_classes: int = 80):
 # The models' names in `problems.REGISTRY` (get_problem('cnn', ...)), in
 # this order after logreg and mlp.
 for _name, _factory in (('cnn', cnn), ('lasg_cnn', lasg_cnn),
-                        ('resnet20', resnet20), ('char_lstm', char_lstm)):
+                        ('resnet20', resnet20), ('char_lstm', char_lstm),
+                        ('pfl_cnn', pfl_cnn)):
   problems.REGISTRY.register(_name, _factory)
 del _name, _factory

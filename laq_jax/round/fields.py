@@ -247,6 +247,7 @@ RUN_INTEGERS = {f.name: f for f in (
     RunInteger('memory', 1, MAX_MEMORY, 'D, the history length'),
     RunInteger('batch_size', 1),
     RunInteger('round_size', 0, None, '0: every client computed'),
+    RunInteger('client_batch', 0, None, '0: every row at once, vmapped'),
     RunInteger('hidden', 1),
     RunInteger('data_seed', 0),
     RunInteger('train_subset', 0, None, '0 uses every training sample'),
