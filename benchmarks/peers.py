@@ -1,4 +1,24 @@
-r"""laq-jax side by side with Flower's simulation engine: the same FedAvg run.
+r"""laq-jax side by side with Flower's simulation engine (the same FedAvg run)
+and with pfl-research (`--tasks cifar`: its CIFAR-10 benchmark, the same
+algorithm on the same draws).
+
+    python -m venv .venv-pfl
+    .venv-pfl/bin/pip install pfl==0.6.0 torch==2.13.0
+    python benchmarks/peers.py --tasks cifar \
+        --pfl_python .venv-pfl/bin/python --pfl_clients 200 --pfl_rounds 6
+
+pfl-research's task (`PFL`, `pfl_task`): FedAvg over IID users of 50
+CIFAR-10 images (`cifar_task`: the real files when `cifar10` finds them,
+else generated ones of the same shape and class balance), 50 a round, one
+local epoch in batches of 10 at 0.1, the server's SGD at 1.0, pfl's
+`simple_cnn` as laq-jax's `pfl_cnn`. pfl (benchmarks/peers_pfl.py, in a
+venv of its own with PyTorch's CPU build) replays laq-jax's cohorts and
+minibatches (`fedavg_draws`) from laq-jax's initial parameters; the script
+compares the training loss after each round and the last parameters
+(exit 1 past --pfl_tolerance) and reports rounds per second, seconds per
+100 rounds and peak memory, laq-jax's with `RunSpec.client_batch` 0 and 1.
+
+The Flower task:
 
     python -m venv .venv-flower
     .venv-flower/bin/pip install "flwr[simulation]==1.42.0" jax==0.10.2
@@ -233,26 +253,38 @@ def pfl_task_laq_jax(x_MxNxD, y_MxN, xe, ye, rounds: int,
       server_lr=PFL['server_lr'], weighting='uniform',
       **{'local.steps': steps, 'local.lr': PFL['lr']})
   state = laq_jax.init_state(spec, hyper, jnp.float32)
-  theta0_P = state.theta_P
+  theta0_P = np.asarray(state.theta_P)
   _, unravel = laq_jax.flat_params(problem, 0, jnp.float32)
   loss = jax.jit(lambda th: jnp.mean(problem.sample_losses(
       unravel(th), jnp.asarray(xe), jnp.asarray(ye))))
-  one = laq_jax.run_chunk.lower(spec, state, data, hyper, 1).compile()
-  losses, first = [], None
-  for _ in range(rounds):
-    state, _ = one(state, data, hyper)
-    first = state if first is None else first
-    losses.append(float(loss(state.theta_P)))
-  timed = max(rounds - 1, 1)  # rounds 2 .. R, one compiled call
-  compiled = laq_jax.run_chunk.lower(spec, first, data, hyper,
+  # The loss after every round: the rounds one call each, in place (the
+  # first call also logs the objective at step 0, a pass over all the
+  # data, which the timed call then does not hold).
+  one = laq_jax.run_chunk.lower(spec, state, data, hyper, 1,
+                                donate=True).compile()
+  state, _ = one(state, data, hyper)
+  losses = [float(loss(state.theta_P))]
+  # The rounds' speed: rounds 2 .. R, one compiled call, timed after a warm
+  # call (two states at once: [M, P] is 6.5 GB at M = 1,000).
+  timed = rounds - 1
+  compiled = laq_jax.run_chunk.lower(spec, state, data, hyper,
                                      timed).compile()
-  jax.block_until_ready(compiled(first, data, hyper))  # warm
+  jax.block_until_ready(compiled(state, data, hyper))  # warm
   start = time.perf_counter()
-  jax.block_until_ready(compiled(first, data, hyper))
+  out, _ = jax.block_until_ready(compiled(state, data, hyper))
   seconds = time.perf_counter() - start
+  timed_P = np.asarray(out.theta_P)
+  del out, compiled
+  for _ in range(timed):
+    state, _ = one(state, data, hyper)
+    losses.append(float(loss(state.theta_P)))
+  theta_P = np.asarray(state.theta_P)
   return ({'rounds_per_s': timed / seconds, 'call_s': seconds,
-           'losses': losses, 'theta_P': np.asarray(state.theta_P),
-           'initial_loss': float(loss(theta0_P)),
+           'losses': losses, 'theta_P': theta_P,
+           # (the same rounds as the calls of one, to rounding: reported)
+           'call_against_rounds_max_difference': float(
+               np.max(np.abs(timed_P - theta_P))),
+           'initial_loss': float(loss(jnp.asarray(theta0_P))),
            'maxrss_bytes': resource.getrusage(
                resource.RUSAGE_SELF).ru_maxrss * 1024},
           hyper, theta0_P, unravel, steps)

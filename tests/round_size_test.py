@@ -14,6 +14,7 @@ import laq_jax as lj
 from laq_jax import loop
 from laq_jax import participation
 from laq_jax import points as points_lib
+from tests import common
 
 M, N, D, C, S = 12, 30, 6, 4, 5
 
@@ -142,6 +143,27 @@ class CostTest(absltest.TestCase):
     ratio = flops('gather') / flops('mask')
     self.assertLess(ratio, 1.5 * S / M)
     self.assertGreater(ratio, 0.5 * S / M)
+
+  def test_a_chunk_that_surely_fits_compiles_the_gathered_round_alone(self):
+    # S' = 3 of 12 a round, all here: every round fits S = 5, so run_chunk
+    # builds no masked program (its temporaries are every client's: at M =
+    # 1,000 clients of a 1.6 M-parameter CNN, 21 GB) and gives the results
+    # of the program that holds both behind its conditional.
+    spec, hyper = grid(('fedavg', 'slaq'), round_size=S)
+    fixed = hyper._replace(clients_per_round=jnp.asarray([3, 5]))
+    self.assertTrue(loop.fits_for_sure(spec, fixed, M))
+    for unsure in (hyper._replace(clients_per_round=jnp.asarray([3, 0])),
+                   hyper._replace(clients_per_round=jnp.asarray([3, 6]))):
+      self.assertFalse(loop.fits_for_sure(spec, unsure, M))  # q; S' > S
+    self.assertFalse(loop.fits_for_sure(spec, fixed, S))  # S rows: no gather
+    state = lj.init_state(spec, fixed, jnp.float64)
+    sure = lj.run_chunk.lower(spec, state, data(), fixed, 3).compile()
+    both = loop._compiled_chunk.lower(  # pylint: disable=protected-access
+        spec, state, data(), fixed, 3, path='auto').compile()
+    self.assertLess(sure.memory_analysis().temp_size_in_bytes,
+                    both.memory_analysis().temp_size_in_bytes)
+    common.assert_trees_equal(self, sure(state, data(), fixed),
+                              both(state, data(), fixed))
 
 
 class RoundSizeTest(absltest.TestCase):

@@ -250,11 +250,15 @@ def make_step(spec: RunSpec, data: Data, hyper: Hyper, *,
 
 def scan_chunk(spec: RunSpec, state: LoopState, data: Data, hyper: Hyper,
                num_steps: int, *, worker_ids_M: jax.Array | None = None,
-               axis_name: str | None = None):
+               axis_name: str | None = None, path: str = 'auto'):
   """The traced chunk: `num_steps` scan steps, for each point of a grid Hyper.
 
   Shared by `run_chunk` (all workers here) and `laq_jax.sharding` (inside
   shard_map, with the local workers' global ids and the mesh axis).
+  `path`: 'auto', a gathered run's chunk on its participants' rows where
+  every round fits, else masked (one `lax.cond`, both compiled); 'gather',
+  the caller knows every round fits (`fits_for_sure`): the masked program,
+  and its temporaries of every client, are not compiled at all.
   """
   num_local = data.x_MxNxD.shape[0]
   gathers = round_rows(spec, num_local) < num_local
@@ -287,6 +291,8 @@ def scan_chunk(spec: RunSpec, state: LoopState, data: Data, hyper: Hyper,
       return jax.lax.scan(body, state, None, length=num_steps)
     if not gathers:
       return run('mask')
+    if path == 'gather':
+      return run('gather')
     # Rounds on their participants' rows where every round of the chunk
     # fits (one conditional per chunk: a conditional per round would copy
     # the [M, P] state in and out of it every round), else masked.
@@ -313,6 +319,8 @@ def scan_chunk(spec: RunSpec, state: LoopState, data: Data, hyper: Hyper,
         return out, jax.tree.map(lambda a: jnp.swapaxes(a, 0, 1), trace)
       if not gathers:
         return grid('mask')
+      if path == 'gather':
+        return grid('gather')
       # Every point's rounds must fit (a conditional per point would batch
       # into a select that runs both).
       fits = jnp.all(jax.vmap(lambda h: chunk_fits(state.step[0], h))(hyper))
@@ -321,11 +329,27 @@ def scan_chunk(spec: RunSpec, state: LoopState, data: Data, hyper: Hyper,
   return chunk(state, hyper)
 
 
-_compiled_chunk = jax.jit(scan_chunk, static_argnums=(0, 4))
+_compiled_chunk = jax.jit(scan_chunk, static_argnums=(0, 4),
+                          static_argnames=('path',))
 # The same program with the input state's buffers given to the output (no
 # copy of the [M, P] state in, and one state fewer in memory).
 _donating_chunk = jax.jit(scan_chunk, static_argnums=(0, 4),
-                          donate_argnums=(1,))
+                          static_argnames=('path',), donate_argnums=(1,))
+
+
+def fits_for_sure(spec: RunSpec, hyper: Hyper, num_local: int) -> bool:
+  """Whether every round of every point surely fits a gathered round's
+  rows, from the concrete Hyper alone: all workers on one device and every
+  point with `clients_per_round` S' in 1..S (`RunSpec.round_size`), so
+  each round has exactly min(S', M) participants. Then `run_chunk`
+  compiles the gathered program alone: the masked one, which would hold
+  every client's temporaries (three [M, P] arrays at M = 1,000), is not
+  built."""
+  size = round_rows(spec, num_local)
+  if size >= num_local:
+    return False
+  per_round = np.asarray(hyper.clients_per_round)
+  return bool(np.all((per_round > 0) & (per_round <= size)))
 
 
 def run_chunk(spec: RunSpec, state: LoopState, data: Data, hyper: Hyper,
@@ -333,13 +357,20 @@ def run_chunk(spec: RunSpec, state: LoopState, data: Data, hyper: Hyper,
               ) -> tuple[LoopState, Trace]:
   spec.check_hyper(hyper)  # on the concrete values, before any tracing
   fn = _donating_chunk if donate else _compiled_chunk
-  return fn(spec, state, data, hyper, num_steps)
+  return fn(spec, state, data, hyper, num_steps, path=_path(spec, data,
+                                                            hyper))
+
+
+def _path(spec, data, hyper) -> str:
+  return ('gather' if fits_for_sure(spec, hyper, data.x_MxNxD.shape[0])
+          else 'auto')
 
 
 def _lower(spec, state, data, hyper, num_steps, *, donate=False):
   spec.check_hyper(hyper)
   fn = _donating_chunk if donate else _compiled_chunk
-  return fn.lower(spec, state, data, hyper, num_steps)
+  return fn.lower(spec, state, data, hyper, num_steps,
+                  path=_path(spec, data, hyper))
 
 
 # As jit's: the cache size, both programs' (tests, the launchers' compile
