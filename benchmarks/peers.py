@@ -262,7 +262,10 @@ def pfl_task_laq_jax(x_MxNxD, y_MxN, xe, ye, rounds: int,
   # data, which the timed call then does not hold).
   one = laq_jax.run_chunk.lower(spec, state, data, hyper, 1,
                                 donate=True).compile()
-  state, _ = one(state, data, hyper)
+  # (buffers of its own: init_state's arrays may share one, which a
+  # donating call cannot take twice)
+  state, _ = one(jax.jit(lambda st: jax.tree.map(jnp.copy, st))(state),
+                 data, hyper)
   losses = [float(loss(state.theta_P))]
   # The rounds' speed: rounds 2 .. R, one compiled call, timed after a warm
   # call (two states at once: [M, P] is 6.5 GB at M = 1,000).

@@ -149,8 +149,12 @@ class CheckpointerTest(absltest.TestCase):
     import configs  # pylint: disable=g-import-not-at-top
     now = configs.load('mnist_logreg', 'tiny').to_dict()
     self.assertEqual((now['server_lr'], now['init']), (0.0, 'default'))
-    # (`init` came after every slot: the older eras had none)
+    # (`client_batch` came last, `init` after every slot: the older eras
+    # had neither)
+    self.assertEqual(now['client_batch'], 0)
     newest = dict(now)
+    before_batch = {k: v for k, v in now.items() if k != 'client_batch'}
+    now = before_batch
     now_without_init = {k: v for k, v in now.items() if k != 'init'}
     slots = ('compressor', 'trigger', 'server', 'client', 'estimator',
              'broadcast', 'compressor_b')
@@ -165,7 +169,8 @@ class CheckpointerTest(absltest.TestCase):
     arrays = {'loss': self.trace.loss}
     for era, written in (('before', before), ('between', between),
                          ('four slots', four),
-                         ('every slot, before init', now_without_init)):
+                         ('every slot, before init', now_without_init),
+                         ('before client_batch', before_batch)):
       with checkpoint.Checkpointer(self.folder(era),
                                    checkpoint.fingerprint(written)) as ckpt:
         ckpt.save(6, self.state, arrays)
@@ -180,7 +185,7 @@ class CheckpointerTest(absltest.TestCase):
     # nor its results from then stand for it now (from between, they do).
     fed_now = dict(now, algo='fedavg')
     fed_between = {k: v for k, v in fed_now.items()
-                   if k not in slots and k != 'init'}
+                   if k not in slots and k not in ('init', 'client_batch')}
     fed_before = {k: v for k, v in fed_between.items() if k != 'server_lr'}
     self.assertNotIn(checkpoint.fingerprint(fed_before),
                      outputs.legacy_fingerprints(fed_now))
@@ -190,7 +195,8 @@ class CheckpointerTest(absltest.TestCase):
     grid_now = dict(now, sweep={'algo': ['sgd', 'fedavg']})
     self.assertNotIn(checkpoint.fingerprint(
         {k: v for k, v in grid_now.items()
-         if k not in slots and k not in ('server_lr', 'init')}),
+         if k not in slots
+         and k not in ('server_lr', 'init', 'client_batch')}),
                      outputs.legacy_fingerprints(grid_now))
     self.assertTrue(outputs.same_config(
         {k: v for k, v in dict(now, sweep={'algo': ['sgd', 'slaq']}).items()

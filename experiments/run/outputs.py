@@ -419,7 +419,9 @@ ADDED_FIELDS = {'server_lr': (0.0, _no_local_preset),
                    for slot in ('compressor', 'trigger', 'server', 'client',
                                 'estimator', 'broadcast', 'compressor_b')},
                 # flax's initializers, the only ones before it
-                'init': ('default', lambda _: True)}
+                'init': ('default', lambda _: True),
+                # every client vmapped at once, as before it
+                'client_batch': (0, lambda _: True)}
 
 
 def behaves_as_before(name: str, config_dict: dict) -> bool:
