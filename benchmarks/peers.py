@@ -73,11 +73,23 @@ import numpy as np  # pylint: disable=g-import-not-at-top
 import laq_jax  # pylint: disable=g-import-not-at-top
 from benchmarks import machine  # pylint: disable=g-import-not-at-top
 from laq_jax import data as data_lib  # pylint: disable=g-import-not-at-top
+from laq_jax import loop  # pylint: disable=g-import-not-at-top
 from laq_jax import sweep as sweep_lib  # pylint: disable=g-import-not-at-top
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 M, S, K, B, LR = 100, 10, 5, 10, 0.05
 NEVER = 10**9  # loss_every: the objective at step 0 alone
+
+
+def timed_call(spec, state, data, hyper, steps):
+  """(the state after `steps` rounds from `state`, the seconds of that one
+  compiled call, timed after a warm call of it)."""
+  compiled = laq_jax.run_chunk.lower(spec, state, data, hyper,
+                                     steps).compile()
+  jax.block_until_ready(compiled(state, data, hyper))  # warm
+  start = time.perf_counter()
+  out, _ = jax.block_until_ready(compiled(state, data, hyper))
+  return out, time.perf_counter() - start
 
 
 def laq_jax_run(model, algo, x_MxNxD, y_MxN, x_test, y_test, rounds,
@@ -103,12 +115,7 @@ def laq_jax_run(model, algo, x_MxNxD, y_MxN, x_test, y_test, rounds,
     accuracy.append(laq_jax.accuracy(problem, state.theta_P, x_test,
                                      y_test))
   # the rounds' speed: rounds 2 .. rounds + 1, one compiled call, timed
-  compiled = laq_jax.run_chunk.lower(spec, first, data, hyper,
-                                     rounds).compile()
-  jax.block_until_ready(compiled(first, data, hyper))  # warm
-  start = time.perf_counter()
-  out, _ = jax.block_until_ready(compiled(first, data, hyper))
-  seconds = time.perf_counter() - start
+  out, seconds = timed_call(spec, first, data, hyper, rounds)
   # (the same rounds as the calls of one, to rounding: reported)
   difference = float(np.max(np.abs(
       np.asarray(out.theta_P)
@@ -264,20 +271,14 @@ def pfl_task_laq_jax(x_MxNxD, y_MxN, xe, ye, rounds: int,
                                 donate=True).compile()
   # (buffers of its own: init_state's arrays may share one, which a
   # donating call cannot take twice)
-  state, _ = one(jax.jit(lambda st: jax.tree.map(jnp.copy, st))(state),
-                 data, hyper)
+  state, _ = one(loop._copy_state(state), data, hyper)  # pylint: disable=protected-access
   losses = [float(loss(state.theta_P))]
   # The rounds' speed: rounds 2 .. R, one compiled call, timed after a warm
   # call (two states at once: [M, P] is 6.5 GB at M = 1,000).
   timed = rounds - 1
-  compiled = laq_jax.run_chunk.lower(spec, state, data, hyper,
-                                     timed).compile()
-  jax.block_until_ready(compiled(state, data, hyper))  # warm
-  start = time.perf_counter()
-  out, _ = jax.block_until_ready(compiled(state, data, hyper))
-  seconds = time.perf_counter() - start
+  out, seconds = timed_call(spec, state, data, hyper, timed)
   timed_P = np.asarray(out.theta_P)
-  del out, compiled
+  del out
   for _ in range(timed):
     state, _ = one(state, data, hyper)
     losses.append(float(loss(state.theta_P)))
