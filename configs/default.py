@@ -118,7 +118,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.eval_every = 100  # chunk length: progress line + test accuracy
   # Log the full objective f(theta^k) every N iterations (k % N == 0; empty
   # elsewhere in metrics.csv). 0: 1 for full-batch runs (it comes with the
-  # gradient), 10 for minibatch runs (a pass over all the data per log).
+  # gradient), 10 for minibatch runs (a pass over all the data per log);
+  # at least ceil(M / S) where a round computes S of M clients alone.
   config.loss_every = 0
   config.target_residual = 1e-6  # report iterations/uploads/bits to reach it
   config.fstar = 'auto'  # 'auto' (solve, convex models), 'none', or a number

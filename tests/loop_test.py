@@ -91,6 +91,45 @@ class LoopTest(parameterized.TestCase):
         np.asarray(out.theta_P),
         np.asarray(lj.run_chunk(spec, state, data, h, 4)[0].theta_P))
 
+  def test_a_chunks_draws_at_once_are_each_rounds(self):
+    # Every client's participation uniform, drawn for the chunk before its
+    # scan (loop.chunk_draws), against each round drawing its own (a chunk
+    # past loop.CHUNK_DRAWS): the same draws bit for bit, so the same
+    # participants and decisions, for a single run and a vmapped grid,
+    # gathered and masked rounds (Bernoulli participation on a straggling
+    # network); the floats to rounding (two programs: XLA's older emitters,
+    # the suite's, fuse them differently; at its defaults, bit for bit).
+    from laq_jax import loop  # pylint: disable=g-import-not-at-top
+    x, y = common.mnist_shards(M, N)
+    data = lj.Data(jnp.asarray(x), jnp.asarray(y))
+    points = [dict(algo='slaq', participation=0.4, network='mobile', seed=1),
+              dict(algo='slaq', clients_per_round=2, network='mobile',
+                   seed=2)]
+    spec = lj.RunSpec(lj.get_problem('logreg'), M, stochastic=True,
+                      batch_size=5, round_size=3, grid_axis='vmap',
+                      **sweep.parts_of(points))
+    grid_h = sweep.stack_points(points, dtype=jnp.float64)
+    one_h = jax.tree.map(lambda a: a[0], grid_h)
+    self.assertTrue(loop.draws_at_once(spec, 6, points=2))
+    for h in (one_h, grid_h):
+      state = lj.init_state(spec, h, jnp.float64)
+      chunk = lambda st, h=h: loop.scan_chunk(spec, st, data, h, 6)
+      at_once = jax.jit(chunk)(state)
+      with mock.patch.object(loop, 'CHUNK_DRAWS', 0):
+        self.assertFalse(loop.draws_at_once(spec, 6))
+        each = jax.jit(lambda st: chunk(st))(state)  # traced anew
+      self.assertEqual(jax.tree.structure(at_once), jax.tree.structure(each))
+      for a, b in zip(jax.tree.leaves(at_once), jax.tree.leaves(each)):
+        a, b = np.asarray(a), np.asarray(b)
+        if np.issubdtype(a.dtype, np.floating):
+          np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-15)
+        else:  # steps, participants, uploads, bits, the slowest worker
+          np.testing.assert_array_equal(a, b)
+      slowdown = np.asarray(at_once[1].slowdown_M)
+      self.assertGreater(np.ptp(slowdown), 0)  # the stragglers drew
+      present = np.asarray(at_once[1].participants_M)
+      self.assertFalse(present.all())
+
   def test_grid_equals_separate_runs(self):
     x, y = common.mnist_shards(M, N)
     data = lj.Data(jnp.asarray(x), jnp.asarray(y))

@@ -6,6 +6,7 @@ import math
 from absl.testing import absltest
 from absl.testing import parameterized
 import jax
+import jax.extend
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -57,11 +58,18 @@ def grid(algos, model='logreg', round_size=0, grid_axis='map'):
   return spec, points_lib.stack_points(points, dtype=jnp.float64)
 
 
-def assert_same(test, masked, gathered, loss_rtol=0.0):
+def assert_same(test, masked, gathered, loss_rtol=0.0, loss_every=1):
+  """The gathered run is the masked one; its loss logged every
+  `loss_every` iterations (its spec's default: at least ceil(M / S)), NaN
+  at the others."""
   (state0, trace0), (state1, trace1) = masked, gathered
   for field in trace0._fields:
     a, b = np.asarray(getattr(trace0, field)), np.asarray(getattr(trace1,
                                                                   field))
+    if field == 'loss' and loss_every > 1:
+      logged = np.arange(a.shape[-1]) % loss_every == 0
+      test.assertTrue(np.isnan(b[..., ~logged]).all())
+      a, b = a[..., logged], b[..., logged]
     if field == 'loss' and loss_rtol:
       np.testing.assert_allclose(b, a, rtol=loss_rtol, err_msg=field)
     else:
@@ -81,10 +89,14 @@ class SameResultsTest(parameterized.TestCase):
     steps = 12
     ref = lj.run(*masked[:1], data(), masked[1], steps)
     got = lj.run(*gathered[:1], data(), gathered[1], steps)
+    # A gathered round computes S of M clients' gradients: the objective
+    # over all M is logged every ceil(M / S) iterations by default.
+    every = gathered[0].log_every
+    self.assertEqual((masked[0].log_every, every), (1, math.ceil(M / S)))
     # The logged objective comes from a forward pass of its own (the
     # masked program's from its gradients' pass): to rounding.
     if grid_axis == 'map':
-      assert_same(self, ref, got, loss_rtol=1e-14)
+      assert_same(self, ref, got, loss_rtol=1e-14, loss_every=every)
       # a client not in the round computed nothing: its rows say so
       absent = ~np.asarray(got[1].participants_M)
       for field in ('sent_M', 'bits_M', 'bits_down_M', 'innovation_M',
@@ -93,6 +105,8 @@ class SameResultsTest(parameterized.TestCase):
                          .sum(), 0, field)
     else:  # S-row products in place of M-row ones: to rounding, as a
       # vmapped grid's points already agree with their runs alone
+      ref = (ref[0], ref[1]._replace(loss=ref[1].loss[:, ::every]))
+      got = (got[0], got[1]._replace(loss=got[1].loss[:, ::every]))
       for a, b in zip(jax.tree.leaves(ref), jax.tree.leaves(got)):
         np.testing.assert_allclose(np.asarray(b, float), np.asarray(a, float),
                                    rtol=1e-9, atol=1e-12)
@@ -143,6 +157,41 @@ class CostTest(absltest.TestCase):
     ratio = flops('gather') / flops('mask')
     self.assertLess(ratio, 1.5 * S / M)
     self.assertGreater(ratio, 0.5 * S / M)
+
+  def test_the_full_objective_is_read_only_at_the_logged_iterations(self):
+    """A gathered full-batch round reads every client's shard only inside
+    the logged iterations' conditional (it read them every round, whatever
+    loss_every said, before 2026-12-07: most of a launcher's round at M =
+    1,000 and S = 10); with loss_every = 1 every round, unconditionally."""
+    def unconditional(jaxpr, shape):  # primitives reading `shape` outside
+      found = []                      # any conditional
+      for eqn in jaxpr.eqns:
+        if eqn.primitive.name == 'cond':
+          continue
+        subs = [getattr(v, 'jaxpr', v) for v in eqn.params.values()
+                if isinstance(v, (jax.extend.core.Jaxpr,
+                                  jax.extend.core.ClosedJaxpr))]
+        for sub in subs:
+          found += unconditional(sub, shape)
+        if not subs and any(getattr(getattr(v, 'aval', None), 'shape', None)
+                            == shape for v in eqn.invars):
+          found.append(eqn.primitive.name)
+      return set(found)
+
+    shards = data()
+    _, hyper = grid(('laq',), round_size=S)
+    one = jax.tree.map(lambda a: a[0], hyper)._replace(
+        clients_per_round=jnp.int32(S))
+    for every, reads in ((None, {'gather'}), (1, {'gather', 'dot_general'})):
+      spec = lj.RunSpec(lj.get_problem('logreg', D, C), M, participation=True,
+                        round_size=S, loss_every=every or 0)
+      self.assertEqual(spec.log_every, every or math.ceil(M / S))
+      state = lj.init_state(spec, one, jnp.float64)
+      jaxpr = jax.make_jaxpr(lambda st, spec=spec: loop.make_step(
+          spec, shards, one, path='gather')(st, None))(state)
+      # (gather: the round's rows of the shards)
+      self.assertEqual(unconditional(jaxpr.jaxpr, shards.x_MxNxD.shape),
+                       reads)
 
   def test_a_chunk_that_surely_fits_compiles_the_gathered_round_alone(self):
     # S' = 3 of 12 a round, all here: every round fits S = 5, so run_chunk

@@ -64,7 +64,8 @@ class RunSpecTest(parameterized.TestCase):
        r'downlink=1 is not allowed: it must be True or False'),
       ('loss_every', dict(loss_every=-1),
        r'loss_every=-1 is not allowed: it must be an integer >= 0 \(0: 1 for '
-       r'full-batch runs, 10 for minibatch runs\)'),
+       r'full-batch runs, 10 for minibatch runs, at least ceil\(M / S\) where a '
+       r'round computes S of M clients\)'),
       ('loss_every_bool', dict(loss_every=True),
        r'loss_every=True is not allowed'),
       ('grid_axis', dict(grid_axis=None),

@@ -253,7 +253,8 @@ RUN_INTEGERS = {f.name: f for f in (
     RunInteger('train_subset', 0, None, '0 uses every training sample'),
     RunInteger('eval_every', 1, _INT32_MAX),
     RunInteger('loss_every', 0, None, '0: 1 for full-batch runs, '
-               f'{MINIBATCH_LOSS_EVERY} for minibatch runs'),
+               f'{MINIBATCH_LOSS_EVERY} for minibatch runs, at least '
+               'ceil(M / S) where a round computes S of M clients'),
     RunInteger('checkpoint_every', 0, _INT32_MAX,
                '0 turns checkpoints off'),
 )}

@@ -151,8 +151,13 @@ def client_stage(s: Setting, gradients: Callable, full_values: Callable,
   if rows is not None:
     if spec.stochastic:
       loss = _logged_loss(s, state.step, theta_P, full_values)
-    else:  # the full part's own loss (XLA drops its unused gradients)
-      loss = gradients(state.step, theta_P, at_P)[0]
+    else:  # the full part's own loss (XLA drops its unused gradients),
+      # a pass over every client: at the logged iterations alone
+      every = spec.log_every
+      own = lambda: gradients(state.step, theta_P, at_P)[0]
+      loss = own() if every == 1 else jax.lax.cond(
+          state.step % every == 0, own,
+          lambda: jnp.full((), jnp.nan, grads_MxP.dtype))
     extra['rows_M'] = rows
   if same and spec.rule.same_sample:
     extra['same_sample'] = same[0]
@@ -174,13 +179,47 @@ def drawn_grad_norm_sq(spec: RunSpec, grads_MxP, participation: dict,
   return collectives.sum_sq(collectives.sum_workers(drawn_MxP, axis_name))
 
 
+# The most participation draws (rounds x clients x grid points) a chunk
+# makes before its scan; a longer chunk draws round by round (the same
+# values), so its draws never outgrow the run: 2**22 uniforms are 16 MB.
+CHUNK_DRAWS = 2**22
+
+
+def draws_at_once(spec: RunSpec, num_steps: int, points: int = 1) -> bool:
+  """Whether a chunk of `num_steps` rounds of `points` grid points draws
+  its participation uniforms at once (`chunk_draws`): partial participation
+  compiled in, and at most CHUNK_DRAWS of them."""
+  return (spec.participation
+          and points * num_steps * spec.num_workers <= CHUNK_DRAWS)
+
+
+def chunk_draws(spec: RunSpec, hyper: Hyper, step,
+                num_steps: int) -> jax.Array | None:
+  """Every client's participation uniform of rounds step .. step +
+  num_steps - 1, [T, M], drawn at once before the scan, which hands round
+  k its row; None where `draws_at_once` says no (each round then draws its
+  own). The values each round would draw, bit for bit (threefry's integer
+  arithmetic and an exact conversion): per round the draw is two rolled
+  threefry loops over all M clients, each a few dozen operations a CPU
+  pays for one by one and a GPU launches as kernels. (The straggler
+  factors stay drawn in the round: their exp and log round differently
+  for arrays of other shapes under some XLA emitters.)"""
+  if not draws_at_once(spec, num_steps):
+    return None
+  return jax.vmap(lambda k: participation_lib.uniforms(
+      hyper.seed, k, spec.num_workers))(
+          step + jnp.arange(num_steps, dtype=jnp.int32))
+
+
 def make_step(spec: RunSpec, data: Data, hyper: Hyper, *,
               worker_ids_M: jax.Array | None = None,
               axis_name: str | None = None,
               vmapped: bool = False, path: str | None = None) -> Callable:
-  """The scan body, LoopState -> (LoopState, Trace row), in named stages:
-  the gradient part, the rule (compress, decide, participation, aggregate,
-  the server's update), the round's time.
+  """The scan body, (LoopState, u_M or None) -> (LoopState, Trace row), in
+  named stages: the gradient part, the rule (compress, decide,
+  participation, aggregate, the server's update), the round's time. The
+  round's participation uniforms come from the scan (`chunk_draws`), or
+  None: it draws them.
 
   Args:
     spec: static run description.
@@ -225,18 +264,22 @@ def make_step(spec: RunSpec, data: Data, hyper: Hyper, *,
         slowdown_M, present_all[worker_ids_M])
     return LoopState(state.step + 1, new_theta_P, rule_state), row
 
-  def body(state: LoopState, _):
+  def body(state: LoopState, u_M: jax.Array | None):
     # The stragglers' factors of this round (keys: seed, step, worker).
     slowdown_M = network_lib.slowdown(s.hyper.network, s.hyper.seed,
                                       state.step, worker_ids_M)
     if path == 'mask':
-      return one_round(state, None, slowdown_M, None)
+      present_all = (participation_lib.participants(
+          s.hyper, state.step, spec.num_workers, u_M=u_M)
+                     if spec.participation else None)
+      return one_round(state, present_all, slowdown_M, None)
     # On the gathered path every round fits (the chunk checked): at most
     # size rows on each of the M / num_local devices take part.
     bound = (min(spec.num_workers, spec.num_workers // num_local * size)
              if path == 'gather' else None)
     present_all = participation_lib.participants(s.hyper, state.step,
-                                                 spec.num_workers, bound)
+                                                 spec.num_workers, bound,
+                                                 u_M=u_M)
     rows = participation_lib.round_rows(present_all[worker_ids_M], size)
     if path == 'gather':
       return one_round(state, present_all, slowdown_M, rows)
@@ -288,7 +331,8 @@ def scan_chunk(spec: RunSpec, state: LoopState, data: Data, hyper: Hyper,
     def run(path):
       body = make_step(spec, data, hyper, worker_ids_M=worker_ids_M,
                        axis_name=axis_name, path=path)
-      return jax.lax.scan(body, state, None, length=num_steps)
+      return jax.lax.scan(body, state, chunk_draws(
+          spec, hyper, state.step, num_steps), length=num_steps)
     if not gathers:
       return run('mask')
     if path == 'gather':
@@ -308,14 +352,19 @@ def scan_chunk(spec: RunSpec, state: LoopState, data: Data, hyper: Hyper,
       # products of the data with every point's parameters are one product
       # (logistic regression: X [M N, D] @ [D, G C]).
       def grid(path):
-        def grid_body(states, _):
+        def grid_body(states, u_GxM):
           step = states.step[0]
-          def point(one_state, one_hyper):
+          def point(one_state, one_hyper, u_M):
             body = make_step(spec, data, one_hyper, worker_ids_M=worker_ids_M,
                              axis_name=axis_name, vmapped=True, path=path)
-            return body(one_state._replace(step=step), None)
-          return jax.vmap(point)(states, hyper)
-        out, trace = jax.lax.scan(grid_body, state, None, length=num_steps)
+            return body(one_state._replace(step=step), u_M)
+          return jax.vmap(point)(states, hyper, u_GxM)
+        u_TxGxM = None
+        if draws_at_once(spec, num_steps, jnp.shape(hyper.step_size)[0]):
+          u_TxGxM = jnp.swapaxes(jax.vmap(lambda h: chunk_draws(
+              spec, h, state.step[0], num_steps))(hyper), 0, 1)
+        out, trace = jax.lax.scan(grid_body, state, u_TxGxM,
+                                  length=num_steps)
         return out, jax.tree.map(lambda a: jnp.swapaxes(a, 0, 1), trace)
       if not gathers:
         return grid('mask')

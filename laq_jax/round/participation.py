@@ -37,7 +37,7 @@ def uniforms(seed, step, num_clients: int) -> jax.Array:
 
 
 def participants(hyper, step, num_clients: int,
-                 bound: int | None = None) -> jax.Array:
+                 bound: int | None = None, u_M=None) -> jax.Array:
   """bool [M]: who takes part in round `step` (every client's flag: under
   shard_map every device computes all of them and keeps its own).
 
@@ -47,8 +47,10 @@ def participants(hyper, step, num_clients: int,
   from `lax.top_k` over k = bound instead of a sort of all M: the same
   clients, as top_k orders ties by index like the stable sort (0.03
   against 0.32 ms a round at M = 1,000 on a 2-core CPU for float32
-  uniforms; XLA:CPU sorts float64 ones, under x64, either way)."""
-  u = uniforms(hyper.seed, step, num_clients)
+  uniforms; XLA:CPU sorts float64 ones, under x64, either way).
+  `u_M`: the round's `uniforms`, where the caller drew them (None: drawn
+  here)."""
+  u = uniforms(hyper.seed, step, num_clients) if u_M is None else u_M
   bernoulli = u < hyper.participation
   if bound is not None and 0 < bound < num_clients:
     # The `bound` smallest uniforms, ascending (ties: the smaller index

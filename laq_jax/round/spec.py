@@ -70,8 +70,11 @@ class RunSpec:
       (the default) means 1 for full-batch runs, whose loss comes with the
       gradient, and MINIBATCH_LOSS_EVERY for minibatch runs, where the full
       objective is a pass over all the data that the step does not need and
-      is computed only at the logged iterations. The logged values are
-      those of a loss_every=1 run; the run itself does not change.
+      is computed only at the logged iterations; in a run whose rounds
+      compute their participants' rows alone (`round_size` S of M), at
+      least every ceil(M / S) iterations (a pass over every client's data
+      costs M / S rounds' gradients). The logged values are those of a
+      loss_every=1 run; the run itself does not change.
     participation: compile partial participation in (`Hyper.participation`,
       `clients_per_round`, `absent`, `deadline_s`; `laq_jax.participation`):
       who takes part is drawn every round, a deadline cuts late ones off,
@@ -174,8 +177,12 @@ class RunSpec:
   @property
   def log_every(self) -> int:
     """E in effect: `loss_every`, or its default for the kind of run."""
-    return self.loss_every or (MINIBATCH_LOSS_EVERY if self.stochastic
-                               else 1)
+    if self.loss_every:
+      return self.loss_every
+    every = MINIBATCH_LOSS_EVERY if self.stochastic else 1
+    if self.participation and 0 < self.round_size < self.num_workers:
+      every = max(every, -(-self.num_workers // self.round_size))
+    return every
 
   def __new__(cls, *args, **kwargs):
     names = [f.name for f in dataclasses.fields(cls) if f.init]
