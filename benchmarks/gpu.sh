@@ -3,8 +3,8 @@
 # has JAX with CUDA preinstalled (e.g. JAX 0.11, CUDA 13, Python 3.12, with
 # flax, optax, orbax, absl-py, matplotlib, scikit-learn and rich).
 #
-#   benchmarks/gpu.sh OUTDIR [--tiny] [--wheels DIR] [--data DIR] [--work DIR]
-#                    [--skip STEP,...]
+#   benchmarks/gpu.sh OUTDIR [--tiny] [--budget SECONDS] [--wheels DIR]
+#                    [--data DIR] [--work DIR] [--skip STEP,...]
 #   benchmarks/gpu.sh --download-wheels DIR    # on a machine with a registry
 #
 # It uses the machine's own JAX (never installs one), installs the few
@@ -33,13 +33,18 @@
 #                    "Datasets"; without them the step fails, logged)
 #   gpu.log          everything printed, with each step's wall time
 # Figures and the runs' files stay in --work (default: a temporary folder).
-# --tiny runs the same steps at the smallest budgets (minutes on a CPU; the
-# test suite runs it, skipping floors, participants, peers, paper, family
-# and workloads). --skip leaves steps out (estimate, bench, cost, models,
-# floors, participants, peers, paper, family, workloads), e.g. those a first
-# try finished. MNIST: --data, or LAQ_JAX_DATA, or the user cache.
-# A failed step is logged and the next one runs; the exit status is 1 if
-# any failed.
+# The steps run in this order: estimate, paper, family, models, floors,
+# bench, cost, participants, peers, workloads; what each prints goes to the
+# console (stderr) as well as gpu.log. --budget SECONDS runs a step only
+# when its expected seconds (EXPECT_FULL / EXPECT_TINY below) fit the time
+# left, skipping the rest with a line that says so, and cuts a step that
+# overruns at the budget (logged as CUT; e.g. --budget 540 in a 10-minute
+# call). --tiny runs the same steps at the smallest budgets (minutes on a
+# CPU; the test suite runs it, skipping floors, participants, peers, paper,
+# family and workloads). --skip leaves steps out, e.g. those a first try
+# finished. MNIST: --data, or LAQ_JAX_DATA, or the user cache. A failed
+# step is logged and the next one runs; the exit status is 1 if any failed
+# or was cut (a step skipped for the budget is not a failure).
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -47,7 +52,7 @@ PYTHON="${PYTHON:-python3}"
 PACKAGES=(ml_collections tensorboardX)
 PINS=(ml_collections==1.1.0 tensorboardX==2.6.5)  # as requirements.txt
 
-usage() { sed -n '2,41p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
+usage() { sed -n '2,47p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
 
 if [ "${1:-}" = "--download-wheels" ]; then
   [ -n "${2:-}" ] || usage
@@ -57,8 +62,8 @@ if [ "${1:-}" = "--download-wheels" ]; then
     --platform manylinux2014_x86_64 -d "$2" "${PINS[@]}"
 fi
 
-OUT="" TINY=0 WHEELS="" DATA="${LAQ_JAX_DATA:-}" WORK="" SKIP=""
-STEPS=(estimate bench cost models floors participants peers paper family
+OUT="" TINY=0 WHEELS="" DATA="${LAQ_JAX_DATA:-}" WORK="" SKIP="" BUDGET=""
+STEPS=(estimate paper family models floors bench cost participants peers
        workloads)
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -68,11 +73,14 @@ while [ $# -gt 0 ]; do
          [[ " ${STEPS[*]} " == *" $s "* ]] || {
            echo "error: --skip $s: no such step (steps: ${STEPS[*]})" >&2; exit 2; }
        done ;;
+    --budget) BUDGET="${2:?--budget needs seconds}"; shift
+       [[ "$BUDGET" =~ ^[0-9]+$ ]] && [ "$BUDGET" -ge 1 ] || {
+         echo "error: --budget $BUDGET: not allowed (a whole number of seconds, at least 1)" >&2; exit 2; } ;;
     --wheels) WHEELS="${2:?--wheels needs a folder}"; shift ;;
     --data) DATA="${2:?--data needs a folder}"; shift ;;
     --work) WORK="${2:?--work needs a folder}"; shift ;;
     -h|--help) usage 0 ;;
-    -*) echo "error: unknown option $1 (allowed: --tiny, --wheels DIR, --data DIR, --work DIR, --skip STEPS, --download-wheels DIR)" >&2; exit 2 ;;
+    -*) echo "error: unknown option $1 (allowed: --tiny, --budget SECONDS, --wheels DIR, --data DIR, --work DIR, --skip STEPS, --download-wheels DIR)" >&2; exit 2 ;;
     *) [ -z "$OUT" ] || { echo "error: one OUTDIR only (got $OUT and $1)" >&2; exit 2; }
        OUT="$1" ;;
   esac
@@ -128,53 +136,119 @@ if [ $? -ne 0 ]; then
 fi
 cat "$OUT/env.txt" | tee -a "$LOG" >&2
 
-failed=()
+# Each step's expected seconds. Full budget, on one H200: the paper as
+# measured there at 4e7d038 (204 s of experiments, issue 53), the family
+# from its sweeps measured there (134 s) with start-up, floors, participants
+# and peers from estimate.md's rows, the rest rough guesses. --tiny: rough,
+# on a 2-core CPU. --budget runs a step only when its expectation fits the
+# seconds left, and cuts it at them.
+declare -A EXPECT_FULL=([estimate]=15 [paper]=260 [family]=200 [models]=90
+  [floors]=100 [bench]=60 [cost]=90 [participants]=250 [peers]=90
+  [workloads]=300)
+declare -A EXPECT_TINY=([estimate]=15 [paper]=150 [family]=150 [models]=90
+  [floors]=60 [bench]=60 [cost]=90 [participants]=60 [peers]=60
+  [workloads]=150)
+START=$SECONDS
+failed=() ran=()
 step() {  # step NAME COMMAND...
-  local name="$1" start=$SECONDS; shift
+  local name="$1" start=$SECONDS rc expect left; shift
   if [[ "$SKIP" == *",$name,"* ]]; then say "skipped $name"; return; fi
-  say "start $name: $*"
-  if "$@" >>"$LOG" 2>&1; then
-    say "done $name in $((SECONDS - start)) s"
+  if [ -n "$BUDGET" ]; then
+    if [ $TINY = 1 ]; then expect=${EXPECT_TINY[$name]}; else expect=${EXPECT_FULL[$name]}; fi
+    left=$((BUDGET - (SECONDS - START)))
+    if [ "$expect" -gt "$left" ]; then
+      say "skipped $name: expects ~$expect s, $left s of --budget $BUDGET left"
+      return
+    fi
+    say "start $name (expects ~$expect s, $left s left): $*"
+    # the step's output to the console as well as the log; cut at the budget
+    timeout --kill-after=20 "$left" "$@" 2>&1 | tee -a "$LOG" >&2
+    rc=${PIPESTATUS[0]}
   else
-    say "FAILED $name (exit $?) after $((SECONDS - start)) s"
+    say "start $name: $*"
+    "$@" 2>&1 | tee -a "$LOG" >&2
+    rc=${PIPESTATUS[0]}
+  fi
+  if [ "$rc" = 0 ]; then
+    say "done $name in $((SECONDS - start)) s"
+    ran+=("$name")
+  elif [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+    say "CUT $name at the --budget after $((SECONDS - start)) s (what it finished stays in $WORK)"
+    failed+=("$name")
+  else
+    say "FAILED $name (exit $rc) after $((SECONDS - start)) s"
     failed+=("$name")
   fi
 }
 
-step estimate "$PYTHON" benchmarks/gpu_estimate.py --out "$OUT/estimate.md"
-if [ $TINY = 1 ]; then
-  step bench "$PYTHON" benchmarks/cost.py --quick --only layouts --out "$OUT/bench.json"
-  step cost "$PYTHON" benchmarks/cost.py --quick --only cost --out "$OUT/cost.json"
-  step models "$PYTHON" benchmarks/models.py --quick --only logreg,lasg_cnn \
-    --out "$OUT/models.json"
-  step floors "$PYTHON" benchmarks/floors.py --iters 10 --repeats 1 \
-    --only logreg_stochastic --out "$OUT/floors.json"
-  step participants "$PYTHON" benchmarks/participants.py --quick --rounds 2 \
-    --out "$OUT/participants.json"
-  step peers "$PYTHON" benchmarks/peers.py --rounds 2 --models logreg --out "$OUT/peers.json"
-  step paper "$PYTHON" -m experiments.reproduce --workdir "$WORK/paper" --tiny \
-    --only logreg --nocrosscheck --noauthors_code
-  step family "$PYTHON" -m experiments.family --workdir "$WORK/family" --tiny
-  step workloads "$PYTHON" -m experiments.workloads --workdir "$WORK/workloads" \
-    --tiny
-else
-  step bench "$PYTHON" benchmarks/run.py --out "$OUT/bench.json"
-  step cost "$PYTHON" benchmarks/cost.py --out "$OUT/cost.json"
-  step models "$PYTHON" benchmarks/models.py --out "$OUT/models.json"
-  step floors "$PYTHON" benchmarks/floors.py --out "$OUT/floors.json"
-  step participants "$PYTHON" benchmarks/participants.py \
-    --out "$OUT/participants.json"
-  # laq-jax's side of the comparison with Flower (FLOWER_PYTHON: add its)
-  step peers "$PYTHON" benchmarks/peers.py --out "$OUT/peers.json"
-  step paper "$PYTHON" -m experiments.reproduce --workdir "$WORK/paper" \
-    --mlp_iters 8000
-  step family "$PYTHON" -m experiments.family --workdir "$WORK/family" \
-    --network_iters 8000
-  step workloads "$PYTHON" -m experiments.workloads --workdir "$WORK/workloads"
-fi
+# The steps in ORDER: the estimate (seconds), then the paper, then the rest.
+step_command() {  # step_command NAME: runs `step NAME ...` at this budget
+  local t=$TINY
+  case "$1" in
+    estimate) step estimate "$PYTHON" benchmarks/gpu_estimate.py --out "$OUT/estimate.md" ;;
+    paper) if [ $t = 1 ]; then
+        step paper "$PYTHON" -m experiments.reproduce --workdir "$WORK/paper" --tiny \
+          --only logreg --nocrosscheck --noauthors_code
+      else
+        step paper "$PYTHON" -m experiments.reproduce --workdir "$WORK/paper" \
+          --mlp_iters 8000
+      fi ;;
+    family) if [ $t = 1 ]; then
+        step family "$PYTHON" -m experiments.family --workdir "$WORK/family" --tiny
+      else
+        step family "$PYTHON" -m experiments.family --workdir "$WORK/family" \
+          --network_iters 8000
+      fi ;;
+    bench) if [ $t = 1 ]; then
+        step bench "$PYTHON" benchmarks/cost.py --quick --only layouts --out "$OUT/bench.json"
+      else
+        step bench "$PYTHON" benchmarks/run.py --out "$OUT/bench.json"
+      fi ;;
+    cost) if [ $t = 1 ]; then
+        step cost "$PYTHON" benchmarks/cost.py --quick --only cost --out "$OUT/cost.json"
+      else
+        step cost "$PYTHON" benchmarks/cost.py --out "$OUT/cost.json"
+      fi ;;
+    models) if [ $t = 1 ]; then
+        step models "$PYTHON" benchmarks/models.py --quick --only logreg,lasg_cnn \
+          --out "$OUT/models.json"
+      else
+        step models "$PYTHON" benchmarks/models.py --out "$OUT/models.json"
+      fi ;;
+    floors) if [ $t = 1 ]; then
+        step floors "$PYTHON" benchmarks/floors.py --iters 10 --repeats 1 \
+          --only logreg_stochastic --out "$OUT/floors.json"
+      else
+        step floors "$PYTHON" benchmarks/floors.py --out "$OUT/floors.json"
+      fi ;;
+    participants) if [ $t = 1 ]; then
+        step participants "$PYTHON" benchmarks/participants.py --quick --rounds 2 \
+          --out "$OUT/participants.json"
+      else
+        step participants "$PYTHON" benchmarks/participants.py \
+          --out "$OUT/participants.json"
+      fi ;;
+    peers) if [ $t = 1 ]; then
+        step peers "$PYTHON" benchmarks/peers.py --rounds 2 --models logreg --out "$OUT/peers.json"
+      else
+        # laq-jax's side of the comparison with Flower (FLOWER_PYTHON: add its)
+        step peers "$PYTHON" benchmarks/peers.py --out "$OUT/peers.json"
+      fi ;;
+    workloads) if [ $t = 1 ]; then
+        step workloads "$PYTHON" -m experiments.workloads --workdir "$WORK/workloads" \
+          --tiny
+      else
+        step workloads "$PYTHON" -m experiments.workloads --workdir "$WORK/workloads"
+      fi ;;
+  esac
+}
+ORDER=(estimate paper family models floors bench cost participants peers
+       workloads)
+for name in "${ORDER[@]}"; do step_command "$name"; done
 for name in paper family workloads; do
-  [[ "$SKIP" == *",$name,"* ]] || cp "$WORK/$name/REPORT.md" \
-    "$OUT/${name}_REPORT.md" 2>>"$LOG" || failed+=("${name}_report")
+  [[ " ${ran[*]} " == *" $name "* ]] || continue
+  cp "$WORK/$name/REPORT.md" "$OUT/${name}_REPORT.md" 2>>"$LOG" \
+    || failed+=("${name}_report")
 done
 say "total ${SECONDS} s; results in $OUT; runs and figures in $WORK"
 if [ ${#failed[@]} -gt 0 ]; then

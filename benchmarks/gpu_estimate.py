@@ -7,9 +7,13 @@ budgets, the network at its 8,000 full-batch iterations, the cross-check and
 authors_code runs, and the family's four sweeps at full budget): its
 iterations x (the larger of its matrix-product FLOPs at a fraction of the
 GPU's peak and its passes over the features at a fraction of its memory
-bandwidth, `experiments.run.roofline.cost`) + a fixed cost per iteration for
-the kernels of the rule and the loop (launch-bound on a GPU: small [M, P]
-elementwise work). On an accelerator `grid_axis='auto'` vmaps every grid,
+bandwidth, `experiments.run.roofline.cost`) + a cost per iteration and per
+kernel (a small model's iteration is launch-bound on a GPU), fitted once to
+one H200's measured iterations against their kernels counted on a CPU
+(`benchmarks/kernels.py --fit`, docs/gpu/kernel_fit.json), with each
+program's kernels from `predict.KERNELS`. With --measured JSON it prints
+the tables of a run measured on a GPU instead (docs/gpu/*.json).
+On an accelerator `grid_axis='auto'` vmaps every grid,
 so a grid's points share each pass and each kernel launch.
 
 Then the steps with programs of their own: the workloads' sweeps
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import os
 import sys
 
@@ -48,9 +53,10 @@ H200 = predict.H200
 MATMUL_EFFICIENCY = H200['matmul_efficiency']  # of peak, for these shapes
 #                   (C = 10 columns, or hidden 200: far from large products)
 BANDWIDTH_EFFICIENCY = H200['bandwidth_efficiency']
-KERNELS_PER_ITERATION = H200['kernels_per_iteration']  # rule + loop +
-#                                                network time, per program
-SECONDS_PER_KERNEL = H200['seconds_per_kernel']  # a small kernel's launch
+# beyond the floor, an iteration costs SECONDS_PER_ITERATION + its kernels
+# (predict.KERNELS) x SECONDS_PER_KERNEL, fitted to one H200's iterations
+SECONDS_PER_ITERATION = H200['seconds_per_iteration']
+SECONDS_PER_KERNEL = H200['seconds_per_kernel']
 NETWORK_FULL_ITERS = 8000
 OVERHEAD_S = 120             # start-up, compiling, loading, f*, accuracy
 COMPILE_S = 10               # a benchmark's compile of one program
@@ -96,8 +102,10 @@ def estimate(device=H200):
           feature_bytes=8 if precision == 'float64' else 4, passes=1,
           hidden=config.hidden,
           loss_every=config.get('loss_every') or (10 if stochastic else 1))
-      per_iter = predict.device_seconds(cost, device, precision,
-                                        gradients=1)
+      per_iter = predict.device_seconds(
+          cost, device, precision, gradients=1,
+          kernels=predict.kernels_per_iteration(config.model, stochastic,
+                                                device))
       seconds += config.num_iters * per_iter
       flops += config.num_iters * cost.flops
     rows.append({'program': label, 'points': len(points),
@@ -116,7 +124,9 @@ def _round_seconds(model, precision, computing, samples, device,
                        batch_samples=computing * samples,
                        feature_bytes=8 if precision == 'float64' else 4,
                        loss_every=max(loss_every, 1))
-  return predict.device_seconds(cost, device, precision, gradients)
+  return predict.device_seconds(
+      cost, device, precision, gradients,
+      predict.kernels_per_iteration(model, True, device))
 
 
 def benchmark_rows(device=H200):
@@ -194,9 +204,11 @@ def markdown(rows, device=H200, workloads=(), benchmarks=()) -> str:
            f'{device["float32_flops"] / 1e12:.0f} TFLOP/s (float32) and '
            f'{device["float64_flops"] / 1e12:.0f} TFLOP/s (float64), '
            f'{BANDWIDTH_EFFICIENCY:.0%} of {device["bandwidth"] / 1e12:.1f} '
-           f'TB/s, {KERNELS_PER_ITERATION} kernels of '
-           f'{SECONDS_PER_KERNEL * 1e6:.0f} us per iteration of every '
-           f'program, {OVERHEAD_S} s of start-up, compiling, loading, f* and '
+           f'TB/s, and beyond that {SECONDS_PER_ITERATION * 1e6:.0f} us an '
+           f'iteration + its kernels x {SECONDS_PER_KERNEL * 1e6:.2f} us '
+           '(kernels counted on a CPU, `predict.KERNELS`; the two costs '
+           'fitted to one H200\'s iterations, docs/gpu/kernel_fit.json), '
+           f'{OVERHEAD_S} s of start-up, compiling, loading, f* and '
            'test accuracy; every grid vmapped (`grid_axis=\'auto\'`).', '',
            '| program | points | iterations | model | precision | TFLOP | '
            'estimate (s) |', '|---|---:|---:|---|---|---:|---:|']
@@ -224,10 +236,69 @@ def markdown(rows, device=H200, workloads=(), benchmarks=()) -> str:
   return '\n'.join(lines)
 
 
+# a measured paper row's program in `estimate()`
+MEASURED_AS = {
+    'logreg': 'paper logreg', 'logreg_stochastic': 'paper logreg_stochastic',
+    'mlp_stochastic': 'paper mlp_stochastic', 'mlp': 'paper mlp',
+    'logreg cross-check: run alone': 'paper cross-check (alone)',
+    'logreg cross-check: workers on 2 CPU devices':
+        'paper cross-check (devices)',
+    'logreg_stochastic: slaq with authors_code':
+        'paper logreg_stochastic authors_code',
+    'mlp_stochastic: slaq with authors_code':
+        'paper mlp_stochastic authors_code'}
+
+
+def measured_markdown(record: dict, estimates: dict | None = None) -> str:
+  """The tables of a run measured on a GPU (docs/gpu/*.json: gpu.sh's steps
+  as that run printed them), with the estimate of each paper row's
+  iterations beside its wall (`estimates`: program -> seconds)."""
+  m, paper_run = record['machine'], record['paper']
+  r = record['roofline']
+  ratio = lambda row: (f"{row['over_floor']:g}x" if 'over_floor' in row
+                       else '-')
+  lines = [f"{m['device'][:1].upper()}{m['device'][1:]}, {m['cpu_cores']} "
+           f"CPU cores, Python "
+           f"{m['python']}, JAX {m['jax']} with CUDA {m['cuda']}; the project "
+           f"at {record['commit']}. Measured rates: float32 matmul "
+           f"{r['float32_matmul_tflops']} TFLOP/s, float64 "
+           f"{r['float64_matmul_tflops']}, read {r['read_gb_s']:,} GB/s, "
+           f"minibatch draw {r['minibatch_draw_m_rows_s']} M rows/s.", '',
+           f"The paper at full budget: {paper_run['experiments_s']} s of "
+           f"experiments ({paper_run['in_compiled_programs_s']} s in compiled "
+           f"programs; floor {paper_run['floor_s']} s):", '',
+           '| experiment | wall (s) | wall / floor | estimate of its '
+           'iterations now (s) |', '|---|---:|---:|---:|']
+  for row in paper_run['rows']:
+    guess = (estimates or {}).get(MEASURED_AS.get(row['experiment']))
+    lines.append(f"| {row['experiment']} | {row['wall_s']} | {ratio(row)} | "
+                 + (f'{guess:.1f}' if guess is not None else '-') + ' |')
+  models = record['models']
+  lines += ['', f"An iteration of each workload's model (benchmarks/models.py; "
+            f"matmul {models['matmul_tflops']} TFLOP/s and convolution "
+            f"{models['conv_tflops']} measured there):", '',
+            '| model | ms / iteration | / floor |', '|---|---:|---:|']
+  lines += [f"| {row['model']} | {row['ms']} | {ratio(row)} |"
+            for row in models['rows']]
+  lines += ['', "The compressor family's sweeps at full budget:", '',
+            '| sweep | points | iterations | wall (s) |', '|---|---:|---:|---:|']
+  lines += [f"| {row['sweep']} | {row['points']} | {row['iterations']:,} | "
+            f"{row['s']} |" for row in record['family']['rows']]
+  return '\n'.join(lines) + '\n'
+
+
 def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
   parser.add_argument('--out', default=None)
+  parser.add_argument('--measured', default=None, metavar='JSON',
+                      help='print the tables of a run measured on a GPU '
+                      '(docs/gpu/*.json) instead of the estimate')
   args = parser.parse_args(argv)
+  if args.measured:
+    with open(args.measured) as f:
+      print(measured_markdown(json.load(f), {
+          r['program']: r['seconds'] for r in estimate()}))
+    return 0
   text = markdown(estimate(), workloads=workload_rows(),
                   benchmarks=benchmark_rows())
   print(text)

@@ -3,6 +3,8 @@ makes, read from its compiled while-body (issue 53's proxy for a GPU).
 
     python benchmarks/kernels.py                  # ~1-2 minutes on a CPU
     python benchmarks/kernels.py --out kernels.json --only logreg,mlp
+    python benchmarks/kernels.py --fit docs/gpu/h200_4e7d038.json \
+        --out docs/gpu/kernel_fit.json     # the cost per kernel, fitted
 
 A small model's iteration on a GPU costs about its number of kernels times a
 few microseconds, not its FLOPs (the H200 rows of docs/benchmarks.md: the
@@ -29,6 +31,11 @@ a federated round of S = 10 of M = 1,000 clients (FedAvg, logistic
 regression, `RunSpec.round_size`), and the rule alone (`laq_jax.rules.step`
 of LAQ on given gradients, M = 10, p = 7,850). Prints a Markdown table and,
 with --out, writes the counts as JSON (with the machine and JAX version).
+
+With --fit MEASURED_JSON (a GPU run's rows, docs/gpu/*.json): counts the
+kernels of benchmarks/models.py's programs, the ones that run measured, and
+fits each measured iteration beyond its floor as a cost per iteration plus a
+cost per kernel (`fit`); `experiments.run.predict.H200` holds the result.
 """
 
 from __future__ import annotations
@@ -245,12 +252,73 @@ PROGRAMS = ('logreg', 'mlp', 'mlp_minibatch', 'char_lstm', 'fedavg_local',
             'round_10_of_1000', 'rule_alone')
 
 
+def fit(rows: list[dict]) -> dict:
+  """The cost of an iteration on a GPU beyond its floor, fitted to measured
+  iterations: seconds_per_iteration + kernels x seconds_per_kernel, least
+  squares in relative error (every row counts alike, whatever its size).
+
+  Args:
+    rows: per program, {'model', 'ms' (measured per iteration), 'over_floor'
+      (measured / its floor), 'kernels' (counted here)}.
+
+  Returns:
+    {'seconds_per_iteration', 'seconds_per_kernel', 'rows': each row with
+    'floor_ms' and 'fitted_ms' (floor + the fit) added}.
+  """
+  t = np.array([r['ms'] for r in rows]) * 1e-3
+  floor = t / np.array([r['over_floor'] for r in rows])
+  k = np.array([r['kernels'] for r in rows], float)
+  a = np.stack([np.ones_like(k), k], axis=1) / t[:, None]
+  (per_iteration, per_kernel), *_ = np.linalg.lstsq(a, (t - floor) / t,
+                                                     rcond=None)
+  return {'seconds_per_iteration': float(per_iteration),
+          'seconds_per_kernel': float(per_kernel),
+          'rows': [dict(r, floor_ms=1e3 * f,
+                        fitted_ms=1e3 * (f + per_iteration + per_kernel * n))
+                   for r, f, n in zip(rows, floor, k)]}
+
+
+def fit_measured(measured_path: str) -> dict:
+  """`fit` of a GPU run's model rows (docs/gpu/*.json, benchmarks/models.py
+  there) against the kernels of the same programs counted here."""
+  from benchmarks import models  # pylint: disable=g-import-not-at-top
+  with open(measured_path) as f:
+    measured = json.load(f)
+  shapes = {w[0]: w for w in models.WORKLOADS}
+  rows = []
+  for row in measured['models']['rows']:
+    _, compiled, _, _ = models.build(*shapes[row['model']][:5])
+    rows.append(dict(row, kernels=per_iteration(compiled.as_text())
+                     ['kernels']))
+  return dict(fit(rows), measured=measured_path,
+              commit=measured['commit'], device=measured['machine']['device'],
+              counted_with={'jax': jax.__version__,
+                            'backend': jax.default_backend()})
+
+
 def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
   parser.add_argument('--out', help='write the counts here (JSON)')
   parser.add_argument('--only', default='',
                       help='comma-separated programs (default: all)')
+  parser.add_argument('--fit', metavar='MEASURED_JSON', default=None,
+                      help='instead: fit the cost per kernel to a GPU run '
+                      '(docs/gpu/h200_4e7d038.json), counting its models\' '
+                      'programs here; --out writes the fit')
   args = parser.parse_args(argv)
+  if args.fit:
+    result = fit_measured(args.fit)
+    print(f"per iteration {result['seconds_per_iteration'] * 1e6:.1f} us + "
+          f"kernels x {result['seconds_per_kernel'] * 1e6:.3f} us")
+    print('| model | kernels | measured ms | floor ms | fitted ms |')
+    print('|---|---:|---:|---:|---:|')
+    for r in result['rows']:
+      print(f"| {r['model']} | {r['kernels']:,} | {r['ms']:g} | "
+            f"{r['floor_ms']:.3g} | {r['fitted_ms']:.3g} |")
+    if args.out:
+      with open(args.out, 'w') as f:
+        json.dump(result, f, indent=1)
+    return 0
   wanted = [p for p in PROGRAMS
             if not args.only or p in args.only.split(',')]
   unknown = set(filter(None, args.only.split(','))) - set(PROGRAMS)

@@ -65,6 +65,15 @@ def conv_probe(batch: int = 64) -> roofline.Probe:
 
 
 def bench(model, dim, classes, batch, steps):
+  """(problem, a call of the compiled program, its compile seconds)."""
+  problem, compiled, args, compile_s = build(model, dim, classes, batch,
+                                             steps)
+  return problem, (lambda: compiled(*args)), compile_s
+
+
+def build(model, dim, classes, batch, steps):
+  """(problem, the compiled chunk of `steps` iterations, its arguments,
+  compile seconds) of one row of WORKLOADS."""
   problem = laq_jax.get_problem(model, dim, classes)
   rng = np.random.default_rng(0)
   shape = (WORKERS, 2 * batch, dim)
@@ -82,7 +91,7 @@ def bench(model, dim, classes, batch, steps):
                              l2=0.0)
   state = laq_jax.init_state(spec, hyper, jnp.float32)
   compiled, compile_s = aot_run_chunk(spec, state, data, hyper, steps)
-  return problem, (lambda: compiled(state, data, hyper)), compile_s
+  return problem, compiled, (state, data, hyper), compile_s
 
 
 def main(argv=None) -> int:

@@ -29,11 +29,13 @@ report.py writes the report). WORKDIR receives, per experiment NAME:
                             (configs/lasg.py's `network` sweep; --nolasg
                             skips it)
   crosscheck/single, crosscheck/devices   the convex LAQ row run alone
-                            (experiments.run.train) and with its workers on 2
-                            CPU devices (experiments.main in a subprocess,
-                            since forced CPU devices need a fresh process),
-                            compared step by step with the grid program's
-                            row
+                            (experiments.run.train) and with its workers split
+                            over devices: this machine's accelerators when
+                            their number divides the workers (one GPU: all
+                            on it, a mesh of one device), else 2 forced CPU
+                            devices (experiments.main in a subprocess); its
+                            devices.json says which. Both compared step by
+                            step with the grid program's row
 and WORKDIR/REPORT.md: the paper-style tables, the figures, the claims of the
 paper checked against the numbers, the cross-check, hardware, wall times and
 the command that redoes each row. A point that diverged (a logged loss NaN/inf
@@ -77,8 +79,8 @@ flags.DEFINE_integer('mlp_iters', None, 'Iterations of the full-batch MLP '
                      'a CPU-only machine; with --report_only, those of the '
                      'results in --workdir).', lower_bound=1)
 flags.DEFINE_bool('crosscheck', True, 'Also run the convex LAQ row alone '
-                  'and on 2 CPU devices and compare it with the grid program '
-                  'step by step.')
+                  'and on devices (the accelerators, else 2 CPU devices) and '
+                  'compare it with the grid program step by step.')
 flags.DEFINE_bool('authors_code', True, 'Also run the minibatch '
                   'experiments\' lazy row (slaq) with authors_code=True, the '
                   'authors\' scripts (AUTHORS_EXPERIMENTS), for the '

@@ -427,6 +427,13 @@ class TinyReportTest(absltest.TestCase):
     config = json.loads((_workdir / paper_results.CROSSCHECK / 'devices' /
                          'config.json').read_text())
     self.assertEqual(config['workers_on'], 'devices')
+    # this CPU-only machine: 2 forced CPU devices, recorded and reported
+    self.assertEqual(json.loads(
+        (_workdir / paper_results.CROSSCHECK / 'devices' /
+         paper_results.DEVICES_FILE).read_text()),
+                     {'platform': 'cpu', 'kind': 'cpu', 'count': 2})
+    self.assertIn('| workers on 2 CPU devices (shard_map) (vs run alone: the '
+                  'same uploads at every step) |', self.report)
     self.assertIn('| logreg | Algorithm 1 | the same uploads at every step '
                   'alone and on devices | holds |', self.report)
 
@@ -591,6 +598,29 @@ class TinyReportTest(absltest.TestCase):
     self.assertGreater(data['values']['logreg/wall_time_s'], 0)
     self.assertTrue(self.report.split('\n')[2].startswith('Generated on '))
 
+  def test_devices_run_on_one_accelerator_is_the_run_alone(self):
+    # What one GPU runs (crosscheck_layout: its one device divides the ten
+    # workers): the sharded program over a mesh of one device, in the
+    # launcher's own process; here on this machine's one CPU device.
+    out = pathlib.Path(_tmp.name, 'one_device')
+    proc = common.run_script(
+        'import pathlib; import jax; '
+        "jax.config.update('jax_enable_x64', True); "  # as the launcher
+        'from configs import paper; '
+        'from experiments.studies.paper import reproduce as r; '
+        "e = next(e for e in paper.experiments('tiny') "
+        "if e.name == 'logreg'); "
+        f"print('finished', r.run_here(e, pathlib.Path({str(out)!r}), "
+        "'devices'))")
+    self.assertIn('finished True', proc.stdout, proc.stderr[-3000:])
+    self.assertEqual(json.loads((out / 'config.json').read_text())
+                     ['workers_on'], 'devices')
+    alone = _workdir / paper_results.CROSSCHECK / 'single'
+    np.testing.assert_array_equal(np.load(out / 'uploads.npy'),
+                                  np.load(alone / 'uploads.npy'))
+    here, there = (outputs.load_run(d).metrics['loss'] for d in (out, alone))
+    np.testing.assert_allclose(here, there, rtol=1e-12)
+
   def test_resume_skips_finished_and_copy(self):
     results = _workdir / 'logreg_stochastic' / 'results.csv'
     before = results.stat().st_mtime_ns
@@ -607,6 +637,33 @@ class TinyReportTest(absltest.TestCase):
     copied = (dest / report.REPORT).read_text()
     for link in re.findall(r'!\[[^\]]*\]\(([^)]+)\)', copied):
       self.assertTrue((dest / link).is_file(), link)
+
+
+class DevicesLayoutTest(absltest.TestCase):
+
+  def test_accelerators_when_they_divide_the_workers_else_cpu(self):
+    layout = paper_results.devices_layout
+    self.assertEqual(layout('gpu', [('gpu', 'NVIDIA H200')], 10),
+                     {'platform': 'gpu', 'kind': 'NVIDIA H200', 'count': 1})
+    self.assertEqual(layout('tpu', [('tpu', 'TPU v5 lite')] * 2, 10)['count'],
+                     2)
+    for backend, devices in (('gpu', [('gpu', 'H100')] * 4),  # 10 % 4
+                             ('cpu', [('cpu', 'cpu')] * 8)):
+      self.assertEqual(layout(backend, devices, 10), paper_results.CPU_DEVICES)
+    words = paper_results.devices_words
+    self.assertEqual(words(paper_results.CPU_DEVICES),
+                     'workers on 2 CPU devices (shard_map)')
+    self.assertEqual(words(layout('gpu', [('gpu', 'NVIDIA H200')], 10)),
+                     'workers on 1 GPU device (shard_map, NVIDIA H200)')
+    workdir = pathlib.Path(tempfile.mkdtemp())
+    run_dir = workdir / paper_results.CROSSCHECK / 'devices'
+    run_dir.mkdir(parents=True)  # a run from before devices.json: 2 CPUs
+    self.assertEqual(paper_results.crosscheck_words('devices', workdir),
+                     'workers on 2 CPU devices (shard_map)')
+    (run_dir / paper_results.DEVICES_FILE).write_text(json.dumps(
+        {'platform': 'gpu', 'kind': 'NVIDIA H100', 'count': 1}))
+    self.assertEqual(paper_results.crosscheck_words('devices', workdir),
+                     'workers on 1 GPU device (shard_map, NVIDIA H100)')
 
 
 if __name__ == '__main__':

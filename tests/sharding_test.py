@@ -145,6 +145,27 @@ class LayoutTest(absltest.TestCase):
     self.assertEqual(mesh.axis_names, ('workers',))
     self.assertEqual(mesh.shape['workers'], jax.device_count())
 
+  def test_a_mesh_of_one_device_runs_chunk_after_chunk(self):
+    # One GPU's case (experiments.reproduce's cross-check there): every
+    # worker on one device. Arrays already on it have an equivalent but
+    # other sharding, which shard_map refused until they were relabelled;
+    # the second chunk takes the first one's output. Equal to the vmap path.
+    import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+    import numpy as np  # pylint: disable=g-import-not-at-top
+    x, y = common.mnist_shards(common.SMALL_M, common.SMALL_N,
+                               dtype=np.float64)
+    data = lj.Data(jnp.asarray(x), jnp.asarray(y))
+    spec = lj.RunSpec(lj.get_problem('logreg'), common.SMALL_M,
+                      loss_every=1)
+    h = lj.make_hyper('laq', dtype=jnp.float64)
+    ran = [lj.run(spec, data, h, 8, chunk_size=4, run_chunk_fn=fn)
+           for fn in (sharding.run_chunk_fn('devices', 1), lj.run_chunk)]
+    (state_d, trace_d), (state_v, trace_v) = ran
+    np.testing.assert_array_equal(trace_d.sent_M, trace_v.sent_M)
+    np.testing.assert_allclose(trace_d.loss, trace_v.loss, rtol=1e-12)
+    np.testing.assert_allclose(state_d.theta_P, state_v.theta_P, rtol=1e-12,
+                               atol=1e-15)
+
   def test_mesh_larger_than_device_count_is_an_error(self):
     with self.assertRaisesRegex(ValueError, 'num_devices=.*not allowed'):
       sharding.make_mesh(jax.device_count() + 1)

@@ -64,14 +64,32 @@ DEFAULT_RATIO = 3.0  # a kind not measured: a rough middle of the above
 SAME_SAMPLE_TRIGGERS = ('lasg_wk1', 'lasg_wk2', 'lasg_ps', 'cada_wk1',
                         'cada_wk2')
 # An accelerator's datasheet (NVIDIA H200 SXM: FP64 and FP64 tensor 34 /
-# 67 TFLOP/s, FP32 67 TFLOP/s, HBM3e 4.8 TB/s) and what a program reaches
-# of it: a fraction of peak for these shapes and a fixed cost per kernel
-# (launch and tail of the rule's and the loop's small [M, P] kernels).
+# 67 TFLOP/s, FP32 67 TFLOP/s, HBM3e 4.8 TB/s), what a program reaches of
+# it (a fraction of peak for these shapes), and what an iteration costs
+# beyond its floor: seconds_per_iteration + its kernels x
+# seconds_per_kernel, fitted once (issue 53) to the six workloads' model
+# iterations measured on one H200 at 4e7d038 (docs/gpu/h200_4e7d038.json)
+# against their kernels as benchmarks/kernels.py counts them on a CPU
+# (docs/gpu/kernel_fit.json: `python benchmarks/kernels.py --fit`; within
+# 16% of every row). kernels_per_iteration: a program not in KERNELS.
 H200 = {'name': 'NVIDIA H200 SXM', 'float64_flops': 67e12,
         'float32_flops': 67e12, 'bandwidth': 4.8e12,
         'matmul_efficiency': 0.4, 'bandwidth_efficiency': 0.6,
-        'kernels_per_iteration': 400, 'seconds_per_kernel': 5e-6}
+        'seconds_per_iteration': 2.8254e-4, 'seconds_per_kernel': 8.8174e-7,
+        'kernels_per_iteration': 400}
 DEVICES = {'h200': H200}
+# Kernels per iteration of a program by (model, minibatch), counted on a CPU
+# by benchmarks/kernels.py: full batch its LAQ programs, minibatch
+# benchmarks/models.py's SGD programs (10 workers; the fit's rows).
+KERNELS = {('logreg', False): 128, ('mlp', False): 150,
+           ('logreg', True): 194, ('mlp', True): 221,
+           ('lasg_cnn', True): 1016, ('cnn', True): 979,
+           ('resnet20', True): 3780, ('char_lstm', True): 24384}
+
+
+def kernels_per_iteration(model: str, stochastic: bool, device: dict) -> int:
+  """KERNELS' count for this program, else the device's default."""
+  return KERNELS.get((model, stochastic), device['kernels_per_iteration'])
 
 
 def gradients_per_step(point: dict[str, Any]) -> int:
@@ -93,15 +111,19 @@ def _layout_bytes(data, precision: str) -> int:
   return 2 if getattr(data, 'xq_MxNxD', None) is not None else 4
 
 
-def device_seconds(cost, device: dict, precision: str,
-                    gradients: int) -> float:
-  """One iteration on `device` from its datasheet."""
+def device_seconds(cost, device: dict, precision: str, gradients: int,
+                   kernels: int | None = None) -> float:
+  """One iteration on `device` from its datasheet: the larger of its
+  products' and its reads' time, plus the fitted cost per iteration and per
+  kernel (`kernels` per gradient, None: the device's default)."""
+  if kernels is None:
+    kernels = device['kernels_per_iteration']
   return (max(cost.flops / (device['matmul_efficiency']
                             * device[f'{precision}_flops']),
               cost.bytes / (device['bandwidth_efficiency']
                             * device['bandwidth']))
-          + gradients * device['kernels_per_iteration']
-          * device['seconds_per_kernel'])
+          + device['seconds_per_iteration']
+          + gradients * kernels * device['seconds_per_kernel'])
 
 
 _RATES: dict[bool, dict[str, Any]] = {}
@@ -163,8 +185,9 @@ def predict(built, points: Sequence[dict[str, Any]], num_iters: int,
     if not stochastic:  # (a minibatch's count is in batch_samples)
       cost = cost._replace(flops=cost.flops * gradients)
     if device is not None:
+      kernels = kernels_per_iteration(model, stochastic, device)
       seconds = num_iters * device_seconds(cost, device, precision,
-                                            gradients)
+                                            gradients, kernels)
     else:
       seconds = num_iters * roofline.floor_seconds(cost, rates, precision)
     kind = 'minibatch' if stochastic else 'full'
@@ -175,7 +198,8 @@ def predict(built, points: Sequence[dict[str, Any]], num_iters: int,
     label = 'minibatch' if stochastic else 'full-batch'
     label += f', {gradients} gradients a step' if gradients > 1 else ''
     parts.append(f'{g} {label} point(s), {axis}: '
-                 + (f'{seconds:,.3g} s' if device is not None else
+                 + (f'{seconds:,.3g} s ({kernels:,} kernels a step)'
+                    if device is not None else
                     f'floor {seconds:,.3g} s')
                  + ('' if accelerator or device is not None else
                     f' x {ratio:g}' if ratio else
@@ -199,8 +223,9 @@ def predict(built, points: Sequence[dict[str, Any]], num_iters: int,
     return total, (f'predicted on one {device["name"]}: about {total:,.3g} s '
                    f'({total / 60:,.2g} min) of iterations, from its '
                    f'datasheet ({device["matmul_efficiency"]:.0%} of peak, '
-                   f'{device["kernels_per_iteration"]} kernels of '
-                   f'{device["seconds_per_kernel"] * 1e6:g} us a step): '
+                   f'{device["seconds_per_iteration"] * 1e6:.0f} us a step + '
+                   f'{device["seconds_per_kernel"] * 1e6:.2f} us a '
+                   'kernel): '
                    + '; '.join(parts))
   if accelerator:
     return None, (f'predicted: at least {floor:,.0f} s (the floor; no '

@@ -156,11 +156,16 @@ def _place(x, sharding: NamedSharding) -> jax.Array:
   Built with `jax.make_array_from_callback`, so each process fills only its
   own devices; every process must hold the same full value of `x`.
   """
-  if isinstance(x, jax.Array) and x.sharding.is_equivalent_to(sharding,
-                                                              x.ndim):
-    return x
-  if isinstance(x, jax.Array) and not x.is_fully_addressable:
-    return jax.device_put(x, sharding)  # a global array: reshard in place
+  if isinstance(x, jax.Array):
+    if x.sharding == sharding:
+      return x
+    # An equivalent placement is relabelled (no copy): shard_map checks its
+    # inputs' specs, and on a mesh of one device every spec is equivalent
+    # (one GPU: P(None) where it wants P('workers')). A global array is
+    # resharded in place.
+    if (x.sharding.is_equivalent_to(sharding, x.ndim)
+        or not x.is_fully_addressable):
+      return jax.device_put(x, sharding)
   value = np.asarray(x)
   return jax.make_array_from_callback(value.shape, sharding,
                                       lambda index: value[index])

@@ -36,6 +36,60 @@ CROSSCHECK_RUNS = {
     'devices': (f'workers on {CROSSCHECK_DEVICES} CPU devices (shard_map)',
                 'devices'),
 }
+# WORKDIR/crosscheck/devices/DEVICES_FILE: where the devices run's workers
+# ran ({'platform', 'kind', 'count'}); a run without it ran on
+# CROSSCHECK_DEVICES forced CPU devices.
+DEVICES_FILE = 'devices.json'
+CPU_DEVICES = {'platform': 'cpu', 'kind': 'cpu', 'count': CROSSCHECK_DEVICES}
+
+
+def devices_layout(backend: str, devices: list[tuple[str, str]],
+                   num_workers: int) -> dict[str, Any]:
+  """Where the devices cross-check splits its workers.
+
+  On a machine with accelerators (`backend` not 'cpu') whose number divides
+  the workers, over all of them (on one GPU: every worker on it, the
+  sharded program over a mesh of one device, the case one device can
+  express); else over CROSSCHECK_DEVICES forced CPU devices.
+
+  Args:
+    backend: `jax.default_backend()`.
+    devices: (platform, device_kind) of each of `jax.devices()`.
+    num_workers: the run's workers.
+
+  Returns:
+    {'platform', 'kind', 'count'}, as DEVICES_FILE records it.
+  """
+  if backend != 'cpu' and devices and num_workers % len(devices) == 0:
+    return {'platform': devices[0][0], 'kind': devices[0][1],
+            'count': len(devices)}
+  return dict(CPU_DEVICES)
+
+
+def devices_of(run_dir: pathlib.Path) -> dict[str, Any]:
+  """The devices a devices cross-check in `run_dir` ran on (DEVICES_FILE;
+  CPU_DEVICES when it has none)."""
+  try:
+    return json.loads((run_dir / DEVICES_FILE).read_text())
+  except (OSError, ValueError):
+    return dict(CPU_DEVICES)
+
+
+def devices_words(layout: dict[str, Any]) -> str:
+  """The report's words for a devices run on `layout`."""
+  count, platform = layout['count'], layout['platform']
+  if platform == 'cpu':
+    return f'workers on {count} CPU devices (shard_map)'
+  return (f'workers on {count} {platform.upper()} '
+          f'device{"s" if count > 1 else ""} (shard_map, {layout["kind"]})')
+
+
+def crosscheck_words(name: str, workdir: pathlib.Path) -> str:
+  """The words of cross-check run `name` in `workdir` (the devices run's
+  say which devices it ran on)."""
+  if name == 'devices':
+    return devices_words(devices_of(workdir / CROSSCHECK / name))
+  return CROSSCHECK_RUNS[name][0]
 
 
 def is_done(experiment: paper.Experiment, workdir: pathlib.Path) -> bool:
@@ -132,7 +186,8 @@ def crosscheck(experiment: paper.Experiment, result: dict[str, Any],
     return None
   grid_sent, grid_loss = c['uploads'][g], c['loss'][g]
   out = []
-  for name, (words, _) in CROSSCHECK_RUNS.items():
+  for name in CROSSCHECK_RUNS:
+    words = crosscheck_words(name, workdir)
     run_dir = workdir / CROSSCHECK / name
     try:
       run = outputs.load_run(run_dir)

@@ -109,9 +109,10 @@ def timing_section(selected: Sequence[paper.Experiment],
       continue
     runs = []
     if e.name == results_lib.CROSSCHECK_EXPERIMENT:
-      runs += [(f'{e.name} cross-check: {words.split(" (")[0]}',
+      runs += [(f'{e.name} cross-check: '
+                f'{results_lib.crosscheck_words(name, workdir).split(" (")[0]}',
                 workdir / results_lib.CROSSCHECK / name)
-               for name, (words, _) in results_lib.CROSSCHECK_RUNS.items()]
+               for name in results_lib.CROSSCHECK_RUNS]
     if e.name in results_lib.AUTHORS_EXPERIMENTS:
       runs.append((f'{e.name}: {e.lazy} with authors_code',
                    workdir / results_lib.AUTHORS / e.name))

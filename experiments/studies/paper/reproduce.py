@@ -116,51 +116,84 @@ def run_all(selected: Sequence[paper.Experiment], workdir: pathlib.Path,
   return failed
 
 
+def crosscheck_layout(experiment: paper.Experiment) -> dict[str, Any]:
+  """Where this machine runs `experiment`'s devices cross-check
+  (`paper_results.devices_layout` of this process's devices)."""
+  import jax  # pylint: disable=g-import-not-at-top
+  workers = paper.run_config(experiment, experiment.lazy).num_workers
+  return results_lib.devices_layout(
+      jax.default_backend(),
+      [(d.platform, d.device_kind) for d in jax.devices()], workers)
+
+
 def run_crosscheck(experiment: paper.Experiment, workdir: pathlib.Path
                    ) -> list[str]:
   """Runs the lazy row of `experiment` alone and on devices; returns the
   names that failed. Runs already in WORKDIR/crosscheck with the same config
-  are kept.
+  (and, on devices, the same devices) are kept.
 
   The single run goes through `experiments.run.train` in this process. The
-  devices run is a subprocess of `experiments.main`: forcing CPU devices
-  (XLA_FLAGS) only works before JAX starts, the one reason left for a
-  process of its own.
+  devices run splits the workers over this machine's accelerators when it
+  has them (`crosscheck_layout`), in this process; else over forced CPU
+  devices in a subprocess of `experiments.main` (XLA_FLAGS only works before
+  JAX starts). It records where it ran in DEVICES_FILE.
   """
   failed = []
   arg = ','.join(a for a in (f'algo={experiment.lazy}', experiment.arg) if a)
-  for name, (words, workers_on) in results_lib.CROSSCHECK_RUNS.items():
+  layout = crosscheck_layout(experiment)
+  for name, (_, workers_on) in results_lib.CROSSCHECK_RUNS.items():
     out = workdir / results_lib.CROSSCHECK / name
     config = results_lib.crosscheck_config(experiment, name)
     try:
       done = (outputs.same_config(
           json.loads((out / 'config.json').read_text()), config)
-              and (out / 'summary.json').is_file())
+              and (out / 'summary.json').is_file()
+              and (workers_on == 'vmap'
+                   or results_lib.devices_of(out) == layout))
     except (OSError, ValueError):
       done = False
     if done:
       logging.info('cross-check %s: results already in %s', name, out)
       continue
-    logging.info('cross-check %s: %s', name, words)
     if workers_on == 'vmap':
-      try:
-        train.train_and_evaluate(paper.run_config(experiment,
-                                                  experiment.lazy),
-                                 out, overwrite=True)
-      except Exception:  # pylint: disable=broad-except
-        logging.exception('cross-check %s failed', name)
-        failed.append(f'{results_lib.CROSSCHECK}/{name}')
-      continue
-    env = dict(os.environ, JAX_PLATFORMS='cpu',
-               XLA_FLAGS='--xla_force_host_platform_device_count='
-                         f'{results_lib.CROSSCHECK_DEVICES}')
-    command = [sys.executable, '-m', 'experiments.main',
-               f'--config=configs/{experiment.config}.py:{arg}',
-               f'--config.workers_on={workers_on}', f'--workdir={out}',
-               '--overwrite', '--alsologtostderr']
-    if subprocess.run(command, check=False, env=env).returncode:
+      logging.info('cross-check %s: %s', name,
+                   results_lib.CROSSCHECK_RUNS[name][0])
+      ok = run_here(experiment, out, workers_on)
+    elif layout['platform'] != 'cpu':
+      logging.info('cross-check %s: %s', name,
+                   results_lib.devices_words(layout))
+      ok = run_here(experiment, out, workers_on)
+    else:
+      logging.info('cross-check %s: %s', name,
+                   results_lib.devices_words(layout))
+      env = dict(os.environ, JAX_PLATFORMS='cpu',
+                 XLA_FLAGS='--xla_force_host_platform_device_count='
+                           f'{layout["count"]}')
+      command = [sys.executable, '-m', 'experiments.main',
+                 f'--config=configs/{experiment.config}.py:{arg}',
+                 f'--config.workers_on={workers_on}', f'--workdir={out}',
+                 '--overwrite', '--alsologtostderr']
+      ok = not subprocess.run(command, check=False, env=env).returncode
+    if not ok:
       failed.append(f'{results_lib.CROSSCHECK}/{name}')
+    elif workers_on != 'vmap':
+      (out / results_lib.DEVICES_FILE).write_text(json.dumps(layout) + '\n')
   return failed
+
+
+def run_here(experiment: paper.Experiment, out: pathlib.Path,
+             workers_on: str) -> bool:
+  """Runs the lazy row of `experiment` in this process (`experiments.run.
+  train`) with its workers `workers_on` ('vmap', or 'devices': over all of
+  this process's devices) into `out`; whether it finished."""
+  config = paper.run_config(experiment, experiment.lazy)
+  config.workers_on = workers_on
+  try:
+    train.train_and_evaluate(config, out, overwrite=True)
+  except Exception:  # pylint: disable=broad-except
+    logging.exception('cross-check %s failed', out.name)
+    return False
+  return True
 
 
 def run_authors(experiment: paper.Experiment, workdir: pathlib.Path
