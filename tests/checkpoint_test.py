@@ -17,6 +17,7 @@ import numpy as np
 
 import laq_jax
 from laq_jax import checkpoint
+from laq_jax import sweep as sweep_lib
 from tests import common
 
 _tmp = None
@@ -93,6 +94,28 @@ class CheckpointerTest(absltest.TestCase):
     wide = state._replace(rule=state.rule._replace(
         error_MxP=jnp.zeros((4, spec.problem.num_params()))))
     for name, saved in (('empty', state), ('older', wide)):
+      with checkpoint.Checkpointer(self.folder(name), 'abc') as ckpt:
+        ckpt.save(3, saved, {'loss': np.zeros(3)})
+        common.assert_trees_equal(self, ckpt.restore(like).state, state)
+
+  def test_no_upload_memory_and_an_older_checkpoint_with_it(self):
+    # FedAvg's programs keep no last uploads (RunSpec.upload_memory): [M, 0]
+    # left out of the checkpoint; one saved when they had their width (a
+    # FedAvg run before it) still resumes.
+    x, y = common.mnist_shards(4, 30, np.float64)
+    points = [{'algo': 'fedavg', 'clients_per_round': 2}]
+    spec = laq_jax.RunSpec(laq_jax.get_problem('logreg'), 4, memory=3,
+                           stochastic=True, batch_size=5,
+                           **sweep_lib.parts_of(points))
+    hyper = laq_jax.make_hyper('fedavg', dtype=jnp.float64,
+                               clients_per_round=2)
+    state, _ = laq_jax.run(spec, laq_jax.Data(jnp.asarray(x), jnp.asarray(y)),
+                           hyper, 3)
+    like = laq_jax.init_state(spec, hyper, jnp.float64)
+    self.assertEqual(state.rule.last_upload_MxP.shape, (4, 0))
+    wide = state._replace(rule=state.rule._replace(
+        last_upload_MxP=jnp.ones((4, spec.problem.num_params()))))
+    for name, saved in (('lean', state), ('wide', wide)):
       with checkpoint.Checkpointer(self.folder(name), 'abc') as ckpt:
         ckpt.save(3, saved, {'loss': np.zeros(3)})
         common.assert_trees_equal(self, ckpt.restore(like).state, state)

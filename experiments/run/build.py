@@ -222,6 +222,9 @@ def build(config, *, validated: bool = False) -> Built:
                  compressors_b=(algorithm.compressor_b,),
                  weighting=(algorithm.weighting if get('weighting') == 'auto'
                             else get('weighting')) != 'sum',
+                 upload_memory=sweep_lib.needs_upload_memory(
+                     {'absent': get('absent'), 'weighting': get('weighting')},
+                     algorithm),
                  # a round computes its participants' rows alone where that
                  # saves half of it or more (a sweep covers all its points)
                  round_size=participation.chosen_round_size(

@@ -13,7 +13,8 @@ from laq_jax.deploy import uplink
 from laq_jax.deploy import wire
 from laq_jax.deploy.common import (Held, Memory, Message, Upload,
                                    _held_step, _run_format, check_deployable,
-                                   downlink_wire, uplink_part, warm_format)
+                                   downlink_wire, uplink_part, warm_format,
+                                   with_upload_memory)
 from laq_jax.parts import triggers as trigger_lib
 from laq_jax.round import hyper as hyper_lib
 from laq_jax.round import loop
@@ -82,6 +83,7 @@ class Client:
                theta0_P=None, memory: Memory | None = None):
     """`data`: the run's Data (this worker's row is taken) or its one row;
     `theta0_P`: theta^0 (default: the problem's init under hyper.seed)."""
+    spec = with_upload_memory(spec)
     self.spec, self.hyper, self.worker = spec, hyper, int(worker)
     if data.x_MxNxD.shape[0] != 1:
       data = jax.tree.map(

@@ -3,6 +3,8 @@ holds, and what a deployment can carry (`laq_jax.deploy`)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import functools
 from typing import Any, NamedTuple
 
@@ -87,6 +89,16 @@ def warm_format(hyper: Hyper, num_params: int):
 # The estimators whose upload is ref + C(g - ref) with a reference the
 # server holds too (Qhat or 0): what the wire formats carry.
 WIRE_ESTIMATORS = ('direct', 'innovation')
+
+
+def with_upload_memory(spec: RunSpec) -> RunSpec:
+  """`spec` keeping the last uploads (`RunSpec.upload_memory`): a deployed
+  server and client hold their own copy of each upload, whatever the
+  simulation compiled (the same results: the launchers leave it out only
+  where nothing reads it)."""
+  if spec.upload_memory:
+    return spec
+  return dataclasses.replace(spec, upload_memory=True)
 
 
 def check_deployable(spec: RunSpec, hyper: Hyper, dtype) -> str:

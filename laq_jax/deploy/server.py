@@ -13,7 +13,8 @@ from laq_jax import collectives
 from laq_jax.deploy import uplink
 from laq_jax.deploy import wire
 from laq_jax.deploy.common import (Message, _run_format, check_deployable,
-                                   downlink_wire, uplink_part, warm_format)
+                                   downlink_wire, uplink_part, warm_format,
+                                   with_upload_memory)
 from laq_jax.parts import servers as servers_lib
 from laq_jax.round import hyper as hyper_lib
 from laq_jax.round import loop
@@ -74,6 +75,7 @@ class Server:
 
   def __init__(self, spec: RunSpec, hyper: Hyper, counts_M=None,
                theta0_P=None, dtype=np.float32):
+    spec = with_upload_memory(spec)
     self.spec, self.hyper = spec, hyper
     self.compressor = check_deployable(spec, hyper, dtype)
     self.uplink = uplink_part(hyper)

@@ -202,8 +202,11 @@ def mask_absent(out, state, present_M, admit=None):
   # A client not drawn computed nothing: its diagnostics are 0 (so a round
   # computed on its participants alone, `RunSpec.round_size`, is the same).
   drawn = lambda x: jnp.where(present_M, x, jnp.zeros_like(x))
+  last_upload = state.last_upload_MxP
+  if last_upload.shape[-1] != out.last_upload_P.shape[-1]:
+    last_upload = jnp.zeros_like(out.last_upload_P)  # no upload memory
   out = out._replace(
-      last_upload_P=keep(out.last_upload_P, state.last_upload_MxP),
+      last_upload_P=keep(out.last_upload_P, last_upload),
       last_error=keep(out.last_error, state.last_error_M),
       error_P=keep(out.error_P, state.error_MxP),
       clock=keep(out.clock, waited(state.clock_M)),

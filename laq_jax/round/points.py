@@ -301,13 +301,30 @@ def programs(points: Sequence[Mapping[str, Any]]
   return list(groups.items())
 
 
+def needs_upload_memory(point: Mapping[str, Any], algorithm=None) -> bool:
+  """Whether a point reads the server's copy of the workers' last uploads
+  (`RunSpec.upload_memory`): every one but those with the eager trigger,
+  the direct estimator, `absent` drop and a weighted mean (FedAvg and its
+  family: the step is the round's uploads' weighted mean). `algorithm`: the
+  point's Algorithm where a config composed its own (default: its preset's).
+  """
+  a = algorithm or get_algorithm(point['algo'])
+  absent = point.get('absent', 'auto')
+  weighting = point.get('weighting', 'auto')
+  return not (a.trigger == 'eager' and a.estimator == 'direct'
+              and (a.absent if absent == 'auto' else absent) == 'drop'
+              and (a.weighting if weighting == 'auto' else weighting)
+              != 'sum')
+
+
 def parts_of(points: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
   """The RunSpec parts the points need (what a program compiles in):
   compressors, triggers, servers, error_feedback, warm_start, downlink,
   clients, estimators, broadcasts, compressors_b, weighting,
-  participation."""
+  participation, upload_memory."""
   algos = [get_algorithm(p['algo']) for p in points]
   return dict(
+      upload_memory=any(map(needs_upload_memory, points)),
       compressors=compressors.check_names({a.compressor for a in algos}),
       triggers=trigger_lib.REGISTRY.check_names({a.trigger for a in algos}),
       servers=servers_lib.REGISTRY.check_names({a.server for a in algos}),

@@ -57,6 +57,8 @@ def _worker(grad_P, last_upload_P, last_error, clock, error_P, states, key,
   aggregate, its stats); `coin` is the round's shared uniform (its
   estimator's `Inputs.coin`). `sample` and `grad_at` give its trigger the
   same-sample gradient (None: none)."""
+  if last_upload_P.shape[-1] != grad_P.shape[-1]:  # no upload memory
+    last_upload_P = jnp.zeros_like(grad_P)
   sent_P = grad_P  # what the worker compresses (with error feedback's memory)
   if parts.error_feedback:
     sent_P = jnp.where(hyper.error_feedback, grad_P + error_P, grad_P)
@@ -224,7 +226,7 @@ def step(grads_MxP: jax.Array, state: RuleState, theta_P: jax.Array,
     counts_M = jnp.ones((num_local,), grads_MxP.dtype)
   aggregate_P, step_P = aggregate_stage(
       state, out, taken, written, hyper, mean, counts_M, rows_M,
-      num_workers, num_local, axis_name)
+      num_workers, num_local, axis_name, memory=parts.upload_memory)
   if mean is not None and local is not None and local.normalized is not None:
     step_P = work_scale(step_P, local, taken, counts_M, rows_M, hyper,
                         axis_name)
@@ -240,9 +242,10 @@ def step(grads_MxP: jax.Array, state: RuleState, theta_P: jax.Array,
   history, broadcast_P, stats = broadcast_stage(
       new_theta_P, theta_P, state, out, taken, hyper, parts, local,
       step_count, step_P)
-  new_state = RuleState(out.last_upload_P, out.last_error, out.clock,
-                        out.error_P, aggregate_P, history, broadcast_P,
-                        out.parts, server)
+  new_state = RuleState(out.last_upload_P if parts.upload_memory
+                        else state.last_upload_MxP, out.last_error,
+                        out.clock, out.error_P, aggregate_P, history,
+                        broadcast_P, out.parts, server)
   if rows_M is not None:  # the others' stats are an absent's
     new_state = written._replace(aggregate_P=aggregate_P, history_D=history,
                                  broadcast_P=broadcast_P, server=server)
@@ -275,24 +278,29 @@ def _write_rows(full: RuleState, out: Worker, rows_M, parts: Parts
   client's (a stale weighted mean) reads this."""
   return participation_lib.scatter_rows(
       full._replace(clock_M=participation_lib.waited(full.clock_M)),
-      full._replace(last_upload_MxP=out.last_upload_P,
+      full._replace(last_upload_MxP=(out.last_upload_P if parts.upload_memory
+                                     else full.last_upload_MxP),
                     last_error_M=out.last_error, clock_M=out.clock,
                     error_MxP=(out.error_P if parts.error_feedback
                                else full.error_MxP),
                     parts_M=out.parts), rows_M,
-      # (error feedback compiled out: its memory does not move)
+      # (error feedback or the upload memory compiled out: nothing moves)
       fields=tuple(f for f in RuleState.PER_WORKER
-                   if parts.error_feedback or f != 'error_MxP'))
+                   if (parts.error_feedback or f != 'error_MxP')
+                   and (parts.upload_memory or f != 'last_upload_MxP')))
 
 
 def aggregate_stage(state: RuleState, out: Worker, taken, written, hyper,
                     mean, counts_M, rows_M, num_workers: int,
-                    num_local: int, axis_name):
+                    num_local: int, axis_name, memory: bool = True):
   """(the running aggregate sum_m Qhat_m, what the server steps with): the
   aggregate itself, or with partial participation its participants'
-  step, or the weighted mean of the last uploads (`_weighting`)."""
-  aggregate_P = state.aggregate_P + collectives.sum_workers(out.delta_P,
-                                                            axis_name)
+  step, or the weighted mean of the last uploads (`_weighting`). Without
+  upload memory (`memory` False: every point's step is the round's
+  weighted mean under drop) the aggregate is this round's uploads' sum."""
+  aggregate_P = collectives.sum_workers(out.delta_P, axis_name)
+  if memory:
+    aggregate_P = state.aggregate_P + aggregate_P
   step_P = aggregate_P
   if taken is not None:
     step_P = participation_lib.server_step(
@@ -313,9 +321,9 @@ def aggregate_stage(state: RuleState, out: Worker, taken, written, hyper,
           written.last_upload_MxP,
           jnp.zeros((num_local,), bool).at[rows_M].set(taken), counts_M,
           hyper, axis_name)
-    weighted_P = jax.lax.cond(
+    weighted_P = (jax.lax.cond(
         hyper.absent == participation_lib.ABSENT.index('drop'), rows_only,
-        every_client)
+        every_client) if memory else rows_only())
   return aggregate_P, jnp.where(mean, weighted_P, step_P)
 
 

@@ -126,6 +126,15 @@ class RunSpec:
       pfl-research's CNN, 50 clients x 5 local steps, 3.5 s a round at b =
       1 against 4.7 s vmapped on a 2-core EPYC). The same results to
       rounding.
+    upload_memory: keep the server's copy of every worker's last upload
+      (`RuleState.last_upload_MxP`, [M, P]). False for programs whose every
+      point reads none (`points.needs_upload_memory`: the eager trigger, the
+      direct estimator, `absent` drop and a weighted mean, i.e. FedAvg and
+      its family): the memory is [M, 0], a round holds only its uploads
+      (O(S P) with `round_size`), every result is the same bit for bit but
+      the trigger's `innovation_M` (||Q||^2 instead of ||Q - Qhat||^2) and
+      `aggregate_P` (the round's uploads' sum); `check_hyper` refuses a
+      point that would read it. The launchers set it from their points.
 
   The parts are resolved from their registries when the RunSpec is made,
   and the RunSpec holds the part objects (`part_objects`): two RunSpecs
@@ -156,6 +165,7 @@ class RunSpec:
   compressors_b: tuple[str, ...] = ('identity',)
   warm_start: bool = False
   client_batch: int = 0
+  upload_memory: bool = True
   part_objects: tuple = dataclasses.field(default=(), init=False,
                                           repr=False)
 
@@ -167,7 +177,7 @@ class RunSpec:
     return rules.Parts(compressors_, triggers, servers, self.error_feedback,
                        self.downlink, self.stochastic, clients,
                        self.weighting, estimators_, broadcasts_,
-                       compressors_b, self.warm_start)
+                       compressors_b, self.warm_start, self.upload_memory)
 
   @property
   def local(self) -> bool:
@@ -200,7 +210,7 @@ class RunSpec:
                  'client_batch'):
       fields.check_run_integer(name, getattr(self, name))
     for name in ('stochastic', 'error_feedback', 'downlink', 'participation',
-                 'weighting', 'warm_start'):
+                 'weighting', 'warm_start', 'upload_memory'):
       if not isinstance(getattr(self, name), (bool, np.bool_)):
         raise ValueError(f'{name}={show(getattr(self, name))} is not '
                          'allowed: it must be True or False')
@@ -346,6 +356,14 @@ class RunSpec:
       if used_it and not getattr(self, name):
         raise ValueError(f'hyper uses {name} but RunSpec.{name}=False; '
                          'set it True')
+    if not self.upload_memory:
+      reads = memory_readers(hyper)
+      if reads:
+        raise ValueError(
+            f'hyper reads the last uploads ({"; ".join(reads)}) but '
+            'RunSpec.upload_memory=False keeps none: set it True (it is '
+            'False only for points with the eager trigger, the direct '
+            'estimator, absent=drop and a weighted mean)')
 
   def check_data(self, data) -> None:
     """Raises ValueError, naming the field and what is allowed, unless `data`
@@ -446,6 +464,29 @@ class RunSpec:
               f'{where} has shape {shape} but hyper.step_size has {g} grid '
               f'points: every field of a grid Hyper needs the same leading '
               'length (build grids with laq_jax.stack_hypers)')
+
+
+def memory_readers(hyper: Hyper) -> list[str]:
+  """What in a concrete `hyper` (a run or a grid) reads the server's copy of
+  the workers' last uploads, in words: a trigger but eager, an estimator but
+  direct, `absent` stale, a plain sum of the uploads (weighting sum). Empty:
+  `RunSpec(upload_memory=False)` runs it (`points.needs_upload_memory`)."""
+  from laq_jax.round import participation as participation_lib  # pylint: disable=g-import-not-at-top
+  out = []
+  for what, registry, allowed in (
+      ('trigger', trigger_lib.REGISTRY, 'eager'),
+      ('estimator', estimators_lib.REGISTRY, 'direct')):
+    used = {registry.names[int(i)]
+            for i in np.unique(np.asarray(getattr(hyper, what)))}
+    if used - {allowed}:
+      out.append(f'{what} {", ".join(sorted(used - {allowed}))}')
+  if np.any(np.asarray(hyper.absent)
+            != participation_lib.ABSENT.index('drop')):
+    out.append('absent stale')
+  if np.any(np.asarray(hyper.weighting)
+            == participation_lib.WEIGHTING.index('sum')):
+    out.append('weighting sum')
+  return out
 
 
 @jax.jit
