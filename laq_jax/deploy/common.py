@@ -4,7 +4,6 @@ holds, and what a deployment can carry (`laq_jax.deploy`)."""
 from __future__ import annotations
 
 import dataclasses
-
 import functools
 from typing import Any, NamedTuple
 
