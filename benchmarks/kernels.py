@@ -287,7 +287,8 @@ def fit_measured(measured_path: str) -> dict:
   shapes = {w[0]: w for w in models.WORKLOADS}
   rows = []
   for row in measured['models']['rows']:
-    _, compiled, _, _ = models.build(*shapes[row['model']][:5])
+    _, compiled, _, _ = models.build(*shapes[row['model']][:5],
+                                     stragglers=True)  # (as at 4e7d038)
     rows.append(dict(row, kernels=per_iteration(compiled.as_text())
                      ['kernels']))
   return dict(fit(rows), measured=measured_path,
@@ -301,11 +302,30 @@ def main(argv=None) -> int:
   parser.add_argument('--out', help='write the counts here (JSON)')
   parser.add_argument('--only', default='',
                       help='comma-separated programs (default: all)')
+  parser.add_argument('--models', action='store_true',
+                      help='instead: count benchmarks/models.py\'s programs '
+                      '(minibatch SGD of each workload\'s model, as the '
+                      'launchers compile it: predict.KERNELS)')
   parser.add_argument('--fit', metavar='MEASURED_JSON', default=None,
                       help='instead: fit the cost per kernel to a GPU run '
                       '(docs/gpu/h200_4e7d038.json), counting its models\' '
                       'programs here; --out writes the fit')
   args = parser.parse_args(argv)
+  if args.models:
+    from benchmarks import models  # pylint: disable=g-import-not-at-top
+    rows = []
+    for workload in models.WORKLOADS:
+      _, compiled, _, _ = models.build(*workload[:5])
+      rows.append({'program': f'{workload[0]} minibatch',
+                   **per_iteration(compiled.as_text())})
+    print('| model (minibatch SGD, M = 10) | kernels / iteration |')
+    print('|---|---:|')
+    for r in rows:
+      print(f"| {r['program']} | {r['kernels']:,} |")
+    if args.out:
+      with open(args.out, 'w') as f:
+        json.dump({'jax': jax.__version__, 'rows': rows}, f, indent=1)
+    return 0
   if args.fit:
     result = fit_measured(args.fit)
     print(f"per iteration {result['seconds_per_iteration'] * 1e6:.1f} us + "

@@ -71,9 +71,12 @@ def bench(model, dim, classes, batch, steps):
   return problem, (lambda: compiled(*args)), compile_s
 
 
-def build(model, dim, classes, batch, steps):
+def build(model, dim, classes, batch, steps, stragglers=False):
   """(problem, the compiled chunk of `steps` iterations, its arguments,
-  compile seconds) of one row of WORKLOADS."""
+  compile seconds) of one row of WORKLOADS. `stragglers`: compile the
+  stragglers' draws in (`RunSpec.stragglers`; the launchers leave them out
+  where no point has any, as here; they were in at 4e7d038, where one H200
+  ran these programs: `kernels.py --fit` counts them so)."""
   problem = laq_jax.get_problem(model, dim, classes)
   rng = np.random.default_rng(0)
   shape = (WORKERS, 2 * batch, dim)
@@ -86,7 +89,7 @@ def build(model, dim, classes, batch, steps):
   spec = laq_jax.RunSpec(problem, WORKERS, stochastic=True, batch_size=batch,
                          compressors=(algorithm.compressor,),
                          triggers=(algorithm.trigger,),
-                         loss_every=10**6)
+                         loss_every=10**6, stragglers=stragglers)
   hyper = laq_jax.make_hyper('sgd', dtype=jnp.float32, step_size=1e-3,
                              l2=0.0)
   state = laq_jax.init_state(spec, hyper, jnp.float32)

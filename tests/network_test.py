@@ -327,5 +327,56 @@ class InTheLoopTest(parameterized.TestCase):
       lj.make_hyper('gd', network='lan')
 
 
+class StragglersCompiledOutTest(parameterized.TestCase):
+  """RunSpec.stragglers: no slowdown draws where no point has a straggler
+  model, with the same results; refused where one has."""
+
+  @parameterized.named_parameters(
+      ('full_batch', [dict(algo='laq')]),
+      ('a_deadline', [dict(algo='fedavg', clients_per_round=3,
+                           network='mobile', deadline_s=0.06,
+                           **{'network.straggler': 'none'})]),
+      ('a_grid', [dict(algo='slaq', seed=s) for s in (0, 1)]))
+  def test_the_same_run_without_the_draws(self, points):
+    import laq_jax as lj  # pylint: disable=g-import-not-at-top
+    from laq_jax import points as points_lib  # pylint: disable=g-import-not-at-top
+    rng = np.random.default_rng(2)
+    data = lj.Data(jnp.asarray(rng.normal(size=(6, 30, 5))),
+                   jnp.asarray(rng.integers(0, 3, size=(6, 30))))
+    parts = points_lib.parts_of(points)
+    self.assertFalse(parts['stragglers'])
+    ran = []
+    for stragglers in (True, False):
+      spec = lj.RunSpec(lj.get_problem('logreg', 5, 3), 6, batch_size=5,
+                        stochastic=lj.ALGORITHMS[points[0]['algo']].stochastic,
+                        loss_every=1, **{**parts, 'stragglers': stragglers})
+      hyper = points_lib.stack_points(points, dtype=jnp.float64)
+      ran.append(lj.run(spec, data, hyper, 8, chunk_size=4))
+    (state_a, trace_a), (state_b, trace_b) = ran
+    np.testing.assert_array_equal(trace_b.slowdown_M, 1.0)
+    for a, b in zip(jax.tree.leaves((state_a, trace_a)),
+                    jax.tree.leaves((state_b, trace_b))):
+      np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-13,
+                                 atol=0)  # (bit for bit at XLA's defaults)
+
+  def test_which_points_have_them_and_the_refusal(self):
+    import laq_jax as lj  # pylint: disable=g-import-not-at-top
+    from laq_jax import points as points_lib  # pylint: disable=g-import-not-at-top
+    need = points_lib.needs_stragglers
+    self.assertFalse(need({'algo': 'laq'}))  # cross_silo: none
+    self.assertTrue(need({'algo': 'laq', 'network': 'mobile'}))  # lognormal
+    self.assertTrue(need({'algo': 'laq', 'network.straggler': 'exp'}))
+    self.assertFalse(need({'algo': 'laq', 'network': 'mobile',
+                           'network.straggler': 'none'}))
+    self.assertTrue(points_lib.parts_of(
+        [{'algo': 'laq'}, {'algo': 'laq', 'network': 'mobile'}])['stragglers'])
+    spec = lj.RunSpec(lj.get_problem('logreg'), 4, stragglers=False)
+    with self.assertRaisesRegex(
+        ValueError, r'hyper.network has stragglers \(lognormal\) but '
+        r'RunSpec.stragglers=False compiles their draws out: set it True'):
+      spec.check_hyper(lj.make_hyper('laq', network='mobile'))
+    spec.check_hyper(lj.make_hyper('laq'))  # none: runs
+
+
 if __name__ == '__main__':
   absltest.main()

@@ -118,6 +118,7 @@ class UploadMemoryTest(parameterized.TestCase):
         config.clients_per_round, config.batch_size = 5, 10
       built = build_lib.build(config)
       self.assertEqual(built.spec.upload_memory, memory, algo)
+      self.assertFalse(built.spec.stragglers)  # cross_silo: none to draw
 
 
 if __name__ == '__main__':

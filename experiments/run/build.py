@@ -241,6 +241,9 @@ def build(config, *, validated: bool = False) -> Built:
                        **sweep_lib.part_values(config))
   except ValueError as e:
     raise config_lib.ConfigError(f'config.params: {e}') from None
+  if not np.any(np.asarray(hyper.network.straggler) != 0):
+    # no straggler model: no draws of their slowdowns (RunSpec.stragglers)
+    spec = dataclasses.replace(spec, stragglers=False)
   np_dtype = np.dtype(dtype)
   run_chunk_fn = mesh = None
   if get('workers_on') == 'devices':

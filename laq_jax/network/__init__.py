@@ -70,6 +70,14 @@ def slowdown(network: Network, seed, step, worker_ids_M) -> jax.Array:
   return jax.vmap(one)(jnp.asarray(worker_ids_M))
 
 
+def no_slowdown(network: Network, worker_ids_M) -> jax.Array:
+  """`slowdown`'s factors where no straggler model is compiled in
+  (`RunSpec.stragglers` False): 1 for every worker, as 'none' gives, with
+  no random draws."""
+  return jnp.ones(jnp.shape(worker_ids_M),
+                  jnp.asarray(network.straggler_scale).dtype)
+
+
 def worker_view(network: Network, worker_ids_M) -> Network:
   """The per-worker fields at the given workers (a scalar broadcasts)."""
   def pick(name, value):

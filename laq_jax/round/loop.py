@@ -266,8 +266,10 @@ def make_step(spec: RunSpec, data: Data, hyper: Hyper, *,
 
   def body(state: LoopState, u_M: jax.Array | None):
     # The stragglers' factors of this round (keys: seed, step, worker).
-    slowdown_M = network_lib.slowdown(s.hyper.network, s.hyper.seed,
-                                      state.step, worker_ids_M)
+    slowdown_M = (network_lib.slowdown(s.hyper.network, s.hyper.seed,
+                                       state.step, worker_ids_M)
+                  if spec.stragglers else network_lib.no_slowdown(
+                      s.hyper.network, worker_ids_M))
     if path == 'mask':
       present_all = (participation_lib.participants(
           s.hyper, state.step, spec.num_workers, u_M=u_M)

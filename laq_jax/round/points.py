@@ -26,7 +26,8 @@ from laq_jax.parts import triggers as trigger_lib
 from laq_jax.parts.presets import parse_slot
 from laq_jax.round.hyper import (ALGORITHMS, DEFAULTS, SLOTS, Hyper,
                                  check_value as check_field, compose,
-                                 get_algorithm, make_hyper, stack_hypers)
+                                 get_algorithm, make_hyper, make_network,
+                                 stack_hypers)
 
 HYPER_KEYS = tuple(DEFAULTS)  # step_size, bits, xi, ..., seed
 # Every built-in key a grid may vary, in the order points are enumerated (the
@@ -317,14 +318,22 @@ def needs_upload_memory(point: Mapping[str, Any], algorithm=None) -> bool:
               != 'sum')
 
 
+def needs_stragglers(point: Mapping[str, Any]) -> bool:
+  """Whether a point's network has a straggler model (`RunSpec.stragglers`):
+  its profile's, or its `network.straggler`, other than 'none'."""
+  network = make_network(dict(point))
+  return bool(np.any(np.asarray(network.straggler) != 0))
+
+
 def parts_of(points: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
   """The RunSpec parts the points need (what a program compiles in):
   compressors, triggers, servers, error_feedback, warm_start, downlink,
   clients, estimators, broadcasts, compressors_b, weighting,
-  participation, upload_memory."""
+  participation, upload_memory, stragglers."""
   algos = [get_algorithm(p['algo']) for p in points]
   return dict(
       upload_memory=any(map(needs_upload_memory, points)),
+      stragglers=any(map(needs_stragglers, points)),
       compressors=compressors.check_names({a.compressor for a in algos}),
       triggers=trigger_lib.REGISTRY.check_names({a.trigger for a in algos}),
       servers=servers_lib.REGISTRY.check_names({a.server for a in algos}),

@@ -135,6 +135,13 @@ class RunSpec:
       the trigger's `innovation_M` (||Q||^2 instead of ||Q - Qhat||^2) and
       `aggregate_P` (the round's uploads' sum); `check_hyper` refuses a
       point that would read it. The launchers set it from their points.
+    stragglers: compile the stragglers' compute slowdowns in
+      (`network.slowdown`, random draws every round). False for programs
+      whose every point's network has none (`Network.straggler` 'none';
+      `points.needs_stragglers`): every factor is 1, as 'none' gives, with
+      no draws (on a CPU the draws were 45 of the 128 kernels of a round of
+      full-batch logistic regression); `check_hyper` refuses a straggler
+      model. The launchers set it from their points.
 
   The parts are resolved from their registries when the RunSpec is made,
   and the RunSpec holds the part objects (`part_objects`): two RunSpecs
@@ -166,6 +173,7 @@ class RunSpec:
   warm_start: bool = False
   client_batch: int = 0
   upload_memory: bool = True
+  stragglers: bool = True
   part_objects: tuple = dataclasses.field(default=(), init=False,
                                           repr=False)
 
@@ -210,7 +218,7 @@ class RunSpec:
                  'client_batch'):
       fields.check_run_integer(name, getattr(self, name))
     for name in ('stochastic', 'error_feedback', 'downlink', 'participation',
-                 'weighting', 'warm_start', 'upload_memory'):
+                 'weighting', 'warm_start', 'upload_memory', 'stragglers'):
       if not isinstance(getattr(self, name), (bool, np.bool_)):
         raise ValueError(f'{name}={show(getattr(self, name))} is not '
                          'allowed: it must be True or False')
@@ -356,6 +364,14 @@ class RunSpec:
       if used_it and not getattr(self, name):
         raise ValueError(f'hyper uses {name} but RunSpec.{name}=False; '
                          'set it True')
+    laws = {network_lib.STRAGGLERS[int(i)]
+            for i in np.unique(np.asarray(hyper.network.straggler))} - {'none'}
+    if laws and not self.stragglers:
+      raise ValueError(
+          f'hyper.network has stragglers ({", ".join(sorted(laws))}) but '
+          'RunSpec.stragglers=False compiles their draws out: set it True '
+          '(it is False only where every point\'s network has straggler '
+          'none)')
     if not self.upload_memory:
       reads = memory_readers(hyper)
       if reads:

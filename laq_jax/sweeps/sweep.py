@@ -43,7 +43,8 @@ from laq_jax.round.loop import Data, LoopState, RunSpec, Trace
 from laq_jax.round.points import (GRID_KEYS, HYPER_KEYS, batches,  # noqa: F401
                                   algorithm_parts, check_grid, check_value,
                                   expand_grid, flatten, grid_keys,
-                                  needs_upload_memory, part_values, parts_of,
+                                  needs_stragglers, needs_upload_memory,
+                                  part_values, parts_of,
                                   point_label, programs, stack_points,
                                   varying_keys)
 from laq_jax.sweeps.record import RECORDED, Record
