@@ -331,13 +331,17 @@ class StragglersCompiledOutTest(parameterized.TestCase):
   """RunSpec.stragglers: no slowdown draws where no point has a straggler
   model, with the same results; refused where one has."""
 
-  @parameterized.named_parameters(
-      ('full_batch', [dict(algo='laq')]),
-      ('a_deadline', [dict(algo='fedavg', clients_per_round=3,
-                           network='mobile', deadline_s=0.06,
-                           **{'network.straggler': 'none'})]),
-      ('a_grid', [dict(algo='slaq', seed=s) for s in (0, 1)]))
-  def test_the_same_run_without_the_draws(self, points):
+  def test_the_same_run_without_the_draws(self):
+    self.check_the_same_run([dict(algo='laq')])
+
+  @pytest.mark.slow  # (the fast tier's time)
+  def test_the_same_run_without_the_draws_with_a_deadline_and_a_grid(self):
+    self.check_the_same_run([dict(algo='fedavg', clients_per_round=3,
+                                  network='mobile', deadline_s=0.06,
+                                  **{'network.straggler': 'none'})])
+    self.check_the_same_run([dict(algo='slaq', seed=s) for s in (0, 1)])
+
+  def check_the_same_run(self, points):
     import laq_jax as lj  # pylint: disable=g-import-not-at-top
     from laq_jax import points as points_lib  # pylint: disable=g-import-not-at-top
     rng = np.random.default_rng(2)

@@ -6,6 +6,7 @@ from absl.testing import parameterized
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 import laq_jax as lj
 from laq_jax import points as points_lib
@@ -29,19 +30,10 @@ def spec_and_hyper(points, memory, round_size=0):
   return spec, points_lib.stack_points(points, dtype=jnp.float64)
 
 
-class UploadMemoryTest(parameterized.TestCase):
+class SameRun(parameterized.TestCase):
 
-  @parameterized.named_parameters(
-      ('fedavg_s_of_m', [dict(algo='fedavg', clients_per_round=4)], 0),
-      ('fedavg_gathered', [dict(algo='fedavg', clients_per_round=4)], 4),
-      ('fedadam_bernoulli', [dict(algo='fedadam', participation=0.4)], 0),
-      ('every_client', [dict(algo='local_sgd')], 0),
-      ('fednova_feddyn', [dict(algo='fednova', clients_per_round=5),
-                          dict(algo='feddyn', clients_per_round=5)], 0),
-      ('a_vmapped_grid', [dict(algo='fedavg', clients_per_round=3, seed=s,
-                               step_size=a)
-                          for s in (0, 1) for a in (0.05, 0.1)], 3))
-  def test_without_it_the_same_run_bit_for_bit(self, points, round_size):
+  def check_the_same_run(self, points, round_size):
+    """`points` run with and without the memory: the same run."""
     self.assertFalse(points_lib.parts_of(points)['upload_memory'])
     ran = {}
     for memory in (True, False):
@@ -67,6 +59,16 @@ class UploadMemoryTest(parameterized.TestCase):
     np.testing.assert_array_equal(
         np.where(first & trace.sent_M, lean_trace.innovation_M, 0),
         np.where(first & trace.sent_M, trace.innovation_M, 0))
+
+
+
+class UploadMemoryTest(SameRun):
+
+  @parameterized.named_parameters(
+      ('fedavg_s_of_m', [dict(algo='fedavg', clients_per_round=4)], 0),
+      ('fedavg_gathered', [dict(algo='fedavg', clients_per_round=4)], 4))
+  def test_without_it_the_same_run_bit_for_bit(self, points, round_size):
+    self.check_the_same_run(points, round_size)
 
   def test_which_points_need_it(self):
     need = points_lib.needs_upload_memory
@@ -119,6 +121,21 @@ class UploadMemoryTest(parameterized.TestCase):
       built = build_lib.build(config)
       self.assertEqual(built.spec.upload_memory, memory, algo)
       self.assertFalse(built.spec.stragglers)  # cross_silo: none to draw
+
+
+@pytest.mark.slow  # (the fast tier's time: the two above stay fast)
+class MoreProgramsTest(SameRun):
+
+  @parameterized.named_parameters(
+      ('fedadam_bernoulli', [dict(algo='fedadam', participation=0.4)], 0),
+      ('every_client', [dict(algo='local_sgd')], 0),
+      ('fednova_feddyn', [dict(algo='fednova', clients_per_round=5),
+                          dict(algo='feddyn', clients_per_round=5)], 0),
+      ('a_vmapped_grid', [dict(algo='fedavg', clients_per_round=3, seed=s,
+                               step_size=a)
+                          for s in (0, 1) for a in (0.05, 0.1)], 3))
+  def test_without_it_the_same_run_bit_for_bit(self, points, round_size):
+    self.check_the_same_run(points, round_size)
 
 
 if __name__ == '__main__':

@@ -109,8 +109,9 @@ def timing_section(selected: Sequence[paper.Experiment],
       continue
     runs = []
     if e.name == results_lib.CROSSCHECK_EXPERIMENT:
-      runs += [(f'{e.name} cross-check: '
-                f'{results_lib.crosscheck_words(name, workdir).split(" (")[0]}',
+      words = {name: results_lib.crosscheck_words(name, workdir)
+               for name in results_lib.CROSSCHECK_RUNS}
+      runs += [(f'{e.name} cross-check: {words[name].split(" (")[0]}',
                 workdir / results_lib.CROSSCHECK / name)
                for name in results_lib.CROSSCHECK_RUNS]
     if e.name in results_lib.AUTHORS_EXPERIMENTS:

@@ -155,17 +155,12 @@ def run_crosscheck(experiment: paper.Experiment, workdir: pathlib.Path
     if done:
       logging.info('cross-check %s: results already in %s', name, out)
       continue
-    if workers_on == 'vmap':
-      logging.info('cross-check %s: %s', name,
-                   results_lib.CROSSCHECK_RUNS[name][0])
-      ok = run_here(experiment, out, workers_on)
-    elif layout['platform'] != 'cpu':
-      logging.info('cross-check %s: %s', name,
-                   results_lib.devices_words(layout))
+    logging.info('cross-check %s: %s', name,
+                 results_lib.CROSSCHECK_RUNS[name][0] if workers_on == 'vmap'
+                 else results_lib.devices_words(layout))
+    if workers_on == 'vmap' or layout['platform'] != 'cpu':
       ok = run_here(experiment, out, workers_on)
     else:
-      logging.info('cross-check %s: %s', name,
-                   results_lib.devices_words(layout))
       env = dict(os.environ, JAX_PLATFORMS='cpu',
                  XLA_FLAGS='--xla_force_host_platform_device_count='
                            f'{layout["count"]}')
