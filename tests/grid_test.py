@@ -158,6 +158,8 @@ class LauncherTest(absltest.TestCase):
     self.assertEqual(info['num_batches'], 3)
     # Chunks of 10 of 30 iterations, 3 batches (the last padded): 1 program.
     self.assertEqual(info['programs_compiled'], 1)
+    # ... whose compiling the run's time holds, beside its chunks
+    self.assertBetween(info['compile_time_s'], 0.0, info['run_time_s'])
 
 
 @pytest.mark.slow

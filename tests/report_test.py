@@ -102,6 +102,36 @@ class TimingTest(absltest.TestCase):
       self.assertEqual('A wall time below its floor (logreg)' in text,
                        named, text)
 
+  def test_compiling_is_not_in_the_program(self):
+    # The program's time is the run's less its compiling; program / floor
+    # is that over the floor; runs that predate the compile time keep it in
+    # and are named.
+    from unittest import mock  # pylint: disable=g-import-not-at-top
+    from experiments.studies.paper import report_sections  # pylint: disable=g-import-not-at-top
+    e = next(e for e in paper.experiments('quick') if e.name == 'logreg')
+    hardware = dict(cpu='cpu', cores_available=2, jax='x', jaxlib='x',
+                    backend='cpu', python='3', platform='p',
+                    load_average_at_start=[0.1])
+    info = {'roofline': {'r': 1}, 'wall_time_s': 100.0,
+            'hardware': hardware, 'started_utc': 't'}
+    for sweep, cells, named in (
+        ({'run_time_s': 90.0, 'compile_time_s': 12.0}, ['12', '78', '3.12'],
+         False),
+        ({'run_time_s': 90.0}, ['—', '90', '3.60'], True)):
+      with mock.patch.object(report_sections, 'floor_seconds',
+                             return_value=25.0), \
+           mock.patch.object(report_sections, 'fmt_rate', return_value='r'):
+        text = '\n'.join(report_sections.timing_section(
+            [e], {'logreg': {'info': info, 'sweep': sweep}}))
+      row = next(line for line in text.splitlines()
+                 if line.startswith('| logreg |'))
+      self.assertEqual(row.split(' | ')[2:6], [cells[0], cells[1], '25',
+                                               cells[2]], row)
+      self.assertEqual('Runs made before the compile time was measured '
+                       '(logreg)' in text, named, text)
+    self.assertEqual(report_sections.program_seconds(
+        {'run_time_s': 9.5, 'compile_time_s': 2.0}), 7.5)
+
 
 class DivergenceTest(absltest.TestCase):
 

@@ -52,5 +52,23 @@ class CompileCacheTest(absltest.TestCase):
     self.assertIn(f"dir {pathlib.Path(home) / 'laq_jax' / 'xla'}", out)
 
 
+class CompileSecondsTest(absltest.TestCase):
+
+  def test_counts_compiling_once_and_not_running(self):
+    import jax  # pylint: disable=g-import-not-at-top
+    import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+    from experiments.run import startup  # pylint: disable=g-import-not-at-top
+    before = startup.compile_seconds()
+    f = jax.jit(lambda a: jnp.cos(a) @ a.T + 17.0)  # a program not seen yet
+    f(jnp.ones((32, 32))).block_until_ready()
+    compiled = startup.compile_seconds()
+    self.assertGreater(compiled, before)
+    for _ in range(3):  # running it again compiles nothing
+      f(jnp.ones((32, 32))).block_until_ready()
+    self.assertEqual(startup.compile_seconds(), compiled)
+    f(jnp.ones((8, 32))).block_until_ready()  # a new shape: compiled anew
+    self.assertGreater(startup.compile_seconds(), compiled)
+
+
 if __name__ == '__main__':
   absltest.main()

@@ -231,6 +231,9 @@ class RunFilesTest(parameterized.TestCase):
     self.assertEqual(summary['target_residual'], 1e-6)
     self.assertEqual((summary['diverged'], summary['diverged_at'],
                       summary['resumed_from']), (False, None, None))
+    # Compiling is part of the run's time (its first chunk), not all of it.
+    self.assertBetween(summary['compile_time_s'], 0.0,
+                       summary['run_time_s'])
 
   def test_fstar_is_cached(self):
     _, summary = _Runs.get('laq')

@@ -28,6 +28,7 @@ from experiments.run import fstar as fstar_lib
 from experiments.run import outputs
 from experiments.run import predict as predict_lib
 from experiments.run import progress as progress_lib
+from experiments.run import startup
 from laq_jax import distributed
 from laq_jax import metrics
 from laq_jax import plotting
@@ -199,6 +200,7 @@ def sweep_and_evaluate(config, workdir: str | os.PathLike, *,
         outputs.write_npy(accuracy_file, accuracy_curve)
 
   compiles_before = _compile_count(built)
+  compile_start = startup.compile_seconds()
   run_start = time.perf_counter()
   progress.restart_clock()
   try:
@@ -218,6 +220,7 @@ def sweep_and_evaluate(config, workdir: str | os.PathLike, *,
   if ckpt is not None:
     ckpt.close()
   run_seconds = time.perf_counter() - run_start
+  compile_seconds = startup.compile_seconds() - compile_start
   compiles_after = _compile_count(built)
 
   # The last chunk's evaluation is the final one: no work after it.
@@ -272,6 +275,8 @@ def sweep_and_evaluate(config, workdir: str | os.PathLike, *,
       'resumed_from_step': resumed_from,
       'heatmap_shows': plotting.heatmap_quantity(rows),
       'run_time_s': round(run_seconds, 3),
+      # (of run_time_s: tracing, lowering, compiling or loading programs)
+      'compile_time_s': round(compile_seconds, 3),
       'point_iterations_per_s': round(
           len(points) * config.num_iters / max(run_seconds, 1e-9), 1),
       'programs_compiled': (None if compiles_before is None else

@@ -134,6 +134,7 @@ class Ran(NamedTuple):
   run_seconds: float
   steady_rate: float | None
   events: events_lib.Events | None
+  compile_seconds: float = 0.0  # of run_seconds (`startup.compile_seconds`)
 
 
 def degenerate_settings(config, built, summary: dict) -> list[str]:
@@ -211,6 +212,7 @@ def summarize(config, built, ran: Ran, fstar_info, workdir) -> dict:
       fstar_source=fstar_info['fstar_source'],
       resumed_from=ran.resumed_from,
       run_time_s=round(ran.run_seconds, 3),
+      compile_time_s=round(ran.compile_seconds, 3),
       iterations_per_s=(round(ran.steady_rate, 3) if ran.steady_rate
                         else None))
   return summary

@@ -42,3 +42,31 @@ def setup_jax() -> None:
     # suite keeps every program: 0).
     if 'JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS' not in os.environ:
       jax.config.update('jax_persistent_cache_min_compile_time_secs', 1.0)
+
+
+# What `compile_seconds` counts: tracing a jitted function, lowering it and
+# compiling it (or loading it from the persistent cache), as JAX reports them
+# (`jax.monitoring`).
+COMPILE_EVENTS = ('/jax/core/compile/jaxpr_trace_duration',
+                  '/jax/core/compile/jaxpr_to_mlir_module_duration',
+                  '/jax/core/compile/backend_compile_duration')
+_compile_total = [0.0]
+_listening = [False]
+
+
+def _on_duration(event: str, duration: float, **unused_kwargs) -> None:
+  if event in COMPILE_EVENTS:
+    _compile_total[0] += duration
+
+
+def compile_seconds() -> float:
+  """Seconds this process has spent tracing, lowering and compiling jitted
+  programs (or loading them from the persistent cache) since the first
+  call: the difference of two calls is what a run spent compiling, which
+  the reports keep out of its time "in the compiled program". It listens
+  from its first call on (`jax.monitoring`), so call it before the run."""
+  if not _listening[0]:
+    import jax  # pylint: disable=g-import-not-at-top
+    jax.monitoring.register_event_duration_secs_listener(_on_duration)
+    _listening[0] = True
+  return _compile_total[0]

@@ -81,6 +81,7 @@ from experiments.run import events as events_lib
 from experiments.run import fstar as fstar_lib
 from experiments.run import outputs
 from experiments.run import progress as progress_lib
+from experiments.run import startup
 from experiments.run.progress import info
 from experiments.run.run_results import Ran, RunRecord, summarize, write_files
 from laq_jax import checkpoint as checkpoint_lib
@@ -209,6 +210,7 @@ def _run(config, built, workdir, config_dict, fstar) -> Ran:
 
   diverged_at, final_accuracy = None, None
   progress = progress_lib.Progress('step', total, initial=done)
+  compile_start = startup.compile_seconds()
   run_start = time.perf_counter()
   progress.restart_clock()
 
@@ -261,10 +263,11 @@ def _run(config, built, workdir, config_dict, fstar) -> Ran:
   finally:
     progress.close()
   run_seconds = time.perf_counter() - run_start
+  compile_seconds = startup.compile_seconds() - compile_start
   if ckpt is not None:
     ckpt.close()
   return Ran(record, state, diverged_at, final_accuracy, resumed_from,
-              run_seconds, progress.steady_rate, events)
+             run_seconds, progress.steady_rate, events, compile_seconds)
 
 
 def _progress_note(record: RunRecord, fstar, done: int, acc: float) -> str:

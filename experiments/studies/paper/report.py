@@ -25,7 +25,7 @@ from experiments.studies.paper import paper_results as results_lib
 # (floor_seconds and fmt_rate are also read from here)
 from experiments.studies.paper.report_sections import (  # noqa: F401
     FIGURE_DPI, authors_section, crosscheck_section, floor_seconds, fmt_rate,
-    labelled, loss_every, timing_section)
+    labelled, loss_every, program_seconds, timing_section)
 from laq_jax import metrics
 from laq_jax import plotting
 from laq_jax import schedule as schedule_lib
@@ -234,8 +234,11 @@ def experiment_section(experiment: paper.Experiment, result: dict[str, Any],
   if all(notes):
     lines += ['Uploads after the k = 0 initialization (every worker uploads '
               'at k = 0): ' + '; '.join(notes) + '.', '']
+  compiling = (f', {sweep["compile_time_s"]:.0f} s compiling'
+               if sweep.get('compile_time_s') is not None else '')
   lines += [f'Wall time: {info["wall_time_s"]:.0f} s for the experiment '
-            f'({sweep["run_time_s"]:.0f} s in the compiled program, '
+            f'({program_seconds(sweep):.0f} s in the '
+            f'compiled program{compiling}, '
             f'{sweep["point_iterations_per_s"]:g} algorithm-iterations/s), '
             f'started {info["started_utc"]}.', '']
   lines += ['Claims:', '', table(

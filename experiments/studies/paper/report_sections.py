@@ -64,6 +64,35 @@ def floor_seconds(result: dict[str, Any], rates: dict[str, Any]) -> float:
   return sweep['num_iters'] * roofline.floor_seconds(cost, rates, precision)
 
 
+def program_seconds(run: dict) -> float | None:
+  """A run's seconds in its compiled program: its `run_time_s` less its
+  `compile_time_s` (runs written before the compile time was measured: all
+  of `run_time_s`)."""
+  if run.get('run_time_s') is None:
+    return None
+  return run['run_time_s'] - (run.get('compile_time_s') or 0.0)
+
+
+def timing_row(label: str, wall: float, run: dict, floor: float | None,
+               total: dict, unmeasured: list) -> list[str]:
+  """The timing table's cells of one run, from its wall time through wall
+  / floor (`run`: its sweep.json or summary.json), added to `total`; a run
+  without `compile_time_s` joins `unmeasured`."""
+  program = program_seconds(run)
+  compiling = run.get('compile_time_s')
+  if compiling is None:
+    unmeasured.append(label)
+  total['wall'] += wall
+  total['compile'] += compiling or 0.0
+  total['program'] += program or 0.0
+  total['floor'] += floor or 0.0
+  return [label, fmt(wall, '.0f'), fmt(compiling, '.0f'), fmt(program, '.0f'),
+          fmt(floor, '.0f'),
+          fmt(program / floor if floor and program is not None else None,
+              '.2f'),
+          fmt(wall / floor if floor else None, '.2f')]
+
+
 def timing_section(selected: Sequence[paper.Experiment],
                    results: dict[str, Any],
                    workdir: pathlib.Path | None = None) -> list[str]:
@@ -77,28 +106,24 @@ def timing_section(selected: Sequence[paper.Experiment],
     if r is not None and 'roofline' in r['info']:
       measured.setdefault(_hardware_line(r['info']), r['info']['roofline'])
   rows, machines = [], []
-  total = {'wall': 0.0, 'program': 0.0, 'floor': 0.0}
+  total = {'wall': 0.0, 'compile': 0.0, 'program': 0.0, 'floor': 0.0}
+  unmeasured = []  # runs whose files predate compile_time_s
   borrowed = []
   below = []  # a wall under its floor: rates measured on a busy machine
   for e in selected:
     result = results[e.name]
     if result is None:
-      rows.append([e.name, 'missing', '', '', '', '', ''])
+      rows.append([e.name, 'missing'] + [''] * 7)
       continue
     info = result['info']
     rates = info.get('roofline') or measured.get(_hardware_line(info))
     if 'roofline' not in info and rates is not None:
       borrowed.append(e.name)
     floor = floor_seconds(result, rates) if rates else None
-    total['wall'] += info['wall_time_s']
-    total['program'] += result['sweep']['run_time_s']
-    total['floor'] += floor or 0.0
     load = info['hardware'].get('load_average_at_start')
-    rows.append([e.name, fmt(info['wall_time_s'], '.0f'),
-                 fmt(result['sweep']['run_time_s'], '.0f'),
-                 fmt(floor, '.0f'),
-                 fmt(info['wall_time_s'] / floor if floor else None, '.2f'),
-                 info['started_utc'], fmt(load[0] if load else None, '.1f')])
+    rows.append(timing_row(e.name, info['wall_time_s'], result['sweep'],
+                           floor, total, unmeasured)
+                + [info['started_utc'], fmt(load[0] if load else None, '.1f')])
     if floor and info['wall_time_s'] < floor:
       below.append(e.name)
     if _hardware_line(info) not in machines:
@@ -130,12 +155,8 @@ def timing_section(selected: Sequence[paper.Experiment],
       wall = summary.get('wall_time_s')
       if wall is None:
         continue
-      total['wall'] += wall
-      total['program'] += summary.get('run_time_s') or 0.0
-      total['floor'] += floor or 0.0
-      rows.append([label, fmt(wall, '.0f'),
-                   fmt(summary.get('run_time_s'), '.0f'), fmt(floor, '.0f'),
-                   fmt(wall / floor if floor else None, '.2f'), '', ''])
+      rows.append(timing_row(label, wall, summary, floor, total, unmeasured)
+                  + ['', ''])
       if floor and wall < floor:
         below.append(label)
   extra = []  # run beside the experiments, no floor measured: not in total
@@ -147,22 +168,35 @@ def timing_section(selected: Sequence[paper.Experiment],
       extra.append([f'{results_lib.LASG_EXPERIMENT}: LASG and CADA beside '
                     'sgd and slaq (one program; not in the total)',
                     fmt(info['wall_time_s'], '.0f'),
-                    fmt(info.get('run_time_s'), '.0f'), '', '', '', ''])
+                    fmt(info.get('compile_time_s'), '.0f'),
+                    fmt(program_seconds(info), '.0f'), '', '', '', '', ''])
     except (OSError, ValueError, KeyError):
       pass
   if total['floor']:
     rows.append(['**total**', fmt(total['wall'], '.0f'),
+                 fmt(total['compile'], '.0f') if not unmeasured else '',
                  fmt(total['program'], '.0f'), fmt(total['floor'], '.0f'),
+                 fmt(total['program'] / total['floor'], '.2f'),
                  fmt(total['wall'] / total['floor'], '.2f'), '', ''])
   lines = ['## Hardware and wall time', '', table(
-      ['experiment', 'wall time (s)', 'in the compiled program (s)',
-       'floor (s)', 'wall / floor', 'started (UTC)', 'load average at start'],
-      rows + extra, 'lrrrrlr')]
+      ['experiment', 'wall time (s)', 'compiling (s)',
+       'in the compiled program (s)', 'floor (s)', 'program / floor',
+       'wall / floor', 'started (UTC)', 'load average at start'],
+      rows + extra, 'lrrrrrrlr')]
   lines += ['', f'Total: {total["wall"]:.0f} s. The wall time includes '
             'loading MNIST, compiling, f* (cached after its first solve) and '
-            'the test accuracy; the algorithms of an experiment share one '
-            'program, so their times are not separable. The machine may have '
-            'been shared (see the load average).', '']
+            'the test accuracy; "compiling" is the time the run spent '
+            'tracing, lowering and compiling its programs or loading them '
+            'from the persistent cache (`jax.monitoring`), "in the compiled '
+            'program" the rest of the run: its iterations and, between its '
+            'chunks, the test accuracy. The algorithms of an experiment share '
+            'one program, so their times are not separable. The machine may '
+            'have been shared (see the load average).', '']
+  if unmeasured:
+    lines += [f'Runs made before the compile time was measured '
+              f'({", ".join(unmeasured)}) count their compiling in the '
+              'program\'s time and leave "compiling" empty (and the total '
+              'with them).', '']
   if below:
     lines += [f'A wall time below its floor ({", ".join(below)}) is '
               'impossible on an idle machine: the rates behind that floor '
