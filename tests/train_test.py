@@ -267,6 +267,43 @@ class RunFilesTest(parameterized.TestCase):
                                         f'{laq["total_uploads"]:,} |'))
 
 
+class RunRecordTest(absltest.TestCase):
+  """The record of a run as its chunks arrive: what it reports equals the
+  whole record's, which is joined once, when it is read."""
+
+  def test_chunks_join_when_read(self):
+    from experiments.run import run_results  # pylint: disable=g-import-not-at-top
+    from laq_jax.record import Record  # pylint: disable=g-import-not-at-top
+    rng = np.random.default_rng(3)
+    t, m = 7, 5
+
+    def chunk(logged):
+      loss = np.full(t, np.nan)
+      loss[:logged] = rng.random(logged)
+      return Record.from_arrays(
+          loss=loss, grad_norm_sq=rng.random(t),
+          sent_M=rng.random((t, m)) < 0.3, bits_M=rng.integers(0, 99, (t, m)),
+          bits_down_M=rng.integers(0, 9, (t, m)))
+
+    chunks = [chunk(3), chunk(0), chunk(t), chunk(0)]  # (2, 4: none logged)
+    record = run_results.RunRecord(m)
+    self.assertTrue(np.isnan(record.last_loss))
+    for i, c in enumerate(chunks):
+      record.append(c)
+      whole = Record.join([Record.empty(m)] + chunks[:i + 1])
+      self.assertEqual(record.uploads, int(whole.uploads.sum()))
+      self.assertEqual(record.bits, int(whole.bits.sum()))
+      logged = whole.loss[~np.isnan(whole.loss)]
+      self.assertEqual(record.last_loss, logged[-1])
+    got, want = record.record.arrays(), whole.arrays()
+    self.assertEqual(sorted(got), sorted(want))
+    for k in want:
+      np.testing.assert_array_equal(got[k], want[k], err_msg=k)
+    self.assertEqual(record.num_workers, m)
+    record.append(chunk(1))  # after a read, the next chunks join again
+    self.assertEqual(record.record.num_steps, 5 * t)
+
+
 class DegenerateSettingsTest(absltest.TestCase):
   """Legal settings that leave a run meaningless: one warning line each,
   kept in summary.json (issue 52: they exited 0 without a word)."""

@@ -50,29 +50,48 @@ class RunRecord:
   """
 
   def __init__(self, num_workers: int, record: Record | None = None):
-    self.record = record if record is not None else Record.empty(num_workers)
+    # The chunks so far, joined only when the whole record is read (a
+    # checkpoint, the files): joining at every chunk copied all the rounds
+    # before it each time, quadratic in the run's length (a [T, M] field per
+    # client: seconds at 20,000 rounds of 1,000 clients).
+    self._chunks = [record if record is not None
+                    else Record.empty(num_workers)]
+    self._uploads = int(self._chunks[0].uploads.sum())
+    self._bits = int(self._chunks[0].bits.sum())
+    self._last_loss = _last_logged(self._chunks[0].loss)
     self.accuracy_at: dict[int, float] = {}
 
+  @property
+  def record(self) -> Record:
+    """Every step so far, one Record."""
+    if len(self._chunks) > 1:
+      self._chunks = [Record.join(self._chunks)]
+    return self._chunks[0]
+
   def append(self, chunk: Record) -> None:
-    self.record = Record.join([self.record, chunk])
+    self._chunks.append(chunk)
+    self._uploads += int(chunk.uploads.sum())
+    self._bits += int(chunk.bits.sum())
+    last = _last_logged(chunk.loss)
+    if not math.isnan(last):
+      self._last_loss = last
 
   @property
   def num_workers(self) -> int:
-    return self.record.num_workers
+    return self._chunks[0].num_workers
 
   @property
   def uploads(self) -> int:
-    return int(self.record.uploads.sum())
+    return self._uploads
 
   @property
   def bits(self) -> int:
-    return int(self.record.bits.sum())
+    return self._bits
 
   @property
   def last_loss(self) -> float:
     """The last logged loss (NaN where none is)."""
-    logged = self.record.loss[~np.isnan(self.record.loss)]
-    return float(logged[-1]) if logged.size else math.nan
+    return self._last_loss
 
   def meta(self) -> dict[str, Any]:
     # JSON floats round-trip exactly (repr), so resumed accuracies are equal.
@@ -90,6 +109,11 @@ class RunRecord:
     record.accuracy_at = {int(k): float(v) for k, v in
                           restored.meta['accuracy_at'].items()}
     return record
+
+
+def _last_logged(loss) -> float:
+  logged = np.asarray(loss)[~np.isnan(loss)]
+  return float(logged[-1]) if logged.size else math.nan
 
 
 def diverged_message(at: int, value: float, rows: int, workdir, config,
