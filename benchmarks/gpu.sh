@@ -4,13 +4,14 @@
 # flax, optax, orbax, absl-py, matplotlib, scikit-learn and rich).
 #
 #   benchmarks/gpu.sh OUTDIR [--tiny] [--budget SECONDS] [--wheels DIR]
-#                    [--data DIR] [--work DIR] [--skip STEP,...]
+#                    [--pfl-wheels DIR] [--data DIR] [--work DIR]
+#                    [--skip STEP,...]
 #   benchmarks/gpu.sh --download-wheels DIR    # on a machine with a registry
 #
 # It uses the machine's own JAX (never installs one), installs the few
 # pure-Python packages such a machine lacks (ml_collections, tensorboardX)
 # from the wheel folder --wheels names into a private folder, and runs, each
-# timed, into OUTDIR (10 files):
+# timed, into OUTDIR (11 files):
 #   env.txt          python, jax and device description
 #   estimate.md      the FLOP-count estimate of this run (gpu_estimate.py)
 #   bench.json       benchmarks/run.py (its table is in gpu.log)
@@ -24,6 +25,13 @@
 #   peers.json       benchmarks/peers.py: laq-jax's FedAvg runs (logistic
 #                    regression, the CNN) of the comparison with Flower
 #                    (Flower's with FLOWER_PYTHON)
+#   pfl.json         benchmarks/peers.py --tasks cifar: pfl-research's
+#                    CIFAR-10 FedAvg benchmark side by side (1,000 clients,
+#                    PFL_ROUNDS rounds, default 20), pfl run by the
+#                    machine's own PyTorch with pfl's wheels from
+#                    --pfl-wheels DIR (--download-wheels puts them in
+#                    DIR/pfl), or by PFL_PYTHON; without either the step is
+#                    skipped (said, not a failure), and --tiny skips it
 #   paper_REPORT.md  experiments.reproduce at full budget, the network at
 #                    its 8,000 full-batch iterations
 #   family_REPORT.md experiments.family at full budget (network: 8,000)
@@ -34,13 +42,13 @@
 #   gpu.log          everything printed, with each step's wall time
 # Figures and the runs' files stay in --work (default: a temporary folder).
 # The steps run in this order: estimate, paper, family, models, floors,
-# bench, cost, participants, peers, workloads; what each prints goes to the
+# bench, cost, participants, peers, pfl, workloads; what each prints goes to the
 # console (stderr) as well as gpu.log. --budget SECONDS runs a step only
 # when its expected seconds (EXPECT_FULL / EXPECT_TINY below) fit the time
 # left, skipping the rest with a line that says so, and cuts a step that
 # overruns at the budget (logged as CUT; e.g. --budget 540 in a 10-minute
 # call). --tiny runs the same steps at the smallest budgets (minutes on a
-# CPU; the test suite runs it, skipping floors, participants, peers, paper,
+# CPU; the test suite runs it, skipping floors, participants, peers, pfl, paper,
 # family and workloads). --skip leaves steps out, e.g. those a first try
 # finished. MNIST: --data, or LAQ_JAX_DATA, or the user cache. A failed
 # step is logged and the next one runs; the exit status is 1 if any failed
@@ -51,19 +59,30 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 PYTHON="${PYTHON:-python3}"
 PACKAGES=(ml_collections tensorboardX)
 PINS=(ml_collections==1.1.0 tensorboardX==2.6.5)  # as requirements.txt
+# pfl-research (benchmarks/peers.py's venv: pfl 0.6.0) and its dependencies
+# a JAX image may lack, as distribution:module
+PFL_PINS=(pfl==0.6.0 dp-accounting==0.5.1 prv-accountant==0.2.0
+          multiprocess==0.70.19 dill==0.4.1)
+PFL_MODULES=(pfl:pfl dp-accounting:dp_accounting prv-accountant:prv_accountant
+             multiprocess:multiprocess dill:dill)
 
-usage() { sed -n '2,47p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
+usage() { sed -n '2,55p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
 
 if [ "${1:-}" = "--download-wheels" ]; then
   [ -n "${2:-}" ] || usage
   mkdir -p "$2"
+  "$PYTHON" -m pip download --no-deps --only-binary=:all: \
+    --python-version 3.12 --implementation cp --platform any \
+    --platform manylinux2014_x86_64 -d "$2" "${PINS[@]}" || exit 1
+  # pfl and what it needs beyond the image's numpy, scipy and PyTorch
   exec "$PYTHON" -m pip download --no-deps --only-binary=:all: \
     --python-version 3.12 --implementation cp --platform any \
-    --platform manylinux2014_x86_64 -d "$2" "${PINS[@]}"
+    --platform manylinux2014_x86_64 -d "$2/pfl" "${PFL_PINS[@]}"
 fi
 
 OUT="" TINY=0 WHEELS="" DATA="${LAQ_JAX_DATA:-}" WORK="" SKIP="" BUDGET=""
-STEPS=(estimate paper family models floors bench cost participants peers
+PFL_WHEELS=""
+STEPS=(estimate paper family models floors bench cost participants peers pfl
        workloads)
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -77,10 +96,11 @@ while [ $# -gt 0 ]; do
        [[ "$BUDGET" =~ ^[0-9]+$ ]] && [ "$BUDGET" -ge 1 ] || {
          echo "error: --budget $BUDGET: not allowed (a whole number of seconds, at least 1)" >&2; exit 2; } ;;
     --wheels) WHEELS="${2:?--wheels needs a folder}"; shift ;;
+    --pfl-wheels) PFL_WHEELS="${2:?--pfl-wheels needs a folder}"; shift ;;
     --data) DATA="${2:?--data needs a folder}"; shift ;;
     --work) WORK="${2:?--work needs a folder}"; shift ;;
     -h|--help) usage 0 ;;
-    -*) echo "error: unknown option $1 (allowed: --tiny, --budget SECONDS, --wheels DIR, --data DIR, --work DIR, --skip STEPS, --download-wheels DIR)" >&2; exit 2 ;;
+    -*) echo "error: unknown option $1 (allowed: --tiny, --budget SECONDS, --wheels DIR, --pfl-wheels DIR, --data DIR, --work DIR, --skip STEPS, --download-wheels DIR)" >&2; exit 2 ;;
     *) [ -z "$OUT" ] || { echo "error: one OUTDIR only (got $OUT and $1)" >&2; exit 2; }
        OUT="$1" ;;
   esac
@@ -144,9 +164,9 @@ cat "$OUT/env.txt" | tee -a "$LOG" >&2
 # seconds left, and cuts it at them.
 declare -A EXPECT_FULL=([estimate]=15 [paper]=260 [family]=200 [models]=90
   [floors]=100 [bench]=60 [cost]=90 [participants]=250 [peers]=90
-  [workloads]=300)
+  [pfl]=240 [workloads]=300)
 declare -A EXPECT_TINY=([estimate]=15 [paper]=150 [family]=150 [models]=90
-  [floors]=60 [bench]=60 [cost]=90 [participants]=60 [peers]=60
+  [floors]=60 [bench]=60 [cost]=90 [participants]=60 [peers]=60 [pfl]=0
   [workloads]=150)
 START=$SECONDS
 failed=() ran=()
@@ -179,6 +199,30 @@ step() {  # step NAME COMMAND...
     say "FAILED $name (exit $rc) after $((SECONDS - start)) s"
     failed+=("$name")
   fi
+}
+
+# The Python that runs pfl's side: PFL_PYTHON, else the machine's own with
+# pfl's wheels (the distributions it lacks) from --pfl-wheels in a folder of
+# their own on its path; empty when neither is given; fails (said) when
+# pfl or PyTorch will not import.
+pfl_python() {
+  if [ -n "${PFL_PYTHON:-}" ]; then echo "$PFL_PYTHON"; return; fi
+  [ -n "$PFL_WHEELS" ] || return 0
+  local site="$WORK/pfl_site" need=() entry
+  for entry in "${PFL_MODULES[@]}"; do
+    "$PYTHON" -c "import ${entry#*:}" 2>/dev/null || need+=("${entry%%:*}")
+  done
+  if [ ${#need[@]} -gt 0 ]; then
+    "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
+      --find-links "$PFL_WHEELS" --target "$site" "${need[@]}" >>"$LOG" 2>&1 \
+      || { say "FAILED pfl: installing ${need[*]} from $PFL_WHEELS (see $LOG)"; return 1; }
+  fi
+  printf '#!/bin/sh\nPYTHONPATH="%s${PYTHONPATH:+:$PYTHONPATH}" exec "%s" "$@"\n' \
+    "$site" "$(command -v "$PYTHON")" > "$WORK/pfl_python"
+  chmod +x "$WORK/pfl_python"
+  "$WORK/pfl_python" -c "import pfl, torch" 2>>"$LOG" \
+    || { say "FAILED pfl: pfl or PyTorch will not import with $PFL_WHEELS (see $LOG)"; return 1; }
+  echo "$WORK/pfl_python"
 }
 
 # The steps in ORDER: the estimate (seconds), then the paper, then the rest.
@@ -234,6 +278,16 @@ step_command() {  # step_command NAME: runs `step NAME ...` at this budget
         # laq-jax's side of the comparison with Flower (FLOWER_PYTHON: add its)
         step peers "$PYTHON" benchmarks/peers.py --out "$OUT/peers.json"
       fi ;;
+    pfl) local py
+      if [[ "$SKIP" == *",pfl,"* ]]; then say "skipped pfl"; return; fi
+      if [ $t = 1 ]; then say "skipped pfl: --tiny (pfl-research's comparison runs at full budget only)"; return; fi
+      py="$(pfl_python)" || { failed+=(pfl); return; }
+      if [ -z "$py" ]; then
+        say "skipped pfl: no --pfl-wheels DIR and no PFL_PYTHON (pfl-research is no dependency of laq-jax)"
+        return
+      fi
+      step pfl "$PYTHON" benchmarks/peers.py --tasks cifar --pfl_python "$py" \
+        --pfl_clients 1000 --pfl_rounds "${PFL_ROUNDS:-20}" --out "$OUT/pfl.json" ;;
     workloads) if [ $t = 1 ]; then
         step workloads "$PYTHON" -m experiments.workloads --workdir "$WORK/workloads" \
           --tiny
@@ -242,7 +296,7 @@ step_command() {  # step_command NAME: runs `step NAME ...` at this budget
       fi ;;
   esac
 }
-ORDER=(estimate paper family models floors bench cost participants peers
+ORDER=(estimate paper family models floors bench cost participants peers pfl
        workloads)
 for name in "${ORDER[@]}"; do step_command "$name"; done
 for name in paper family workloads; do

@@ -104,8 +104,11 @@ class Clock(TrainingProcessCallback):
     end = time.perf_counter()
     with torch.no_grad():
       model.pytorch_model.eval()
-      loss = nn.functional.cross_entropy(model.pytorch_model(self.xe),
-                                         self.ye.long()).item()
+      # (on the model's device: pfl moves it to a GPU where it has one)
+      device = next(model.pytorch_model.parameters()).device
+      loss = nn.functional.cross_entropy(
+          model.pytorch_model(self.xe.to(device)),
+          self.ye.long().to(device)).item()
     self.ends.append(end - self.evaluated)
     self.losses.append(loss)
     self.evaluated += time.perf_counter() - end
@@ -162,7 +165,7 @@ def main():
       callbacks=[clock])
   # the last parameters in laq-jax's flat order (flax's tree: conv1, conv2,
   # fc, out; bias before kernel; HWIO kernels, fc's rows in (h, w, c))
-  w = {n: p.detach().numpy() for n, p in net.named_parameters()}
+  w = {n: p.detach().cpu().numpy() for n, p in net.named_parameters()}
   kernels = {
       'conv1': w['conv1.weight'].transpose(2, 3, 1, 0),
       'conv2': w['conv2.weight'].transpose(2, 3, 1, 0),
@@ -176,7 +179,8 @@ def main():
       'start': start, 'ends': clock.ends, 'losses': clock.losses,
       'wall_s': time.perf_counter() - wall,
       'maxrss_bytes': peak_rss(),
-      'torch': torch.__version__, 'threads': torch.get_num_threads()}))
+      'torch': torch.__version__, 'threads': torch.get_num_threads(),
+      'device': str(next(net.parameters()).device)}))
 
 
 if __name__ == '__main__':

@@ -45,7 +45,8 @@ class GpuScriptTest(absltest.TestCase):
     # with its expectation against the budget left
     self.assertEqual(re.findall(r'\] (?:start|skipped) (\w+)', log),
                      ['estimate', 'paper', 'family', 'models', 'floors',
-                      'bench', 'cost', 'participants', 'peers', 'workloads'])
+                      'bench', 'cost', 'participants', 'peers', 'pfl',
+                      'workloads'])
     self.assertRegex(log, r'start models \(expects ~90 s, [0-9]+ s left\)')
     # what the steps print reaches the console too, not only the log
     self.assertIn('Total:', proc.stderr)  # the estimate's own output
@@ -56,6 +57,9 @@ class GpuScriptTest(absltest.TestCase):
     for step in ('floors', 'participants', 'peers', 'paper', 'family',
                  'workloads'):
       self.assertIn(f'skipped {step}', log)
+    # pfl-research's comparison: full budget only (CI and --tiny skip it)
+    self.assertIn("skipped pfl: --tiny (pfl-research's comparison runs at "
+                  'full budget only)', log)
     bench = json.loads((pathlib.Path(out) / 'bench.json').read_text())
     self.assertEqual({r['chosen'] for r in bench['layouts']}, {'transposed'})
     cost = json.loads((pathlib.Path(out) / 'cost.json').read_text())
@@ -116,8 +120,29 @@ class GpuScriptTest(absltest.TestCase):
                           check=False)
     self.assertEqual(proc.returncode, 2)
     self.assertIn('--skip famly: no such step (steps: estimate paper family '
-                  'models floors bench cost participants peers workloads)',
-                  proc.stderr)
+                  'models floors bench cost participants peers pfl '
+                  'workloads)', proc.stderr)
+
+  def test_pfl_step_without_pfl_is_skipped_and_with_bad_wheels_fails(self):
+    # pfl-research is no dependency: at full budget, with neither
+    # --pfl-wheels nor PFL_PYTHON, the step says it is skipped and the run
+    # succeeds; a wheel folder without pfl's wheels is a failed step, said.
+    env = dict(os.environ, PYTHON=sys.executable, LAQ_JAX_DATA=str(
+        common.mnist_dir()))
+    env.pop('PFL_PYTHON', None)
+    others = 'estimate,paper,family,models,floors,bench,cost,participants,' \
+        'peers,workloads'
+    for extra, code, said in (
+        ([], 0, 'skipped pfl: no --pfl-wheels DIR and no PFL_PYTHON'),
+        (['--pfl-wheels', tempfile.mkdtemp()], 1, 'FAILED pfl: installing ')):
+      out = tempfile.mkdtemp()
+      proc = subprocess.run(
+          ['bash', str(ROOT / 'benchmarks' / 'gpu.sh'), out, '--work',
+           tempfile.mkdtemp(), '--skip', others] + extra, env=env,
+          capture_output=True, text=True, timeout=300, check=False)
+      self.assertEqual(proc.returncode, code, proc.stderr[-3000:])
+      self.assertIn(said, (pathlib.Path(out) / 'gpu.log').read_text())
+      self.assertFalse((pathlib.Path(out) / 'pfl.json').exists())
 
 
 class EstimateTest(absltest.TestCase):
