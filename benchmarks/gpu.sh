@@ -62,9 +62,9 @@ PINS=(ml_collections==1.1.0 tensorboardX==2.6.5)  # as requirements.txt
 # pfl-research (benchmarks/peers.py's venv: pfl 0.6.0) and its dependencies
 # a JAX image may lack, as distribution:module
 PFL_PINS=(pfl==0.6.0 dp-accounting==0.5.1 prv-accountant==0.2.0
-          multiprocess==0.70.19 dill==0.4.1)
+          multiprocess==0.70.19 dill==0.4.1 attrs==23.2.0 packaging==25.0)
 PFL_MODULES=(pfl:pfl dp-accounting:dp_accounting prv-accountant:prv_accountant
-             multiprocess:multiprocess dill:dill)
+             multiprocess:multiprocess dill:dill attrs:attr packaging:packaging)
 
 usage() { sed -n '2,55p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
 
@@ -110,7 +110,8 @@ done
 mkdir -p "$OUT" || exit 1
 OUT="$(cd "$OUT" && pwd)"
 WORK="${WORK:-$(mktemp -d)}"
-mkdir -p "$WORK"
+mkdir -p "$WORK" || exit 1
+WORK="$(cd "$WORK" && pwd)"  # (the pfl wrapper runs from another folder)
 LOG="$OUT/gpu.log"
 : > "$LOG"
 say() { echo "[gpu.sh $(date -u +%H:%M:%S)] $*" | tee -a "$LOG" >&2; }
@@ -170,6 +171,13 @@ declare -A EXPECT_TINY=([estimate]=15 [paper]=150 [family]=150 [models]=90
   [workloads]=150)
 START=$SECONDS
 failed=() ran=()
+fits() {  # fits NAME: its expected seconds fit what is left of --budget
+  local expect left
+  [ -n "$BUDGET" ] || return 0
+  if [ $TINY = 1 ]; then expect=${EXPECT_TINY[$1]}; else expect=${EXPECT_FULL[$1]}; fi
+  left=$((BUDGET - (SECONDS - START)))
+  [ "$expect" -le "$left" ]
+}
 step() {  # step NAME COMMAND...
   local name="$1" start=$SECONDS rc expect left; shift
   if [[ "$SKIP" == *",$name,"* ]]; then say "skipped $name"; return; fi
@@ -220,7 +228,7 @@ pfl_python() {
   printf '#!/bin/sh\nPYTHONPATH="%s${PYTHONPATH:+:$PYTHONPATH}" exec "%s" "$@"\n' \
     "$site" "$(command -v "$PYTHON")" > "$WORK/pfl_python"
   chmod +x "$WORK/pfl_python"
-  "$WORK/pfl_python" -c "import pfl, torch" 2>>"$LOG" \
+  "$WORK/pfl_python" -c "import pfl, torch" >>"$LOG" 2>&1 \
     || { say "FAILED pfl: pfl or PyTorch will not import with $PFL_WHEELS (see $LOG)"; return 1; }
   echo "$WORK/pfl_python"
 }
@@ -281,6 +289,8 @@ step_command() {  # step_command NAME: runs `step NAME ...` at this budget
     pfl) local py
       if [[ "$SKIP" == *",pfl,"* ]]; then say "skipped pfl"; return; fi
       if [ $t = 1 ]; then say "skipped pfl: --tiny (pfl-research's comparison runs at full budget only)"; return; fi
+      # (the budget first: a step that does not fit installs nothing)
+      if ! fits pfl; then step pfl true; return; fi
       py="$(pfl_python)" || { failed+=(pfl); return; }
       if [ -z "$py" ]; then
         say "skipped pfl: no --pfl-wheels DIR and no PFL_PYTHON (pfl-research is no dependency of laq-jax)"

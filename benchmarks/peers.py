@@ -302,6 +302,8 @@ def pfl_run(python, x_MxNxD, y_MxN, clients, rows, xe, ye, params):
              ye=ye, **params)
     env = dict(os.environ, PEER_DATA=path, B=str(PFL['B']),
                LR=str(PFL['lr']), SERVER_LR=str(PFL['server_lr']))
+    if os.sep in python:  # (it runs from the temporary folder)
+      python = os.path.abspath(python)
     proc = subprocess.run(
         [python, os.path.join(ROOT, 'benchmarks', 'peers_pfl.py')],
         env=dict(env, PEER_OUT=os.path.join(tmp, 'theta.npy')), cwd=tmp,
@@ -315,7 +317,8 @@ def pfl_run(python, x_MxNxD, y_MxN, clients, rows, xe, ye, params):
   return {'rounds_per_s': timed / (ends[-1] - ends[0]),
           'losses': out['losses'], 'wall_s': out['wall_s'],
           'maxrss_bytes': out['maxrss_bytes'], 'torch': out['torch'],
-          'threads': out['threads'], 'theta_P': theta_P}
+          'threads': out['threads'], 'device': out.get('device'),
+          'theta_P': theta_P}
 
 
 def pfl_task(python, num_clients: int, rounds: int, tolerance: float,

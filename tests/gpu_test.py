@@ -134,7 +134,10 @@ class GpuScriptTest(absltest.TestCase):
         'peers,workloads'
     for extra, code, said in (
         ([], 0, 'skipped pfl: no --pfl-wheels DIR and no PFL_PYTHON'),
-        (['--pfl-wheels', tempfile.mkdtemp()], 1, 'FAILED pfl: installing ')):
+        (['--pfl-wheels', tempfile.mkdtemp()], 1, 'FAILED pfl: installing '),
+        # a step that does not fit the budget installs nothing
+        (['--pfl-wheels', tempfile.mkdtemp(), '--budget', '60'], 0,
+         'skipped pfl: expects ~240 s')):
       out = tempfile.mkdtemp()
       proc = subprocess.run(
           ['bash', str(ROOT / 'benchmarks' / 'gpu.sh'), out, '--work',

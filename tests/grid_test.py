@@ -160,6 +160,7 @@ class LauncherTest(absltest.TestCase):
     self.assertEqual(info['programs_compiled'], 1)
     # ... whose compiling the run's time holds, beside its chunks
     self.assertBetween(info['compile_time_s'], 0.0, info['run_time_s'])
+    self.assertGreater(info['compile_time_s'], 0.0)  # (it compiled one)
 
 
 @pytest.mark.slow

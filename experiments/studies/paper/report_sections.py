@@ -86,6 +86,8 @@ def timing_row(label: str, wall: float, run: dict, floor: float | None,
   total['compile'] += compiling or 0.0
   total['program'] += program or 0.0
   total['floor'] += floor or 0.0
+  if floor:  # (program / floor over the runs that have a floor)
+    total['floored_program'] += program or 0.0
   return [label, fmt(wall, '.0f'), fmt(compiling, '.0f'), fmt(program, '.0f'),
           fmt(floor, '.0f'),
           fmt(program / floor if floor and program is not None else None,
@@ -106,7 +108,8 @@ def timing_section(selected: Sequence[paper.Experiment],
     if r is not None and 'roofline' in r['info']:
       measured.setdefault(_hardware_line(r['info']), r['info']['roofline'])
   rows, machines = [], []
-  total = {'wall': 0.0, 'compile': 0.0, 'program': 0.0, 'floor': 0.0}
+  total = {'wall': 0.0, 'compile': 0.0, 'program': 0.0, 'floor': 0.0,
+           'floored_program': 0.0}
   unmeasured = []  # runs whose files predate compile_time_s
   borrowed = []
   below = []  # a wall under its floor: rates measured on a busy machine
@@ -176,7 +179,7 @@ def timing_section(selected: Sequence[paper.Experiment],
     rows.append(['**total**', fmt(total['wall'], '.0f'),
                  fmt(total['compile'], '.0f') if not unmeasured else '',
                  fmt(total['program'], '.0f'), fmt(total['floor'], '.0f'),
-                 fmt(total['program'] / total['floor'], '.2f'),
+                 fmt(total['floored_program'] / total['floor'], '.2f'),
                  fmt(total['wall'] / total['floor'], '.2f'), '', ''])
   lines = ['## Hardware and wall time', '', table(
       ['experiment', 'wall time (s)', 'compiling (s)',
