@@ -171,26 +171,24 @@ declare -A EXPECT_TINY=([estimate]=15 [paper]=150 [family]=150 [models]=90
   [workloads]=150)
 START=$SECONDS
 failed=() ran=()
-fits() {  # fits NAME: its expected seconds fit what is left of --budget
-  local expect left
+fits() {  # fits NAME: true when its expected seconds (EXPECT) fit the
+  # seconds left of --budget (LEFT); always without a budget
   [ -n "$BUDGET" ] || return 0
-  if [ $TINY = 1 ]; then expect=${EXPECT_TINY[$1]}; else expect=${EXPECT_FULL[$1]}; fi
-  left=$((BUDGET - (SECONDS - START)))
-  [ "$expect" -le "$left" ]
+  if [ $TINY = 1 ]; then EXPECT=${EXPECT_TINY[$1]}; else EXPECT=${EXPECT_FULL[$1]}; fi
+  LEFT=$((BUDGET - (SECONDS - START)))
+  [ "$EXPECT" -le "$LEFT" ]
 }
 step() {  # step NAME COMMAND...
-  local name="$1" start=$SECONDS rc expect left; shift
+  local name="$1" start=$SECONDS rc; shift
   if [[ "$SKIP" == *",$name,"* ]]; then say "skipped $name"; return; fi
   if [ -n "$BUDGET" ]; then
-    if [ $TINY = 1 ]; then expect=${EXPECT_TINY[$name]}; else expect=${EXPECT_FULL[$name]}; fi
-    left=$((BUDGET - (SECONDS - START)))
-    if [ "$expect" -gt "$left" ]; then
-      say "skipped $name: expects ~$expect s, $left s of --budget $BUDGET left"
+    if ! fits "$name"; then
+      say "skipped $name: expects ~$EXPECT s, $LEFT s of --budget $BUDGET left"
       return
     fi
-    say "start $name (expects ~$expect s, $left s left): $*"
+    say "start $name (expects ~$EXPECT s, $LEFT s left): $*"
     # the step's output to the console as well as the log; cut at the budget
-    timeout --kill-after=20 "$left" "$@" 2>&1 | tee -a "$LOG" >&2
+    timeout --kill-after=20 "$LEFT" "$@" 2>&1 | tee -a "$LOG" >&2
     rc=${PIPESTATUS[0]}
   else
     say "start $name: $*"
