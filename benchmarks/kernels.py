@@ -12,7 +12,10 @@ logistic-regression iteration at 943x its floor). This counts them, on the
 machine at hand, in the program as the launchers compile it
 (`laq_jax.run_chunk`, lowered and compiled ahead of time, float32): the
 optimized HLO of the chunk's scan, its while-body walked through control
-flow (a `conditional` counts its predicate and its largest branch, a nested
+flow (a `conditional` counts its predicate and its largest branch, except
+the logged objective's (`laq_jax.stages.LOGGED_OBJECTIVE` in its metadata),
+which an iteration that does not log takes at its smaller branch: the
+counts are such an iteration's, 'kernels_logging' one that logs; a nested
 `while` its body times its known trip count, except the random bits'
 threefry rounds, which JAX lowers as a loop on a CPU only and a GPU runs
 unrolled in one fusion: one kernel; a `call` its callee), each
@@ -57,6 +60,7 @@ import numpy as np  # pylint: disable=g-import-not-at-top
 import laq_jax  # pylint: disable=g-import-not-at-top
 from benchmarks import machine  # pylint: disable=g-import-not-at-top
 from laq_jax import sweep as sweep_lib  # pylint: disable=g-import-not-at-top
+from laq_jax.round import stages  # pylint: disable=g-import-not-at-top
 
 # Instructions that launch nothing (a kernel is any other one).
 FREE = frozenset({'parameter', 'constant', 'tuple', 'get-tuple-element',
@@ -65,6 +69,8 @@ FREE = frozenset({'parameter', 'constant', 'tuple', 'get-tuple-element',
 _HEAD = re.compile(r'^(?:ENTRY )?%([\w.\-]+) ')
 _INSTRUCTION = re.compile(r'^\s+(?:ROOT )?%([\w.\-]+) = (.*)$')
 _OPCODE = re.compile(r'(?<![\w.\-])([a-z][a-z0-9\-]*)\(')
+# The logged objective's conditional, by the name scope in its metadata.
+_LOGGED = re.compile(r'op_name="[^"]*' + stages.LOGGED_OBJECTIVE)
 _TRIP = re.compile(r'"known_trip_count":\{"n":"(\d+)"\}')
 # JAX's rolled threefry2x32 on a CPU: a loop of 5 whose carry ends with the
 # two u32[4] rotation tables
@@ -104,9 +110,12 @@ def _called(rhs: str, key: str) -> list[str]:
 
 
 def count(comps, name: str, tally: collections.Counter | None = None,
-          times: int = 1) -> int:
+          times: int = 1, logging: bool = True) -> int:
   """Kernels one execution of computation `name` launches (see the module
-  docstring); `tally` gathers them by opcode."""
+  docstring); `tally` gathers them by opcode. `logging` False: the logged
+  objective's conditional (`laq_jax.stages.LOGGED_OBJECTIVE`, named in its
+  metadata) at its smallest branch, as an iteration that does not log
+  takes it (the other conditionals still at their largest)."""
   total = 0
   for _, op, rhs in comps[name]:
     if op in FREE:
@@ -122,19 +131,20 @@ def count(comps, name: str, tally: collections.Counter | None = None,
       n = int(trip.group(1)) if trip else 1
       body, = _called(rhs, 'body')
       cond, = _called(rhs, 'condition')
-      total += n * (count(comps, body, tally, times * n)
-                    + count(comps, cond, tally, times * n))
+      total += n * (count(comps, body, tally, times * n, logging)
+                    + count(comps, cond, tally, times * n, logging))
     elif op == 'conditional':
       branches = _called(rhs, 'branch_computations') or (
           _called(rhs, 'true_computation') + _called(rhs, 'false_computation'))
-      sizes = {b: count(comps, b) for b in branches}
-      largest = max(sizes, key=sizes.get)
-      total += 1 + count(comps, largest, tally, times)
+      sizes = {b: count(comps, b, logging=logging) for b in branches}
+      pick = (min if not logging and _LOGGED.search(rhs) else max)
+      taken = pick(sizes, key=sizes.get)
+      total += 1 + count(comps, taken, tally, times, logging)
       if tally is not None:
         tally['conditional'] += times
     elif op == 'call':
       callee, = _called(rhs, 'to_apply')
-      total += count(comps, callee, tally, times)
+      total += count(comps, callee, tally, times, logging)
     else:
       total += 1
       if tally is not None:
@@ -164,10 +174,16 @@ def scan_body(hlo: str) -> tuple[dict, str]:
 
 
 def per_iteration(compiled_text: str) -> dict:
+  """The kernels of one iteration of the chunk's scan: 'kernels' in an
+  iteration that does not log the objective (the counts below are its),
+  'kernels_logging' in one that does (the same where the objective comes
+  with every iteration's gradient, as in full batch)."""
   comps, body = scan_body(compiled_text)
   tally = collections.Counter()
-  kernels = count(comps, body, tally)
-  return {'kernels': kernels, 'fusions': tally['fusion'],
+  kernels = count(comps, body, tally, logging=False)
+  return {'kernels': kernels,
+          'kernels_logging': count(comps, body, logging=True),
+          'fusions': tally['fusion'],
           'custom_calls': tally['custom-call'],
           'by_opcode': dict(tally.most_common())}
 
@@ -353,13 +369,14 @@ def main(argv=None) -> int:
     row = {'program': name, **per_iteration(program(name)),
            'compile_s': time.perf_counter() - began}
     rows.append(row)
-  print('| program | kernels / iteration | fusions | custom calls | '
-        'most frequent others |')
-  print('|---|---:|---:|---:|---|')
+  print('| program | kernels / iteration | logging the objective | '
+        'fusions | custom calls | most frequent others |')
+  print('|---|---:|---:|---:|---:|---|')
   for r in rows:
     others = ', '.join(f'{op} {n}' for op, n in r['by_opcode'].items()
                        if op not in ('fusion', 'custom-call'))[:80]
-    print(f"| {r['program']} | {r['kernels']:,} | {r['fusions']:,} | "
+    print(f"| {r['program']} | {r['kernels']:,} | "
+          f"{r['kernels_logging']:,} | {r['fusions']:,} | "
           f"{r['custom_calls']:,} | {others} |")
   if args.out:
     with open(args.out, 'w') as f:

@@ -84,6 +84,32 @@ class KernelsTest(absltest.TestCase):
     # what a fusion fuses is not walked
     self.assertNotIn('negate', result['by_opcode'])
 
+  def test_the_logged_objectives_conditional_counts_apart(self):
+    # the same conditional named by the logged objective's scope: an
+    # iteration that does not log takes its smaller branch (1 + 1), one
+    # that logs its larger (1 + 3); others stay at their largest
+    named = HLO.replace(
+        'branch_computations={%small, %large}',
+        'branch_computations={%small, %large}, metadata={op_name="jit(f)/'
+        'while/body/' + kernels.stages.LOGGED_OBJECTIVE + '/cond"}')
+    result = kernels.per_iteration(named)
+    self.assertEqual(result['kernels'], 3 * (1 + 1) + 1 + 1 + 1)
+    self.assertEqual(result['kernels_logging'], 11)
+    self.assertEqual(kernels.per_iteration(HLO)['kernels'], 11)
+
+  def test_a_compiled_chunk_names_its_logged_objective(self):
+    # a minibatch chunk that logs every 5th iteration: its compiled
+    # conditional carries the scope, and not logging costs fewer kernels
+    import laq_jax  # pylint: disable=g-import-not-at-top
+    import numpy as np  # pylint: disable=g-import-not-at-top
+    text = kernels._chunk(  # pylint: disable=protected-access
+        'sgd', laq_jax.get_problem('logreg', 6, 3), 2,
+        kernels._data(np.random.default_rng(0), 2, 8, 6, 3),  # pylint: disable=protected-access
+        stochastic=True, batch_size=2, loss_every=5)
+    self.assertIn(kernels.stages.LOGGED_OBJECTIVE, text)
+    result = kernels.per_iteration(text)
+    self.assertLess(result['kernels'], result['kernels_logging'])
+
   def test_a_compiled_scan(self):
     # a scan of one elementwise body: the count is at least one kernel and
     # no more than the body's few operations (XLA may fuse them into one)

@@ -90,6 +90,20 @@ class WhoTakesPartTest(parameterized.TestCase):
       np.testing.assert_array_equal(np.asarray(jax.jit(bounded)(steps)),
                                     np.asarray(jax.jit(full)(steps)))
 
+  def test_smallest_is_a_stable_sorts_first_k(self):
+    # participation.smallest (passes of argmin for float64 and small k,
+    # lax.top_k otherwise) against NumPy's stable argsort, with ties
+    rng = np.random.default_rng(7)
+    for dtype in (np.float64, np.float32):
+      for n, k in ((1, 1), (30, 8), (1000, 10), (1000, 32), (300, 40)):
+        with self.subTest(dtype=dtype.__name__, n=n, k=k):
+          u = rng.random(n).astype(dtype)
+          u[rng.integers(0, n, n // 3)] = u[0]  # ties with the first entry
+          got = np.asarray(jax.jit(participation.smallest,
+                                   static_argnums=1)(jnp.asarray(u), k))
+          np.testing.assert_array_equal(got,
+                                        np.argsort(u, kind='stable')[:k])
+
   def test_round_rows_are_the_participants_then_the_absent_in_order(self):
     rng = np.random.default_rng(4)
     for n, size in ((1, 1), (9, 4), (50, 10), (50, 50)):

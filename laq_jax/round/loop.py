@@ -36,7 +36,8 @@ from laq_jax.round.spec import (GRID_AXES, MINIBATCH_LOSS_EVERY,  # noqa: F401
                                 RunSpec)
 # The round's stages on the workers' side (laq_jax.stages), served here as
 # they always were.
-from laq_jax.round.stages import (Setting, _logged_loss, _objective_m,  # noqa: F401
+from laq_jax.round.stages import (LOGGED_OBJECTIVE, Setting, _logged_loss,  # noqa: F401
+                                  _objective_m,
                                   _shard_sample, client_batch_rows,
                                   draw_minibatch, flops_per_worker_step,
                                   full_batch_gradients, gather_setting,
@@ -155,9 +156,13 @@ def client_stage(s: Setting, gradients: Callable, full_values: Callable,
       # a pass over every client: at the logged iterations alone
       every = spec.log_every
       own = lambda: gradients(state.step, theta_P, at_P)[0]
-      loss = own() if every == 1 else jax.lax.cond(
-          state.step % every == 0, own,
-          lambda: jnp.full((), jnp.nan, grads_MxP.dtype))
+      if every == 1:
+        loss = own()
+      else:
+        with jax.named_scope(LOGGED_OBJECTIVE):
+          loss = jax.lax.cond(
+              state.step % every == 0, own,
+              lambda: jnp.full((), jnp.nan, grads_MxP.dtype))
     extra['rows_M'] = rows
   if same and spec.rule.same_sample:
     extra['same_sample'] = same[0]
