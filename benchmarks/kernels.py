@@ -29,7 +29,7 @@ after a change, and the programs against each other.
 The programs (M = 10 vmapped workers unless said): logistic regression and
 the 200-ReLU MLP full batch under LAQ (the paper's), the MLP minibatch under
 SLAQ (B = 50), the character LSTM minibatch under SGD (B = 10, 80
-characters), FedAvg's local steps (K = 5 of B = 10, logistic regression),
+characters; also with `lstm='fused'`, `laq_jax.models.lstm_layer`), FedAvg's local steps (K = 5 of B = 10, logistic regression),
 a federated round of S = 10 of M = 1,000 clients (FedAvg, logistic
 regression, `RunSpec.round_size`), and the rule alone (`laq_jax.rules.step`
 of LAQ on given gradients, M = 10, p = 7,850). Prints a Markdown table and,
@@ -226,6 +226,11 @@ def program(name: str) -> str:
     return _chunk('sgd', laq_jax.get_problem('char_lstm', 80, 80), 10,
                   _data(rng, 10, 20, 80, 80, integer=True), steps=2,
                   stochastic=True, batch_size=10, loss_every=10**6)
+  if name == 'char_lstm_fused':
+    return _chunk('sgd', laq_jax.get_problem('char_lstm', 80, 80,
+                                             lstm='fused'), 10,
+                  _data(rng, 10, 20, 80, 80, integer=True), steps=2,
+                  stochastic=True, batch_size=10, loss_every=10**6)
   if name == 'fedavg_local':
     return _chunk('fedavg', laq_jax.get_problem('logreg', 784, 10), 10,
                   _data(rng, 10, 60, 784, 10), stochastic=True,
@@ -264,7 +269,8 @@ def _rule_alone() -> str:
   return fn.lower((state.theta_P, state.rule)).compile().as_text()
 
 
-PROGRAMS = ('logreg', 'mlp', 'mlp_minibatch', 'char_lstm', 'fedavg_local',
+PROGRAMS = ('logreg', 'mlp', 'mlp_minibatch', 'char_lstm',
+            'char_lstm_fused', 'fedavg_local',
             'round_10_of_1000', 'rule_alone')
 
 

@@ -312,6 +312,38 @@ class ModelTest(absltest.TestCase):
                                 'sequences .* 784 features'):
       problems.get_problem('char_lstm', 784)
 
+  def test_the_fused_lstm_is_flaxs_lstm(self):
+    # lstm='fused' (models.lstm_layer, a gradient of its own) against
+    # nn.RNN(nn.OptimizedLSTMCell) with autodiff: the same initial
+    # parameters, outputs and gradients to float32's rounding
+    flax_lstm = problems.get_problem('char_lstm', 12, 80)
+    fused = problems.get_problem('char_lstm', 12, 80, lstm='fused')
+    params = flax_lstm.init(jax.random.key(3))
+    jax.tree.map(np.testing.assert_array_equal, params,
+                 fused.init(jax.random.key(3)))
+    rng = np.random.default_rng(1)
+    tokens = jnp.asarray(rng.integers(0, 80, (5, 12)), jnp.float32)
+    labels = jnp.asarray(rng.integers(0, 80, 5))
+
+    def loss(problem):
+      return lambda p: -jnp.mean(jax.nn.log_softmax(problem.apply(
+          p, tokens))[jnp.arange(5), labels])
+    np.testing.assert_allclose(fused.apply(params, tokens),
+                               flax_lstm.apply(params, tokens),
+                               rtol=1e-5, atol=1e-6)
+    want = jax.grad(loss(flax_lstm))(params)
+    got = jax.grad(loss(fused))(params)
+    jax.tree.map(lambda g, w: np.testing.assert_allclose(
+        g, w, rtol=1e-4, atol=1e-7), got, want)
+    # vmapped over workers, as the round runs it
+    grads = jax.vmap(jax.grad(loss(fused)))(
+        jax.tree.map(lambda x: jnp.stack([x, 2 * x]), params))
+    jax.tree.map(lambda g, w: np.testing.assert_allclose(
+        g[0], w, rtol=1e-4, atol=1e-7), grads, want)
+    with self.assertRaisesRegex(ValueError, "lstm='cudnn' is not one of "
+                                "'flax', 'fused'"):
+      problems.get_problem('char_lstm', 12, 80, lstm='cudnn')
+
   def test_a_model_that_does_not_fit_the_data_is_refused(self):
     with self.assertRaisesRegex(ValueError,
                                 "model='cnn' takes images .* 13 features"):

@@ -347,20 +347,133 @@ def _resnet_flops(shape, num_classes) -> tuple[float, float]:
   return 3 * total - forward[0], total
 
 
+# How `CharLSTM` runs its layers over time: 'flax' (nn.RNN of
+# nn.OptimizedLSTMCell, autodiff through the scan) or 'fused' (`lstm_layer`:
+# the same parameters and function, the input products of every position in
+# one product, a gradient of its own: fewer kernels a step).
+LSTM_IMPLS = ('flax', 'fused')
+
+
+@jax.custom_vjp
+def lstm_layer(x_BxTxI, wi_Ix4H, wh_Hx4H, b_4H):
+  """h [B, T, H] of one LSTM layer over T positions from zero state, gates
+  (i, f, g, o) in that order of the 4H columns (nn.OptimizedLSTMCell's
+  order: z = h W_h + b + x W_i; c' = f c + i g; h' = o tanh(c')).
+
+  The input products x W_i of every position are one product before the
+  scan; the gradient (`jax.custom_vjp`) runs one scan back over time that
+  keeps only the pre-activations' gradient of each position, and takes the
+  weights' gradients from them after it, in three products: each step of
+  either scan is a product and a few elementwise passes (the kernels a GPU
+  launches per step), where autodiff through nn.RNN saves and reads a dozen
+  arrays a step. The same function; not the same bits (the products and
+  sums run in another order)."""
+  return _lstm_forward(x_BxTxI, wi_Ix4H, wh_Hx4H, b_4H)[0]
+
+
+def _gates(z_Bx4H):
+  """[B, 4, H]: sigmoid of the i, f, o blocks and tanh of the g block, as
+  one elementwise pass (no per-gate slices: one kernel)."""
+  z = z_Bx4H.reshape(z_Bx4H.shape[:-1] + (4, -1))
+  is_g = (jnp.arange(4) == 2)[:, None]
+  return jnp.where(is_g, jnp.tanh(z), jax.nn.sigmoid(z))
+
+
+def _lstm_forward(x_BxTxI, wi_Ix4H, wh_Hx4H, b_4H):
+  hidden = wh_Hx4H.shape[0]
+  xw_TxBx4H = jnp.einsum('bti,ij->tbj', x_BxTxI, wi_Ix4H)
+  zeros = jnp.zeros(x_BxTxI.shape[:1] + (hidden,), x_BxTxI.dtype)
+
+  def step(carry, xw_Bx4H):
+    c, h = carry
+    z = (h @ wh_Hx4H + b_4H) + xw_Bx4H
+    a = _gates(z)
+    c_new = a[..., 1, :] * c + a[..., 0, :] * a[..., 2, :]
+    h_new = a[..., 3, :] * jnp.tanh(c_new)
+    return (c_new, h_new), (h_new, z, c_new)
+
+  _, (h_TxBxH, z_TxBx4H, c_TxBxH) = jax.lax.scan(step, (zeros, zeros),
+                                                 xw_TxBx4H)
+  residuals = (x_BxTxI, wi_Ix4H, wh_Hx4H, h_TxBxH, z_TxBx4H, c_TxBxH)
+  return jnp.swapaxes(h_TxBxH, 0, 1), residuals
+
+
+def _lstm_backward(residuals, dh_BxTxH):
+  x_BxTxI, wi_Ix4H, wh_Hx4H, h_TxBxH, z_TxBx4H, c_TxBxH = residuals
+  dh_TxBxH = jnp.swapaxes(dh_BxTxH, 0, 1)
+  zeros = jnp.zeros_like(dh_TxBxH[0])
+  c_prev_TxBxH = jnp.concatenate([zeros[None], c_TxBxH[:-1]], 0)
+  gate = jnp.arange(4)[:, None]
+
+  def step(carry, inputs):
+    dc_next, dh_next = carry
+    dh_out, z, c_prev, c = inputs
+    a = _gates(z)
+    i, f, g, o = a[..., 0, :], a[..., 1, :], a[..., 2, :], a[..., 3, :]
+    tc = jnp.tanh(c)
+    dh = dh_out + dh_next
+    dc = dc_next + dh * o * (1 - tc * tc)
+    # d(loss)/d(gate activations), each gate's block in place (selects,
+    # not a concatenation: one elementwise pass), then through them
+    da = jnp.where(gate == 0, (dc * g)[..., None, :],
+                   jnp.where(gate == 1, (dc * c_prev)[..., None, :],
+                             jnp.where(gate == 2, (dc * i)[..., None, :],
+                                       (dh * tc)[..., None, :])))
+    dz = (da * jnp.where(gate == 2, 1 - a * a, a * (1 - a))).reshape(
+        z.shape)
+    return (dc * f, dz @ wh_Hx4H.T), dz
+
+  _, dz_TxBx4H = jax.lax.scan(step, (zeros, zeros),
+                              (dh_TxBxH, z_TxBx4H, c_prev_TxBxH, c_TxBxH),
+                              reverse=True)
+  h_prev_TxBxH = jnp.concatenate([zeros[None], h_TxBxH[:-1]], 0)
+  dwh = jnp.einsum('tbh,tbj->hj', h_prev_TxBxH, dz_TxBx4H)
+  dwi = jnp.einsum('bti,tbj->ij', x_BxTxI, dz_TxBx4H)
+  db = jnp.sum(dz_TxBx4H, axis=(0, 1))
+  dx = jnp.einsum('tbj,ij->bti', dz_TxBx4H, wi_Ix4H)
+  return dx, dwi, dwh, db
+
+
+lstm_layer.defvjp(_lstm_forward, _lstm_backward)
+
+
+def fused_layer(module: nn.Module, cell: nn.OptimizedLSTMCell, x_BxTxI):
+  """nn.RNN(cell)(x_BxTxI) by `lstm_layer`, inside `module`'s compact call
+  where `cell` was made: the cell's parameters (names, shapes, initial
+  values: the cell creates them, called once at init as nn.RNN calls it)."""
+  if module.is_initializing():
+    cell(cell.initialize_carry(jax.random.key(0), x_BxTxI[:, 0].shape),
+         x_BxTxI[:, 0])
+  p = module.variables['params'][cell.name]
+  gates = 'ifgo'
+  wi = jnp.concatenate([p[f'i{g}']['kernel'] for g in gates], -1)
+  wh = jnp.concatenate([p[f'h{g}']['kernel'] for g in gates], -1)
+  b = jnp.concatenate([p[f'h{g}']['bias'] for g in gates], -1)
+  dtype = x_BxTxI.dtype
+  return lstm_layer(x_BxTxI, wi.astype(dtype), wh.astype(dtype),
+                    b.astype(dtype))
+
+
 class CharLSTM(nn.Module):
   """Embedding 8, two LSTM layers of 256, a dense read-out of the last
-  position (McMahan et al. 2017; LEAF's Shakespeare model)."""
+  position (McMahan et al. 2017; LEAF's Shakespeare model). `impl`:
+  LSTM_IMPLS (the same parameters either way)."""
   vocab: int
   num_classes: int
   embed: int = 8
   hidden: int = 256
+  impl: str = 'flax'
 
   @nn.compact
   def __call__(self, x):
     tokens = jnp.clip(x.astype(jnp.int32), 0, self.vocab - 1)
     h = nn.Embed(self.vocab, self.embed)(tokens)
     for layer in range(2):
-      h = nn.RNN(nn.OptimizedLSTMCell(self.hidden), name=f'lstm{layer}')(h)
+      cell = nn.OptimizedLSTMCell(self.hidden)
+      if self.impl == 'fused':
+        h = fused_layer(self, cell, h)
+      else:
+        h = nn.RNN(cell, name=f'lstm{layer}')(h)
     return nn.Dense(self.num_classes)(h[:, -1])
 
 
@@ -413,9 +526,13 @@ def resnet20(input_dim: int = 3072, num_classes: int = 10):
 
 
 @functools.cache
-def char_lstm(input_dim: int = 80, num_classes: int = 80):
+def char_lstm(input_dim: int = 80, num_classes: int = 80, lstm: str = 'flax'):
   """The Shakespeare character model (`CharLSTM`): a sample is `input_dim`
-  character indices, the classes the vocabulary (its size: num_classes)."""
+  character indices, the classes the vocabulary (its size: num_classes).
+  `lstm`: LSTM_IMPLS, how its layers run over time (the same parameters)."""
+  if lstm not in LSTM_IMPLS:
+    raise ValueError(f'lstm={lstm!r} is not one of '
+                     f'{", ".join(map(repr, LSTM_IMPLS))}')
   if input_dim < 2 or input_dim in IMAGE_SHAPES:
     raise ValueError(
         f"model='char_lstm' takes sequences of character indices (e.g. "
@@ -423,7 +540,8 @@ def char_lstm(input_dim: int = 80, num_classes: int = 80):
         'per sample, an image or vector set: use logreg, mlp, cnn, '
         'lasg_cnn or resnet20 for them')
   return _as_problem('char_lstm', CharLSTM(vocab=num_classes,
-                                           num_classes=num_classes),
+                                           num_classes=num_classes,
+                                           impl=lstm),
                      input_dim, num_classes, lstm_flops(input_dim,
                                                         num_classes))
 
