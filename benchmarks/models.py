@@ -47,6 +47,8 @@ WORKLOADS = (
     ('cnn', 784, 10, 50, 3, 'conv'),
     ('resnet20', 3072, 10, 32, 2, 'conv'),
     ('char_lstm', 80, 80, 10, 2, 'matmul'),
+    # the same model with lstm='fused' (laq_jax.models.lstm_layer)
+    ('char_lstm_fused', 80, 80, 10, 2, 'matmul'),
 )
 
 
@@ -77,10 +79,12 @@ def build(model, dim, classes, batch, steps, stragglers=False):
   stragglers' draws in (`RunSpec.stragglers`; the launchers leave them out
   where no point has any, as here; they were in at 4e7d038, where one H200
   ran these programs: `kernels.py --fit` counts them so)."""
-  problem = laq_jax.get_problem(model, dim, classes)
+  problem = (laq_jax.get_problem('char_lstm', dim, classes, lstm='fused')
+             if model == 'char_lstm_fused'
+             else laq_jax.get_problem(model, dim, classes))
   rng = np.random.default_rng(0)
   shape = (WORKERS, 2 * batch, dim)
-  x = (rng.integers(0, classes, shape) if model == 'char_lstm'
+  x = (rng.integers(0, classes, shape) if model.startswith('char_lstm')
        else rng.random(shape))
   data = laq_jax.Data(jnp.asarray(x, jnp.float32),
                       jnp.asarray(rng.integers(0, classes, shape[:2]),

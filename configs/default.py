@@ -113,6 +113,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # Initial parameters of the mlp's and the CNNs' layers: 'default' (flax's)
   # or 'torch' (PyTorch's torch.nn defaults, as PyTorch code starts).
   config.init = 'default'
+  # How char_lstm runs its layers over time (laq_jax.models.LSTM_IMPLS):
+  # 'flax' (nn.RNN, autodiff) or 'fused' (models.lstm_layer: the same
+  # parameters and function, fewer kernels a step; not the same bits).
+  config.lstm = 'flax'
   config.precision = 'float64'  # 'float32' or 'float64'
   # Evaluation and outputs.
   config.eval_every = 100  # chunk length: progress line + test accuracy

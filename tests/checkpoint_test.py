@@ -174,9 +174,12 @@ class CheckpointerTest(absltest.TestCase):
     self.assertEqual((now['server_lr'], now['init']), (0.0, 'default'))
     # (`client_batch` came last, `init` after every slot: the older eras
     # had neither)
-    self.assertEqual(now['client_batch'], 0)
+    self.assertEqual((now['client_batch'], now['lstm']), (0, 'flax'))
     newest = dict(now)
-    before_batch = {k: v for k, v in now.items() if k != 'client_batch'}
+    # (`lstm` came after `client_batch`)
+    before_lstm = {k: v for k, v in now.items() if k != 'lstm'}
+    before_batch = {k: v for k, v in before_lstm.items()
+                    if k != 'client_batch'}
     now = before_batch
     now_without_init = {k: v for k, v in now.items() if k != 'init'}
     slots = ('compressor', 'trigger', 'server', 'client', 'estimator',
@@ -193,7 +196,8 @@ class CheckpointerTest(absltest.TestCase):
     for era, written in (('before', before), ('between', between),
                          ('four slots', four),
                          ('every slot, before init', now_without_init),
-                         ('before client_batch', before_batch)):
+                         ('before client_batch', before_batch),
+                         ('before lstm', before_lstm)):
       with checkpoint.Checkpointer(self.folder(era),
                                    checkpoint.fingerprint(written)) as ckpt:
         ckpt.save(6, self.state, arrays)
@@ -208,7 +212,7 @@ class CheckpointerTest(absltest.TestCase):
     # nor its results from then stand for it now (from between, they do).
     fed_now = dict(now, algo='fedavg')
     fed_between = {k: v for k, v in fed_now.items()
-                   if k not in slots and k not in ('init', 'client_batch')}
+                   if k not in slots and k not in ('init', 'client_batch', 'lstm')}
     fed_before = {k: v for k, v in fed_between.items() if k != 'server_lr'}
     self.assertNotIn(checkpoint.fingerprint(fed_before),
                      outputs.legacy_fingerprints(fed_now))
@@ -219,7 +223,7 @@ class CheckpointerTest(absltest.TestCase):
     self.assertNotIn(checkpoint.fingerprint(
         {k: v for k, v in grid_now.items()
          if k not in slots
-         and k not in ('server_lr', 'init', 'client_batch')}),
+         and k not in ('server_lr', 'init', 'client_batch', 'lstm')}),
                      outputs.legacy_fingerprints(grid_now))
     self.assertTrue(outputs.same_config(
         {k: v for k, v in dict(now, sweep={'algo': ['sgd', 'slaq']}).items()

@@ -297,6 +297,10 @@ class ValidationTest(parameterized.TestCase):
       _case('init_model', dict(init='torch'), 'init', "'torch'",
             r"'default' for model='logreg' \(model 'logreg' has no init "
             r"option; init='torch' is for 'mlp', 'cnn', 'lasg_cnn', 'pfl_cnn'\)"),
+      _case('lstm', dict(lstm='cudnn'), 'lstm', "'cudnn'",
+            "one of 'flax', 'fused'"),
+      _case('lstm_model', dict(lstm='fused'), 'lstm', "'fused'",
+            "'flax' for model='logreg'"),
       _case('split', dict(split='shuffled'), 'split', "'shuffled'",
             "one of 'contiguous', 'iid', 'label_sorted', 'dirichlet', "
             "'shards', 'dirichlet_unequal'"),

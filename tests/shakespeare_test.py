@@ -226,13 +226,19 @@ class RunTest(absltest.TestCase):
             'num_iters=6,eval_every=3,fstar=none,precision=float32,l2=0')
         config.params.local.steps = 2
         config.params.local.lr = 0.5
-        with tempfile.TemporaryDirectory() as where:
-          summary = train.train_and_evaluate(config, where)
-          with open(pathlib.Path(where, 'metrics.csv')) as f:
-            losses = [float(r['loss']) for r in csv.DictReader(f)
-                      if r['loss']]
+        runs = {}
+        for lstm in ('flax', 'fused'):  # (models.lstm_layer: the same run)
+          config.lstm = lstm
+          with tempfile.TemporaryDirectory() as where:
+            summary = train.train_and_evaluate(config, where)
+            with open(pathlib.Path(where, 'metrics.csv')) as f:
+              runs[lstm] = summary, [float(r['loss'])
+                                     for r in csv.DictReader(f)
+                                     if r['loss']]
+    summary, losses = runs['flax']
     self.assertLess(summary['final_loss'], losses[0])
     self.assertGreater(summary['final_test_accuracy'], 0.1)
+    np.testing.assert_allclose(runs['fused'][1], losses, rtol=1e-4)
 
 
 if __name__ == '__main__':

@@ -198,7 +198,7 @@ def build(config, *, validated: bool = False) -> Built:
   try:
     problem = get_problem(get('model'), input_dim=x.shape[1],
                           num_classes=num_classes, hidden=get('hidden'),
-                          init=get('init'))
+                          init=get('init'), lstm=get('lstm'))
   except ValueError as e:  # a model that does not fit the data
     raise config_lib.bad('model', get('model'),
                          f'a model for dataset={get("dataset")!r}: {e}'

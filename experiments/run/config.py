@@ -31,6 +31,7 @@ from laq_jax.hyper import (ALGORITHMS, DEFAULTS, RUN_INTEGERS, SLOTS,
                            make_network, parse_slot)
 from laq_jax.loop import GRID_AXES
 from laq_jax import problems as problems_lib
+from laq_jax.problems import models as models_lib
 
 FIELDS = tuple(default_config.get_config().keys())
 HYPER_FIELDS = tuple(DEFAULTS)  # the run's numeric hyperparameters
@@ -250,6 +251,10 @@ def validate_config(config, *, allow_extra: Iterable[str] = ()) -> None:
     except ValueError as e:
       raise bad('init', c['init'], f"'default' for model={c['model']!r} "
                 f'({e})') from None
+  choice('lstm', models_lib.LSTM_IMPLS)
+  if c['lstm'] != 'flax' and c['model'] != 'char_lstm':
+    raise bad('lstm', c['lstm'], f"'flax' for model={c['model']!r} (lstm "
+              "chooses how model='char_lstm' runs its layers)")
   choice('split', data_lib.SPLITS)
   choice('precision', PRECISIONS)
   choice('workers_on', sharding.WORKERS_ON)

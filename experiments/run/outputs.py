@@ -421,7 +421,9 @@ ADDED_FIELDS = {'server_lr': (0.0, _no_local_preset),
                 # flax's initializers, the only ones before it
                 'init': ('default', lambda _: True),
                 # every client vmapped at once, as before it
-                'client_batch': (0, lambda _: True)}
+                'client_batch': (0, lambda _: True),
+                # flax's LSTM, the only one before it
+                'lstm': ('flax', lambda _: True)}
 
 
 def behaves_as_before(name: str, config_dict: dict) -> bool:
