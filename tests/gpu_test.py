@@ -257,7 +257,7 @@ class EstimateTest(absltest.TestCase):
     per = (max(flops / (h200['matmul_efficiency'] * 67e12),
                read / (h200['bandwidth_efficiency'] * 4.8e12))
            + gpu_estimate.SECONDS_PER_ITERATION
-           + 147 * gpu_estimate.SECONDS_PER_KERNEL)  # minibatch logreg
+           + 138 * gpu_estimate.SECONDS_PER_KERNEL)  # minibatch logreg
     programs, rounds, seconds = rows['floors logreg_stochastic']
     self.assertEqual((programs, rounds), (4, 2000))
     self.assertAlmostEqual(seconds, 2000 * per
