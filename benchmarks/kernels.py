@@ -26,19 +26,28 @@ differently from XLA:GPU (it also keeps the random bits' threefry rounds as
 loops), so the counts are a proxy: the same program's count before and
 after a change, and the programs against each other.
 
+The fixed-order sums (`laq_jax.collectives.fixed_sum`) take one form on a
+CPU and another on a GPU, the same bits (`collectives.FORMS`): --form
+grouped, the default, counts the programs as a GPU gets them; --form
+halving as a CPU does (and as every program was before 2026-12-07).
+
 The programs (M = 10 vmapped workers unless said): logistic regression and
 the 200-ReLU MLP full batch under LAQ (the paper's), the MLP minibatch under
 SLAQ (B = 50), the character LSTM minibatch under SGD (B = 10, 80
-characters; also with `lstm='fused'`, `laq_jax.models.lstm_layer`), FedAvg's local steps (K = 5 of B = 10, logistic regression),
-a federated round of S = 10 of M = 1,000 clients (FedAvg, logistic
-regression, `RunSpec.round_size`), and the rule alone (`laq_jax.rules.step`
+characters; also with `lstm='fused'`, `laq_jax.models.lstm_layer`),
+FedAvg's local steps (K = 5 of B = 10, logistic regression), a federated
+round of S = 10 of M = 1,000 clients (FedAvg, logistic regression,
+`RunSpec.round_size`), and the rule alone (`laq_jax.rules.step`
 of LAQ on given gradients, M = 10, p = 7,850). Prints a Markdown table and,
 with --out, writes the counts as JSON (with the machine and JAX version).
 
 With --fit MEASURED_JSON (a GPU run's rows, docs/gpu/*.json): counts the
-kernels of benchmarks/models.py's programs, the ones that run measured, and
-fits each measured iteration beyond its floor as a cost per iteration plus a
-cost per kernel (`fit`); `experiments.run.predict.H200` holds the result.
+kernels of benchmarks/models.py's programs, the ones that ran measured (in
+the halving form, as at 4e7d038; the committed docs/gpu/kernel_fit.json was
+counted at c48df71, before the loop wrote its trace row packed, which took
+8 to 15 kernels off each program since), and fits each measured iteration
+beyond its floor as a cost per iteration plus a cost per kernel (`fit`);
+`experiments.run.predict.H200` holds the result.
 """
 
 from __future__ import annotations
@@ -59,6 +68,7 @@ import numpy as np  # pylint: disable=g-import-not-at-top
 
 import laq_jax  # pylint: disable=g-import-not-at-top
 from benchmarks import machine  # pylint: disable=g-import-not-at-top
+from laq_jax import collectives  # pylint: disable=g-import-not-at-top
 from laq_jax import sweep as sweep_lib  # pylint: disable=g-import-not-at-top
 from laq_jax.round import stages  # pylint: disable=g-import-not-at-top
 
@@ -308,15 +318,17 @@ def fit_measured(measured_path: str) -> dict:
     measured = json.load(f)
   shapes = {w[0]: w for w in models.WORKLOADS}
   rows = []
-  for row in measured['models']['rows']:
-    _, compiled, _, _ = models.build(*shapes[row['model']][:5],
-                                     stragglers=True)  # (as at 4e7d038)
-    rows.append(dict(row, kernels=per_iteration(compiled.as_text())
-                     ['kernels']))
+  with collectives.form('halving'):  # (as at 4e7d038)
+    for row in measured['models']['rows']:
+      _, compiled, _, _ = models.build(*shapes[row['model']][:5],
+                                       stragglers=True)
+      rows.append(dict(row, kernels=per_iteration(compiled.as_text())
+                       ['kernels']))
   return dict(fit(rows), measured=measured_path,
               commit=measured['commit'], device=measured['machine']['device'],
               counted_with={'jax': jax.__version__,
-                            'backend': jax.default_backend()})
+                            'backend': jax.default_backend(),
+                            'fixed_sum_form': 'halving'})
 
 
 def main(argv=None) -> int:
@@ -328,11 +340,23 @@ def main(argv=None) -> int:
                       help='instead: count benchmarks/models.py\'s programs '
                       '(minibatch SGD of each workload\'s model, as the '
                       'launchers compile it: predict.KERNELS)')
+  parser.add_argument('--form', choices=collectives.FORMS,
+                      default='grouped',
+                      help='the fixed-order sums as a GPU (grouped) or a CPU '
+                      '(halving) gets them; --fit counts in halving')
   parser.add_argument('--fit', metavar='MEASURED_JSON', default=None,
                       help='instead: fit the cost per kernel to a GPU run '
                       '(docs/gpu/h200_4e7d038.json), counting its models\' '
                       'programs here; --out writes the fit')
   args = parser.parse_args(argv)
+  # (set before anything is traced: a jitted function keeps the form of its
+  # first trace)
+  with collectives.form('halving' if args.fit else args.form):
+    return _main(args)
+
+
+def _main(args) -> int:
+  """main's work, inside the chosen form of the fixed-order sums."""
   if args.models:
     from benchmarks import models  # pylint: disable=g-import-not-at-top
     rows = []
@@ -340,13 +364,16 @@ def main(argv=None) -> int:
       _, compiled, _, _ = models.build(*workload[:5])
       rows.append({'program': f'{workload[0]} minibatch',
                    **per_iteration(compiled.as_text())})
-    print('| model (minibatch SGD, M = 10) | kernels / iteration |')
+    print(f'| model (minibatch SGD, M = 10), {args.form} | '
+          'kernels / iteration |')
     print('|---|---:|')
     for r in rows:
       print(f"| {r['program']} | {r['kernels']:,} |")
     if args.out:
       with open(args.out, 'w') as f:
-        json.dump({'jax': jax.__version__, 'rows': rows}, f, indent=1)
+        json.dump({'machine': machine.describe_machine(),
+                   'jax': jax.__version__, 'backend': jax.default_backend(),
+                   'fixed_sum_form': args.form, 'rows': rows}, f, indent=1)
     return 0
   if args.fit:
     result = fit_measured(args.fit)
@@ -375,7 +402,8 @@ def main(argv=None) -> int:
     row = {'program': name, **per_iteration(program(name)),
            'compile_s': time.perf_counter() - began}
     rows.append(row)
-  print('| program | kernels / iteration | logging the objective | '
+  print(f'| program ({args.form}) | kernels / iteration | '
+        'logging the objective | '
         'fusions | custom calls | most frequent others |')
   print('|---|---:|---:|---:|---:|---|')
   for r in rows:
@@ -388,6 +416,7 @@ def main(argv=None) -> int:
     with open(args.out, 'w') as f:
       json.dump({'machine': machine.describe_machine(),
                  'jax': jax.__version__, 'backend': jax.default_backend(),
+                 'fixed_sum_form': args.form,
                  'rows': rows, 'wall_s': time.perf_counter() - start}, f,
                 indent=1)
   return 0

@@ -84,15 +84,61 @@ class SumWorkersTest(parameterized.TestCase):
 class FixedSumTest(parameterized.TestCase):
 
   @parameterized.product(dtype=[np.float32, np.float64],
-                         length=[1, 2, 3, 5, 8, 13, 17, 64, 100])
-  def test_pairwise_halving_bit_for_bit(self, dtype, length):
+                         length=[1, 2, 3, 5, 8, 13, 16, 17, 64, 100, 257,
+                                 4097, 7850],
+                         form=[None, *collectives.FORMS])
+  def test_pairwise_halving_bit_for_bit(self, dtype, length, form):
+    # every form (None: the platform's) the same bits as the Python loop;
+    # a fresh jit per form (a traced function keeps its first trace's form)
     rng = np.random.default_rng(length)
     x = wide_range(rng, (3, length), dtype)
-    got = np.asarray(fixed_sum_jit(jnp.asarray(x)))
+    with collectives.form(form):
+      got = np.asarray(jax.jit(lambda v: collectives.fixed_sum(v))(
+          jnp.asarray(x)))
     self.assertEqual(got.shape, (3,))
     self.assertEqual(got.dtype, dtype)
     for row in range(3):
-      self.assertEqual(got[row], pairwise(x[row]), (row, length))
+      self.assertEqual(got[row], pairwise(x[row]), (row, length, form))
+
+  @parameterized.parameters(*collectives.FORMS)
+  def test_the_gradient_is_the_cotangent_in_every_form(self, form):
+    # d/dx of a sum is 1 in every entry; forward over reverse (a Hessian-
+    # vector product, as problems/optimum.py takes) goes through as well
+    rng = np.random.default_rng(2)
+    x = jnp.asarray(rng.normal(size=(2, 300)).astype(np.float32))
+    with collectives.form(form):
+      grad = jax.jit(jax.grad(lambda v: collectives.fixed_sum(
+          jnp.square(v)).sum()))(x)
+      hvp = jax.jit(lambda v, t: jax.jvp(jax.grad(lambda w: collectives.
+                                                  fixed_sum(w**3).sum()),
+                                         (v,), (t,))[1])(x, jnp.ones_like(x))
+    np.testing.assert_array_equal(grad, 2 * x)
+    np.testing.assert_allclose(hvp, 6 * x, rtol=1e-6)
+
+  def test_a_run_is_the_same_bits_in_either_form(self):
+    # a LAQ run's trace and parameters, its sums grouped (a GPU's program)
+    # and one level at a time (a CPU's), compiled apart
+    import laq_jax  # pylint: disable=g-import-not-at-top
+    rng = np.random.default_rng(3)
+    data = laq_jax.Data(
+        jnp.asarray(rng.normal(size=(4, 30, 50)).astype(np.float32)),
+        jnp.asarray(rng.integers(0, 10, (4, 30)).astype(np.int32)))
+    spec = laq_jax.RunSpec(laq_jax.get_problem('mlp', 50, 10), 4)
+    hyper = laq_jax.make_hyper('laq', dtype=jnp.float32)
+    runs = []
+    for form in collectives.FORMS:
+      with collectives.form(form):
+        state = laq_jax.init_state(spec, hyper, jnp.float32)
+        fn = jax.jit(laq_jax.loop.scan_chunk, static_argnums=(0, 4))
+        runs.append(jax.tree.map(np.asarray,
+                                 fn(spec, state, data, hyper, 12)))
+    jax.tree.map(np.testing.assert_array_equal, *runs)
+    self.assertGreater(int(runs[0][1].sent_M.sum()), 0)
+
+  def test_an_unknown_form_is_refused_by_name(self):
+    with self.assertRaisesRegex(ValueError, "'tree'.*halving, grouped"):
+      with collectives.form('tree'):
+        pass
 
   def test_hand_worked_odd_length(self):
     # [a, b, c, d, e] -> [a+b, c+d, e+0] -> [(a+b)+(c+d), e+0] -> one value.

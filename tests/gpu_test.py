@@ -164,6 +164,7 @@ class EstimateTest(absltest.TestCase):
     rows = {r['program']: r for r in self.estimate_json('estimate()')}
     sys.path.insert(0, str(ROOT))
     from benchmarks import gpu_estimate  # pylint: disable=g-import-not-at-top
+    from experiments.run import predict  # pylint: disable=g-import-not-at-top
     mlp = rows['paper mlp']
     self.assertEqual((mlp['points'], mlp['iterations']), (4, 8000))
     # 4 points x 8,000 iterations x (4 N D H + 6 N H C) on all 60,000 images
@@ -173,7 +174,8 @@ class EstimateTest(absltest.TestCase):
     per_iter = (4 * (4 * n * d * h + 6 * n * h * c)
                 / (gpu_estimate.MATMUL_EFFICIENCY * 67e12)
                 + gpu_estimate.SECONDS_PER_ITERATION
-                + 104 * gpu_estimate.SECONDS_PER_KERNEL)  # full-batch MLP
+                + predict.KERNELS[('mlp', False)]
+                * gpu_estimate.SECONDS_PER_KERNEL)  # full-batch MLP
     self.assertAlmostEqual(mlp['seconds'], 8000 * per_iter)
     self.assertIn('family mlp full', rows)
     self.assertIn('paper cross-check (devices)', rows)
@@ -238,16 +240,29 @@ class EstimateTest(absltest.TestCase):
                            per_iteration, delta=1e-3 * per_iteration)
     self.assertAlmostEqual(predict.H200['seconds_per_kernel'], per_kernel,
                            delta=1e-3 * per_kernel)
-    # the estimate's minibatch programs are the fit's as the launchers
-    # compile them now: without the stragglers' draws, 47 kernels each
-    counted = {(r['model'], True): r['kernels'] - 47 for r in rows}
-    self.assertEqual({k: v for k, v in predict.KERNELS.items() if k[1]},
-                     counted)
+    # the estimate's programs are counted as the launchers compile them for
+    # a GPU now (the committed counts, kernels.py's default form), the fit's
+    # as they ran at 4e7d038 (one level of the fixed-order sums at a time)
+    self.assertEqual(fitted['counted_with'].get('fixed_sum_form',
+                                                'halving'), 'halving')
+    minibatch = json.loads((ROOT / 'docs' / 'gpu' /
+                            'kernels_models_cpu.json').read_text())
+    full = json.loads((ROOT / 'docs' / 'gpu' / 'kernels_cpu.json')
+                      .read_text())
+    self.assertEqual(minibatch['fixed_sum_form'], 'grouped')
+    self.assertEqual(full['fixed_sum_form'], 'grouped')
+    counted = {(r['program'].split()[0], True): r['kernels']
+               for r in minibatch['rows'] if r['program'].split()[0] in
+               {m for m, _ in predict.KERNELS}}
+    counted.update({(r['program'], False): r['kernels'] for r in full['rows']
+                    if r['program'] in ('logreg', 'mlp')})
+    self.assertEqual(predict.KERNELS, counted)
 
   def test_benchmark_programs_by_hand(self):
     rows = {r[0]: r[1:] for r in self.estimate_json('benchmark_rows()')}
     sys.path.insert(0, str(ROOT))
     from benchmarks import gpu_estimate  # pylint: disable=g-import-not-at-top
+    from experiments.run import predict  # pylint: disable=g-import-not-at-top
     # floors.py's logistic regression: 4 programs, 5 calls of 100
     # iterations of 10 x 500 float32 images (4DC FLOPs each) and the loss
     # on all 60,000 every 10th (2DC), bound by the rows and pixels read.
@@ -257,7 +272,8 @@ class EstimateTest(absltest.TestCase):
     per = (max(flops / (h200['matmul_efficiency'] * 67e12),
                read / (h200['bandwidth_efficiency'] * 4.8e12))
            + gpu_estimate.SECONDS_PER_ITERATION
-           + 138 * gpu_estimate.SECONDS_PER_KERNEL)  # minibatch logreg
+           + predict.KERNELS[('logreg', True)]
+           * gpu_estimate.SECONDS_PER_KERNEL)  # minibatch logreg
     programs, rounds, seconds = rows['floors logreg_stochastic']
     self.assertEqual((programs, rounds), (4, 2000))
     self.assertAlmostEqual(seconds, 2000 * per

@@ -298,6 +298,37 @@ def make_step(spec: RunSpec, data: Data, hyper: Hyper, *,
   return body
 
 
+def scan_packed(body: Callable, carry, xs, length: int):
+  """`lax.scan(body, carry, xs, length)` with each step's row written as
+  one array per (dtype, shape) of its leaves, unpacked after the scan.
+
+  A scan writes each leaf of its per-step output into its own [T, ...]
+  buffer, a kernel per leaf and step (the Trace has a dozen and more):
+  stacked, the row is a few writes. Stacking and slicing move values and
+  change no bits.
+  """
+  layout = []
+
+  def packed_body(c, x):
+    c, row = body(c, x)
+    leaves, treedef = jax.tree.flatten(row)
+    groups = {}
+    for i, leaf in enumerate(leaves):
+      groups.setdefault((jnp.result_type(leaf), jnp.shape(leaf)),
+                        []).append(i)
+    layout[:] = [treedef, list(groups.values()), len(leaves)]
+    return c, tuple(jnp.stack([leaves[i] for i in members])
+                    for members in groups.values())
+
+  carry, stacked = jax.lax.scan(packed_body, carry, xs, length=length)
+  treedef, groups, num_leaves = layout
+  leaves = [None] * num_leaves
+  for array, members in zip(stacked, groups):
+    for j, i in enumerate(members):
+      leaves[i] = array[:, j]
+  return carry, jax.tree.unflatten(treedef, leaves)
+
+
 def scan_chunk(spec: RunSpec, state: LoopState, data: Data, hyper: Hyper,
                num_steps: int, *, worker_ids_M: jax.Array | None = None,
                axis_name: str | None = None, path: str = 'auto'):
@@ -338,8 +369,8 @@ def scan_chunk(spec: RunSpec, state: LoopState, data: Data, hyper: Hyper,
     def run(path):
       body = make_step(spec, data, hyper, worker_ids_M=worker_ids_M,
                        axis_name=axis_name, path=path)
-      return jax.lax.scan(body, state, chunk_draws(
-          spec, hyper, state.step, num_steps), length=num_steps)
+      return scan_packed(body, state, chunk_draws(
+          spec, hyper, state.step, num_steps), num_steps)
     if not gathers:
       return run('mask')
     if path == 'gather':
@@ -370,8 +401,7 @@ def scan_chunk(spec: RunSpec, state: LoopState, data: Data, hyper: Hyper,
         if draws_at_once(spec, num_steps, jnp.shape(hyper.step_size)[0]):
           u_TxGxM = jnp.swapaxes(jax.vmap(lambda h: chunk_draws(
               spec, h, state.step[0], num_steps))(hyper), 0, 1)
-        out, trace = jax.lax.scan(grid_body, state, u_TxGxM,
-                                  length=num_steps)
+        out, trace = scan_packed(grid_body, state, u_TxGxM, num_steps)
         return out, jax.tree.map(lambda a: jnp.swapaxes(a, 0, 1), trace)
       if not gathers:
         return grid('mask')
