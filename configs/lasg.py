@@ -44,6 +44,12 @@ starts it): `cada1_mnist` / `cada2_mnist` (LASG's WK1 / WK2 tests at LASG's
 constants against the history of ||alpha agg||^2, the MNIST code's) beside
 `cada_adam`; its saved runs upload 39.6% (CADA1) and 18.4% (CADA2) of
 Adam's 99,910 uploads.
+`cada_mnist,typo`: the same with the authors' AMSGrad typo
+(`cada1_mnist_typo`, `cada2_mnist_typo`: utils_gpu.py:158 leaves the first
+convolution's bias with vhat at the first step's v; the range
+`laq_jax.flat_range(model, 'conv1/bias')` of the model the sweep runs).
+Adam uploads every step whatever its server, so the typo's shares are of
+the `cada_mnist` sweep's Adam (`cada_adam_typo` exists for its loss).
 """
 
 from __future__ import annotations
@@ -72,6 +78,19 @@ LASG_MNIST_ALGOS = ('sgd', 'lasg_wk2', 'lasg_wk1', 'lasg_ps')
 # CADA as its MNIST code runs (issue 54 item 4): LASG's tests against the
 # history of ||alpha agg||^2, beside the Adam baseline.
 CADA_MNIST_ALGOS = ('cada_adam', 'cada1_mnist', 'cada2_mnist')
+# ... with the authors' AMSGrad typo (their saved runs' code).
+CADA_MNIST_TYPO_ALGOS = ('cada1_mnist_typo', 'cada2_mnist_typo')
+TYPO_SERVER = 'cada_amsgrad_mnist_typo'
+TYPO_LAYER = 'conv1/bias'  # the first convolution's bias
+
+
+def typo_range(config: ml_collections.ConfigDict) -> dict[str, int]:
+  """The typo server's stale range: TYPO_LAYER of the config's model."""
+  import laq_jax as lj  # pylint: disable=g-import-not-at-top
+  from laq_jax import problems  # pylint: disable=g-import-not-at-top
+  problem = problems.get_problem(config.model, init=config.init)
+  lo, hi = lj.flat_range(problem, TYPO_LAYER)
+  return {'stale_from': lo, 'stale_to': hi}
 
 
 def algo_settings(algos) -> dict:
@@ -98,6 +117,7 @@ VARIANTS = {
                        step_size=5e-4, l2=0.0, num_iters=10_000,
                        loss_every=100, eval_every=1000, model='lasg_cnn',
                        init='torch'),
+    'typo': {},  # (with cada_mnist: CADA_MNIST_TYPO_ALGOS)
     'quick': dict(train_subset=6000, num_iters=300, eval_every=100,
                   batch_size=mnist_mlp_stochastic.QUICK_BATCH),
     'tiny': dict(train_subset=600, num_iters=30, eval_every=10,
@@ -109,7 +129,11 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config = mnist_mlp_stochastic.get_config()
   words = [w.split('=', 1)[0].strip() for w in (arg or '').split(',')]
   algos = (LASG_MNIST_ALGOS if 'lasg_mnist' in words else
-           CADA_MNIST_ALGOS if 'cada_mnist' in words else NETWORK_ALGOS)
+           CADA_MNIST_TYPO_ALGOS if {'cada_mnist', 'typo'} <= set(words)
+           else CADA_MNIST_ALGOS if 'cada_mnist' in words else NETWORK_ALGOS)
+  if 'typo' in words and 'cada_mnist' not in words:
+    raise ValueError('variant typo is not allowed alone: it must come with '
+                     'cada_mnist (configs/lasg.py:cada_mnist,typo)')
   default.add_sweep_fields(config, {'algo': algos},
                            algo_settings=algo_settings(algos))
   for part, values in CADA_PARAMS.items():
@@ -122,6 +146,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       config.algo_settings[a] = ml_collections.ConfigDict(
           dict(LASG, step_size=5e-4) if a != 'cada_adam'
           else dict(CADA))
+      if a.endswith('_typo'):  # the stale range of the model it runs
+        config.algo_settings[a][TYPO_SERVER] = ml_collections.ConfigDict(
+            typo_range(config))
   if 'lasg_mnist' in words:  # LASG's own settings for every preset
     for a in algos:
       config.algo_settings[a] = ml_collections.ConfigDict(

@@ -59,6 +59,7 @@ from laq_jax.round.hyper import (ALGORITHMS, Algorithm, Hyper, get_algorithm,
                                  validate)
 from laq_jax.round.loop import (Chunk, Data, LoopState, RunSpec, Trace,
                                 accuracy, fast_layout, flat_params,
+                                flat_range,
                                 flops_per_worker_step, init_state, objective,
                                 predict, run, run_chunk)
 from laq_jax.round.rules import LAQ, Rule, RuleState, StepStats
@@ -143,6 +144,7 @@ __all__ = [
     'LoopState', 'Network', 'PROBLEMS', 'PROFILES', 'Problem', 'Record',
     'Rule', 'RuleState', 'RunSpec',
     'StepStats', 'Trace', 'accuracy', 'fast_layout', 'flat_params',
+    'flat_range',
     'flops_per_worker_step', 'get_algorithm', 'make_network',
     'get_problem', 'init_state', 'logistic_regression', 'make_hyper', 'mlp',
     'register_algorithm', 'TRIGGERS', 'trigger',

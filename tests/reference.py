@@ -150,6 +150,11 @@ FAMILY = {
                            server='cada_amsgrad_mnist'),
     'cada2_mnist': _member(True, 'identity', False, False, 'lasg_wk2',
                            server='cada_amsgrad_mnist'),
+    **{f'{name}_typo': _member(True, 'identity', False, False, trigger,
+                               server='cada_amsgrad_mnist_typo')
+       for name, trigger in (('cada1_mnist', 'lasg_wk1'),
+                             ('cada2_mnist', 'lasg_wk2'),
+                             ('cada_adam', 'eager'))},
     # Local work (/work/shared/local-steps.md): the upload is the model
     # change after K local steps; their oracle is `run_local`.
     'fedavg': _fed(),  # McMahan et al. 2017
@@ -831,7 +836,7 @@ def run_lasg(x_mnd, y_mn, *, steps, alpha, trigger, batches=None,
              quantized=False, bits=4, server='sgd', lam=0.01, memory=10,
              xi=1.0, c_e=0.0, c_0=0.0, tbar=49, L=10.0, c=0.05, b1=0.9,
              b2=0.999, eps=1e-7, classes=10, model='logreg', hidden=None,
-             theta0=None, history='moved'):
+             theta0=None, history='moved', stale_vhat=(0, 0)):
   """`steps` iterations of LASG-WK1/WK2/PS or CADA1/2 (or an eager worker
   under either server).
 
@@ -850,6 +855,8 @@ def run_lasg(x_mnd, y_mn, *, steps, alpha, trigger, batches=None,
     history: what each round writes in the history: 'moved', ||theta^{k+1}
       - theta^k||^2; 'sgd', ||alpha agg||^2 (CADA's MNIST code,
       utils_gpu.py's update_params_adam).
+    stale_vhat: (lo, hi), the 'cada_amsgrad' coordinates whose vhat stays at the
+      first step's v (the MNIST code's typo, utils_gpu.py:158; (0, 0): none).
 
   Returns:
     As `run`, plus grads [T, M] (gradients each worker computed).
@@ -940,7 +947,11 @@ def run_lasg(x_mnd, y_mn, *, steps, alpha, trigger, batches=None,
     else:
       mom = dt(b1) * mom + (1 - dt(b1)) * agg
       vel = dt(b2) * vel + (1 - dt(b2)) * agg**2
+      lo, hi = stale_vhat
+      keep = vmax[lo:hi].copy()
       vmax = np.maximum(vmax, vel)
+      if k > 0:
+        vmax[lo:hi] = keep
       new_theta = theta - alpha * mom / (np.sqrt(vmax) + dt(eps))
     entry = (np.sum((alpha * agg)**2) if history == 'sgd'
              else np.sum((new_theta - theta)**2))

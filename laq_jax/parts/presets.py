@@ -307,6 +307,20 @@ ALGORITHMS: dict[str, Algorithm] = registry.track({
            server='cada_amsgrad_mnist',
            reference='CADA2 as the authors\' MNIST code runs it: LASG-WK2\'s '
                      'test, the history of ||alpha agg||^2'),
+        # ... and with its typo (utils_gpu.py:158: conv1's bias keeps vhat
+        # at the first step's v), to reproduce the authors' saved runs.
+        _A('cada1_mnist_typo', True, 'identity', False, 'lasg_wk1',
+           server='cada_amsgrad_mnist_typo',
+           reference='cada1_mnist with the authors\' AMSGrad typo (their '
+                     'saved runs)'),
+        _A('cada2_mnist_typo', True, 'identity', False, 'lasg_wk2',
+           server='cada_amsgrad_mnist_typo',
+           reference='cada2_mnist with the authors\' AMSGrad typo (their '
+                     'saved runs)'),
+        _A('cada_adam_typo', True, 'identity', False, 'eager',
+           server='cada_amsgrad_mnist_typo',
+           reference='cada_adam with the authors\' AMSGrad typo (their '
+                     'pure_adam.py shares it)'),
         # Rounds with local work (docs/algorithm.md, "Local work"): the
         # upload is the model change Delta_m after K local steps.
         *_local_presets(),

@@ -182,6 +182,46 @@ def cada_amsgrad(learning_rate, b1, b2, eps) -> optax.GradientTransformation:
                        bias_correction_mu=False, bias_correction_nu=False)
 
 
+def cada_amsgrad_typo(learning_rate, b1, b2, eps, stale_from, stale_to
+                      ) -> optax.GradientTransformation:
+  """`cada_amsgrad` as CADA's MNIST code runs it, typo included
+  (ChrisYZZ/CADA-master, Python/MNIST code/utils_gpu.py:158,
+  `update_params_adam` writes the first layer's bias maximum to a misspelt
+  key, 'biast_v_hat1'): the coordinates [stale_from, stale_to) of the flat
+  theta_P keep vhat = v_1, the first step's v, for ever; every other
+  coordinate is `cada_amsgrad`'s, bit for bit (optax's own moment updates,
+  the same state leaves). Opt-in, to reproduce the authors' saved runs; the
+  suite's CADA does not copy it (docs/algorithm.md)."""
+  inner = optax.scale_by_amsgrad(b1=b1, b2=b2, eps=eps,
+                                 bias_correction_mu=False,
+                                 bias_correction_nu=False)
+
+  def update(g, state, params=None):
+    del params
+    mu = optax.tree.update_moment(g, state.mu, b1, 1)
+    nu = optax.tree.update_moment_per_elem_norm(g, state.nu, b2, 2)
+    i = jnp.arange(g.shape[-1])
+    stale = (i >= stale_from) & (i < stale_to) & (state.count > 0)
+    nu_max = jnp.where(stale, state.nu_max, jnp.maximum(state.nu_max, nu))
+    updates = mu / (jnp.sqrt(nu_max + 0.0) + eps)  # optax's eps_root = 0
+    return updates, state._replace(count=optax.safe_increment(state.count),
+                                   mu=mu, nu=nu, nu_max=nu_max)
+
+  return optax.chain(optax.GradientTransformation(inner.init, update),
+                     optax.scale_by_learning_rate(learning_rate))
+
+
+def _stale_range() -> list[parts_lib.Param]:
+  """`cada_amsgrad_typo`'s range: the LASG CNN's conv1 bias by default
+  (`laq_jax.flat_range(get_problem('lasg_cnn'), 'conv1/bias')`, tested;
+  configs/lasg.py sets it from the model a sweep runs)."""
+  nonneg = lambda a: a >= 0
+  return [_P('stale_from', 0, 'int', check=nonneg, allowed='an integer >= 0',
+             doc='the first flat coordinate whose vhat stays v_1'),
+          _P('stale_to', 20, 'int', check=nonneg, allowed='an integer >= 0',
+             doc='one past the last (stale_to <= stale_from: none)')]
+
+
 def sgd_history(step_P, theta_P, new_theta_P, hyper):
   """||alpha agg||^2, the step SGD would take with the round's aggregate:
   the history entry CADA's MNIST code records (`utils_gpu.py:
@@ -277,6 +317,12 @@ REGISTRY: parts_lib.PartRegistry = parts_lib.PartRegistry('server', [
         'cada_amsgrad_mnist', cada_amsgrad, _moments(1e-7),
         doc='cada_amsgrad writing ||alpha agg||^2 in the triggers\' '
         'history, as CADA\'s MNIST code does (its cada1_mnist, cada2_mnist)',
+        opt_in=True, history=sgd_history)),
+    ('cada_amsgrad_mnist_typo', optax_server(
+        'cada_amsgrad_mnist_typo', cada_amsgrad_typo,
+        _moments(1e-7) + _stale_range(),
+        doc='cada_amsgrad_mnist with the authors\' typo: vhat frozen at the '
+        'first step\'s v on [stale_from, stale_to) (conv1\'s bias)',
         opt_in=True, history=sgd_history)),
     ('feddyn_server', parts_lib.Part(
         'server', 'feddyn_server', feddyn, (),

@@ -8,6 +8,7 @@ parameters. `laq_jax.loop` builds its scan body from these.
 
 from __future__ import annotations
 
+import math
 from typing import Callable, NamedTuple
 
 import jax
@@ -97,6 +98,26 @@ def flat_params(problem: Problem, seed, dtype):
   params = problem.init(randomness.init_key(seed))
   params = jax.tree.map(lambda p: jnp.asarray(p, dtype), params)
   return ravel_pytree(params)
+
+
+def flat_range(problem: Problem, path: str) -> tuple[int, int]:
+  """[lo, hi): where the parameter at `path` lies in the flat theta_P.
+
+  `path` names one leaf of the model's parameters by its keys joined with
+  '/', as `jax.tree_util.keystr(..., simple=True, separator='/')` writes
+  them (e.g. 'conv1/bias'); the flat order is `ravel_pytree`'s
+  (`flat_params`). Raises ValueError naming the leaves there are."""
+  template = jax.eval_shape(problem.init, jax.random.key(0))
+  lo, names = 0, []
+  for key_path, leaf in jax.tree_util.tree_flatten_with_path(template)[0]:
+    name = jax.tree_util.keystr(key_path, simple=True, separator='/')
+    size = math.prod(leaf.shape)
+    if name == path:
+      return lo, lo + size
+    names.append(name)
+    lo += size
+  raise ValueError(f'path {path!r} is not a parameter of {problem.name}: it '
+                   f'must be one of {", ".join(names)}')
 
 
 def _unravel(problem: Problem, dtype) -> Callable:

@@ -25,7 +25,7 @@ import numpy as np
 from laq_jax import collectives
 from laq_jax import network as network_lib
 from laq_jax.problems.objective import (Data, _unravel, accuracy,  # noqa: F401
-                                        fast_layout, flat_params, full_batch,
+                                        fast_layout, flat_params, flat_range, full_batch,
                                         objective, predict, worker_objective)
 from laq_jax.round import hyper as hyper_lib
 from laq_jax.round import participation as participation_lib
