@@ -9,8 +9,16 @@ CADA at its authors' MNIST setting has a report of its own (docs/cada):
 
     python -m experiments.sweep --config=configs/lasg.py:cada_mnist \
         --workdir=runs/lasg/cada_mnist
-    python -m experiments.lasg --sweeps=runs/lasg/cada_mnist \
+    python -m experiments.sweep --config=configs/lasg.py:cada_mnist,typo \
+        --workdir=runs/lasg/cada_mnist_typo   # the authors' AMSGrad typo
+    python -m experiments.lasg \
+        --sweeps=runs/lasg/cada_mnist,runs/lasg/cada_mnist_typo \
         --out=docs/cada/REPORT.md
+
+A sweep of CADA's MNIST presets without Adam (the typo's) takes Adam's
+uploads from another listed sweep at the same steps and workers; the
+report ends with the presets' running counts beside the authors' saved
+runs'.
 
 `--sweeps` lists finished sweep folders (each one compiled program); the
 report (experiments/studies/lasg/report.py) tabulates each: uploads, bits,

@@ -409,6 +409,62 @@ class LasgReportTest(absltest.TestCase):
     self.assertNotIn('LASG ', text.split('## ')[1])
     self.assertIn('cada1_mnist 40.0% of Adam\'s uploads', text)
 
+  def test_the_typo_sweep_takes_adam_from_cadas_own(self):
+    # docs/cada: the typo's sweep has no Adam; its shares are of the
+    # cada_mnist sweep's Adam at the same steps and workers (named), and the
+    # running counts of both sweeps stand beside the authors' saved ones.
+    tmp = tempfile.TemporaryDirectory(prefix='laq_cada_typo_report_')
+    self.addCleanup(tmp.cleanup)
+    steps, workers = 10_000, 2
+    rng = np.random.default_rng(1)
+    sweeps = {'cada_mnist': [('cada_adam', 1.0), ('cada2_mnist', 0.12)],
+              'cada_mnist_typo': [('cada2_mnist_typo', 0.18)]}
+    uploads = {}
+    for name, points in sweeps.items():
+      folder = pathlib.Path(tmp.name, name)
+      sent = np.stack([rng.random((steps, workers)) < p for _, p in points])
+      uploads[name] = sent
+      write_sweep(folder, [
+          (a, [23.0, 1.0], 1.0, dict(iterations=steps, seed=0,
+                                     final_test_accuracy=0.98, final_loss=1.0,
+                                     total_uploads=int(sent[g].sum())))
+          for g, (a, _) in enumerate(points)])
+      outputs.write_json(folder / 'config.json', {})
+      outputs.write_npz(folder / 'curves.npz', dict(
+          np.load(folder / 'curves.npz'),
+          bits=np.ones((len(points), steps, workers)),
+          cum_uploads=np.cumsum(sent.sum(-1), axis=1)))
+    with unittest.mock.patch.object(
+        lasg_report, 'times',
+        lambda sweep: [dict.fromkeys(lasg_report.PROFILES, 1.0)] * len(
+            sweep['rows'])):
+      text = lasg_report.report(
+          [pathlib.Path(tmp.name, n) for n in sweeps], 'cmd')
+    self.assertTrue(text.startswith(
+        '# CADA at its authors\' MNIST setting, beside Adam\n'))
+    adam = uploads['cada_mnist'][0].sum()
+    typo = uploads['cada_mnist_typo'][0].sum()
+    self.assertEqual(cells(text, 'cada2_mnist_typo')[2],
+                     f'{100 * typo / adam:.2f}%')
+    self.assertIn('CADA against its authors\' MNIST runs (Adam\'s uploads '
+                  'from the cada_mnist sweep at the same setting', text)
+    self.assertIn(f'cada2_mnist_typo {100 * typo / adam:.1f}% of Adam\'s '
+                  'uploads against the authors\' 18.4%', text)
+    marks = (500, 1000, 2000, 4000, 6000, 8000, 9990)
+    for name, g, algo in (('cada_mnist', 1, 'cada2_mnist'),
+                          ('cada_mnist_typo', 0, 'cada2_mnist_typo')):
+      by_hand = [f'{int(uploads[name][g, :k + 1].sum()):,}' for k in marks]
+      self.assertEqual(cells(text, f'{algo} ({name})')[1:], by_hand)
+    self.assertEqual(cells(text, 'the authors\' CADA2 (comm_wk2adam.txt)')[-1],
+                     '18,361')
+    # A sweep of other lengths takes no Adam from it.
+    short = lasg_report.load(pathlib.Path(tmp.name, 'cada_mnist_typo'))
+    short['curves'] = dict(short['curves'], bits=np.ones((1, 5, workers)))
+    self.assertIsNone(lasg_report.adam_elsewhere(
+        'cada_mnist_typo', short,
+        {'cada_mnist': lasg_report.load(pathlib.Path(tmp.name, 'cada_mnist')),
+         'cada_mnist_typo': short}))
+
   def test_uploads_per_window_and_the_model(self):
     # Uploads of all workers per 100 steps in the first five windows, the
     # middle and the last, against sums by hand; the model line names the

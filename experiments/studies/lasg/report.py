@@ -70,13 +70,19 @@ def times(sweep: dict) -> list[dict[str, float]]:
           for g in range(len(sweep['rows']))]
 
 
-def section(title: str, sweep: dict) -> list[str]:
+def section(title: str, sweep: dict, adam: tuple[str, dict] | None = None
+            ) -> list[str]:
+  """One sweep's tables and verdicts. `adam`: (the sweep's name, its
+  `cada_adam` row) from another sweep at the same setting, the uploads'
+  baseline for a sweep of CADA presets without its own Adam."""
   rows, curves = sweep['rows'], sweep['curves']
   by_algo = {r['algo']: r for r in rows}
-  # the uploads' baseline: SGD's, or Adam's in CADA's own sweep
-  base_name = 'sgd' if 'sgd' in by_algo or 'cada_adam' not in by_algo \
-      else 'cada_adam'
-  sgd = by_algo.get(base_name)
+  # the uploads' baseline: SGD's, or Adam's in CADA's own sweep (or the
+  # one `adam` names)
+  base_name = 'sgd' if 'sgd' in by_algo or (
+      'cada_adam' not in by_algo and adam is None) else 'cada_adam'
+  sgd = by_algo.get(base_name) or (adam[1] if adam and base_name ==
+                                   'cada_adam' else None)
   timed = times(sweep)
   lines = [f'## {title}', '',
            f'{len(rows)} presets, one compiled program, '
@@ -100,7 +106,7 @@ def section(title: str, sweep: dict) -> list[str]:
   lines += [table(columns, body, 'l' + 'r' * (len(COLUMNS) - 2) + 'l'), '']
   lasg = verdict(by_algo)
   lines += [lasg, ''] if lasg else []
-  cada = cada_verdict(by_algo)
+  cada = cada_verdict(by_algo, adam)
   lines += [cada, ''] if cada else []
   lines += model_line(sweep) + window_section(sweep)
   return lines
@@ -239,16 +245,37 @@ def verdict(by_algo: dict[str, dict]) -> str:
 # CADA's authors' saved MNIST runs (ChrisYZZ/CADA-master, Python/MNIST:
 # comm_wk1adam.txt, comm_wk2adam.txt at 10,000 iterations): each preset's
 # uploads as a share of their Adam's (99,910), and issue 54's tolerance.
-CADA_MNIST_AUTHORS = {'cada1_mnist': 0.396, 'cada2_mnist': 0.184}
+# The *_typo presets run the authors' AMSGrad as their code has it
+# (utils_gpu.py:158): the same saved runs.
+CADA_MNIST_AUTHORS = {'cada1_mnist': 0.396, 'cada2_mnist': 0.184,
+                      'cada1_mnist_typo': 0.396, 'cada2_mnist_typo': 0.184}
 CADA_RELATIVE = 0.25
+# The same files' running count of uploads (every 10 iterations, through
+# iteration k inclusive; their Adam: 10 (k + 1)).
+CADA_MNIST_MARKS = (500, 1000, 2000, 4000, 6000, 8000, 9990)
+CADA_MNIST_AUTHORS_CUMULATIVE = {
+    'CADA1 (comm_wk1adam.txt)': (3902, 6906, 12311, 21006, 27880, 33477,
+                                 39583),
+    'CADA2 (comm_wk2adam.txt)': (1943, 3200, 5410, 9067, 12323, 15287,
+                                 18361),
+    'Adam (comm_adam_lr00005.txt)': (5010, 10010, 20010, 40010, 60010,
+                                     80010, 99910)}
 
 
-def cada_verdict(by_algo: dict[str, dict]) -> str:
-  """Where the sweep has CADA's MNIST presets beside `cada_adam`: each one's
-  uploads as a share of Adam's against the authors' saved runs, within
-  CADA_RELATIVE of theirs or not; '' otherwise. A diverged point is named,
-  never compared."""
+def cada_verdict(by_algo: dict[str, dict],
+                 other_adam: tuple[str, dict] | None = None) -> str:
+  """Where the sweep has CADA's MNIST presets beside `cada_adam` (its own,
+  else `other_adam`: (the sweep's name, its row) at the same setting): each
+  one's uploads as a share of Adam's against the authors' saved runs,
+  within CADA_RELATIVE of theirs or not; '' otherwise. A diverged point is
+  named, never compared."""
   adam = by_algo.get('cada_adam')
+  source = ''
+  if adam is None and other_adam is not None:
+    source = (f' (Adam\'s uploads from the {other_adam[0]} sweep at the same '
+              'setting: an eager worker uploads every step, whatever its '
+              'server)')
+    adam = other_adam[1]
   ours = {a: by_algo[a] for a in CADA_MNIST_AUTHORS if a in by_algo}
   if adam is None or not ours:
     return ''
@@ -269,12 +296,44 @@ def cada_verdict(by_algo: dict[str, dict]) -> str:
                  f'{100 * theirs * (1 - CADA_RELATIVE):.1f}-'
                  f'{100 * theirs * (1 + CADA_RELATIVE):.1f}%: **'
                  f'{"holds" if within else "does not hold"}**)')
-  return 'CADA against its authors\' MNIST runs: ' + '; '.join(parts) + '.'
+  return ('CADA against its authors\' MNIST runs' + source + ': '
+          + '; '.join(parts) + '.')
+
+
+def cumulative_section(sweeps: dict[str, dict]) -> list[str]:
+  """CADA's MNIST presets' running count of uploads (all workers, through
+  iteration k inclusive) across the sweeps, beside the authors' saved
+  runs' (CADA_MNIST_AUTHORS_CUMULATIVE); [] without such presets."""
+  body = []
+  for name, sweep in sweeps.items():
+    cum = sweep['curves'].get('cum_uploads')
+    for g, r in enumerate(sweep['rows']):
+      algo = r['algo']
+      if cum is None or not (algo in CADA_MNIST_AUTHORS or algo == 'cada_adam'):
+        continue
+      if cum.shape[1] <= CADA_MNIST_MARKS[-1]:
+        continue
+      body.append([f'{algo} ({name})']
+                  + [fmt(int(cum[g, k])) for k in CADA_MNIST_MARKS])
+  if not body:
+    return []
+  body += [[f'the authors\' {run}'] + [fmt(v) for v in counts]
+           for run, counts in CADA_MNIST_AUTHORS_CUMULATIVE.items()]
+  header = ['run'] + [f'k ≤ {k:,}' for k in CADA_MNIST_MARKS]
+  return ['## Uploads over the run, beside the authors\' saved runs', '',
+          'All workers\' uploads through iteration k (inclusive); the '
+          'authors\' files (ChrisYZZ/CADA-master, Python/MNIST code/'
+          'results_mnist_seed) record the running count every 10 iterations, '
+          'through k = 9,990 at their last.', '',
+          table(header, body, 'l' + 'r' * len(CADA_MNIST_MARKS)), '']
 
 
 TITLES = {'network': 'The minibatch network (the paper report\'s setting)',
           'cada_mnist': 'CADA\'s own MNIST setting (M = 10, label-sorted '
                         'shards, minibatch 12, the authors\' Python code)',
+          'cada_mnist_typo': 'CADA\'s own MNIST setting with the authors\' '
+                             'AMSGrad typo (conv1\'s bias keeps v-hat = v_1, '
+                             'utils_gpu.py:158)',
           'lasg_mnist': 'LASG\'s own MNIST setting (M = 20, label-sorted '
                         'shards, minibatch 6)'}
 
@@ -282,7 +341,8 @@ TITLES = {'network': 'The minibatch network (the paper report\'s setting)',
 def report(workdirs: Sequence[str | pathlib.Path], command: str) -> str:
   names = {pathlib.Path(w).name for w in workdirs}
   title = ('CADA at its authors\' MNIST setting, beside Adam'
-           if names == {'cada_mnist'} else 'LASG and CADA beside SGD and SLAQ')
+           if names <= {'cada_mnist', 'cada_mnist_typo'}
+           else 'LASG and CADA beside SGD and SLAQ')
   lines = [f'# {title}', '',
            f'Produced by `{command}` (laq-jax) from the sweeps of '
            '`configs/lasg.py` (its docstring gives every preset\'s settings '
@@ -293,8 +353,25 @@ def report(workdirs: Sequence[str | pathlib.Path], command: str) -> str:
            '(`laq_jax.network`). "Gradients" counts what the algorithms '
            'compute: two per LASG/CADA pair, one on a forced step, none for '
            'a worker LASG-PS\'s server did not select.', '']
-  for workdir in workdirs:
-    workdir = pathlib.Path(workdir)
-    name = workdir.name
-    lines += section(TITLES.get(name, name), load(workdir))
+  sweeps = {pathlib.Path(w).name: load(w) for w in workdirs}
+  for name, sweep in sweeps.items():
+    lines += section(TITLES.get(name, name), sweep,
+                     adam_elsewhere(name, sweep, sweeps))
+  lines += cumulative_section(sweeps)
   return '\n'.join(lines) + '\n'
+
+
+def adam_elsewhere(name: str, sweep: dict, sweeps: dict[str, dict]
+                   ) -> tuple[str, dict] | None:
+  """(name, row) of `cada_adam` in another of `sweeps` at the same
+  iterations and workers, for a sweep of CADA presets without one."""
+  algos = {r['algo'] for r in sweep['rows']}
+  if 'cada_adam' in algos or not algos & set(CADA_MNIST_AUTHORS):
+    return None
+  shape = sweep['curves']['bits'].shape[1:]
+  for other, s in sweeps.items():
+    for r in s['rows']:
+      if (other != name and r['algo'] == 'cada_adam'
+          and s['curves']['bits'].shape[1:] == shape):
+        return other, r
+  return None
