@@ -43,6 +43,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.estimator = ''  # direct (compress g) or innovation (g - Qhat)
   config.broadcast = ''  # full (theta) or quantized (two_laq's)
   config.compressor_b = ''  # a second compressor an estimator may call
+  # differential privacy (laq_jax.privatizers): dp_central, dp_distributed,
+  # dp_local; its clip and noise_multiplier in config.params.dp_central, ...
+  config.privacy = ''
   config.num_workers = 10  # M
   config.num_iters = 4000  # iterations T
   # Every numeric hyperparameter, with its default and doc, from the one

@@ -48,6 +48,7 @@ from laq_jax.network import PROFILES, Network, make_network
 from laq_jax.parts import broadcasts as _broadcasts  # (its registry: parts.KINDS)
 from laq_jax.parts import compressors as _compressors
 from laq_jax.parts import estimators as _estimators  # (its registry: parts.KINDS)
+from laq_jax.parts import privatizers as _privatizers  # (its registry: parts.KINDS)
 from laq_jax.parts import triggers as trigger
 from laq_jax.parts.quantize import quantize_innovation
 from laq_jax.problems import (Problem, get_problem, logistic_regression,
@@ -68,7 +69,7 @@ from laq_jax.sweeps.record import Record
 # The flat name of each module in a layer's subpackage -> its path there.
 _LAYERS = {
     'parts': ('compressors', 'quantize', 'codecs', 'estimators', 'triggers',
-              'broadcasts', 'clients', 'servers', 'presets'),
+              'broadcasts', 'clients', 'servers', 'presets', 'privatizers'),
     'round': ('hyper', 'spec', 'fields', 'schedule', 'rule_state', 'rules',
               'stages', 'loop', 'participation', 'points'),
     'problems': ('models', 'objective', 'optimum', 'layouts'),

@@ -11,7 +11,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-INIT, BATCH, COMPRESS, STRAGGLER, PARTICIPATION, COIN, LOCAL_WORK = range(7)
+(INIT, BATCH, COMPRESS, STRAGGLER, PARTICIPATION, COIN, LOCAL_WORK,
+ DP_NOISE) = range(8)
 
 
 def init_key(seed) -> jax.Array:
@@ -56,6 +57,13 @@ def local_work_uniform(seed, step, worker, dtype=jnp.float32) -> jax.Array:
   FedNova's heterogeneous work, E_m = E_min + floor(u (E_max - E_min + 1))
   epochs (`clients.local_steps`)."""
   return jax.random.uniform(_key(seed, LOCAL_WORK, step, worker), (), dtype)
+
+
+def dp_noise_key(seed, step, worker) -> jax.Array:
+  """Differential privacy's Gaussian noise at step `step` (stream DP_NOISE):
+  client `worker`'s own (local and distributed modes), or the server's
+  with `worker` = M, the number of clients (central mode)."""
+  return _key(seed, DP_NOISE, step, worker)
 
 
 # The minibatch draw's keyed permutation: rounds of a balanced Feistel

@@ -176,8 +176,11 @@ class CheckpointerTest(absltest.TestCase):
     # had neither)
     self.assertEqual((now['client_batch'], now['lstm']), (0, 'flax'))
     newest = dict(now)
+    # (the `privacy` slot came last, after `lstm`)
+    self.assertEqual(now['privacy'], '')
+    before_privacy = {k: v for k, v in now.items() if k != 'privacy'}
     # (`lstm` came after `client_batch`)
-    before_lstm = {k: v for k, v in now.items() if k != 'lstm'}
+    before_lstm = {k: v for k, v in before_privacy.items() if k != 'lstm'}
     before_batch = {k: v for k, v in before_lstm.items()
                     if k != 'client_batch'}
     now = before_batch
@@ -197,7 +200,8 @@ class CheckpointerTest(absltest.TestCase):
                          ('four slots', four),
                          ('every slot, before init', now_without_init),
                          ('before client_batch', before_batch),
-                         ('before lstm', before_lstm)):
+                         ('before lstm', before_lstm),
+                         ('before privacy', before_privacy)):
       with checkpoint.Checkpointer(self.folder(era),
                                    checkpoint.fingerprint(written)) as ckpt:
         ckpt.save(6, self.state, arrays)
@@ -212,7 +216,8 @@ class CheckpointerTest(absltest.TestCase):
     # nor its results from then stand for it now (from between, they do).
     fed_now = dict(now, algo='fedavg')
     fed_between = {k: v for k, v in fed_now.items()
-                   if k not in slots and k not in ('init', 'client_batch', 'lstm')}
+                   if k not in slots
+                   and k not in ('init', 'client_batch', 'lstm', 'privacy')}
     fed_before = {k: v for k, v in fed_between.items() if k != 'server_lr'}
     self.assertNotIn(checkpoint.fingerprint(fed_before),
                      outputs.legacy_fingerprints(fed_now))
@@ -223,7 +228,8 @@ class CheckpointerTest(absltest.TestCase):
     self.assertNotIn(checkpoint.fingerprint(
         {k: v for k, v in grid_now.items()
          if k not in slots
-         and k not in ('server_lr', 'init', 'client_batch', 'lstm')}),
+         and k not in ('server_lr', 'init', 'client_batch', 'lstm',
+                       'privacy')}),
                      outputs.legacy_fingerprints(grid_now))
     self.assertTrue(outputs.same_config(
         {k: v for k, v in dict(now, sweep={'algo': ['sgd', 'slaq']}).items()

@@ -340,10 +340,12 @@ class DeployedIsSimulatedTest(parameterized.TestCase):
       deploy.check_deployable(spec_bc, hyper_bc, np.float32)
     # Scaffnew's and FedDyn's clients (a state moved after the server's
     # step), FedDyn's server (it reads the round), by name.
+    # Differential privacy's noise (to be added before packing: to come).
     for algo, what in (('scaffnew', "client 'scaffnew'"),
                        ('feddyn', "server 'feddyn_server'"),
                        ('fedavg+server=feddyn_server',
-                        "server 'feddyn_server'")):
+                        "server 'feddyn_server'"),
+                       ('fedavg+privacy=dp_local', "privacy part 'dp_local'")):
       spec_s, _, hyper_s = built(algo)
       with self.assertRaisesRegex(ValueError, what + '.*not deployable yet'):
         deploy.check_deployable(spec_s, hyper_s, np.float32)

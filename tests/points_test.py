@@ -152,9 +152,9 @@ class ProgramsAndPartsTest(absltest.TestCase):
                      ('sgd', 'momentum'))
     self.assertEqual(points.algorithm_parts(PRESET),
                      ('identity', 'eager', 'momentum', 'gradient', 'direct',
-                      'full', 'identity'))
+                      'full', 'identity', 'off'))
     # then the parts those read (EF21-BC's broadcast and server: top_k_down)
-    self.assertEqual(points.algorithm_parts('ef21_bc')[7:],
+    self.assertEqual(points.algorithm_parts('ef21_bc')[8:],
                      ('top_k_down', 'top_k_down'))
     fedavg = {**laq, 'algo': 'fedavg'}
     self.assertEqual(points.parts_of([laq, fedavg])['clients'],
@@ -165,6 +165,10 @@ class ProgramsAndPartsTest(absltest.TestCase):
         'weighting'])
     self.assertFalse(points.parts_of([{**fedavg, 'weighting': 'sum'}])[
         'weighting'])
+    # the privacy parts a program compiles in: its points' own
+    self.assertEqual(points.parts_of([laq, {**fedavg,
+                                            'algo': 'fedavg+privacy=dp_local'}])[
+        'privacy'], ('off', 'dp_local'))
 
 
 class BatchesTest(parameterized.TestCase):

@@ -970,12 +970,20 @@ def run_lasg(x_mnd, y_mn, *, steps, alpha, trigger, batches=None,
 # SCAFFOLD, FedPAQ and the FedOpt servers, round by round.
 
 
+def _clip(v, c):
+  """v min(1, c / ||v||_2) (NaN, +-inf set to 0 first; 0 stays 0)."""
+  v = np.where(np.isfinite(v), v, 0).astype(v.dtype)
+  norm = np.sqrt(np.sum(v * v))
+  return v * (c / norm) if norm > c else v
+
+
 def run_local(x_mnd, y_mn, *, rounds, theta0, batches, present, local_steps,
               client_lr, mu=0.0, control=False, server='sgd',
               server_lr=1.0, momentum=0.9, b1=0.9, b2=0.99, tau=1e-3,
               weighting='samples', counts=None, compressor='identity',
               levels=16, uniforms=None, lam=0.0, classes=10,
-              model='logreg', hidden=None):
+              model='logreg', hidden=None, dp=None, clip=1.0, z=0.0,
+              noise=None, rate=None, sampled=0):
   """Rounds of local work, written from the contract's text.
 
   Each participant m of round k (present[k][m]) starts from theta^k, runs
@@ -990,10 +998,18 @@ def run_local(x_mnd, y_mn, *, rounds, theta0, batches, present, local_steps,
   mean; theta - eta_s b), fedadam / fedyogi (Reddi et al. 2021, Algorithm
   2: m, v from tau^2, no bias correction); c += sum_S Delta c_m / M.
 
+  Differential privacy (async-dp.md, B.2), `dp`: Delta_m clipped to `clip`
+  (flat L2, v min(1, C / ||v||)); 'local': plus z C xi_m before the
+  compressor; 'distributed': plus z C / sqrt(sampled) xi_m; 'central': the
+  server's step is (sum_S clip(Q_m) + z C xi) / D, D = `sampled` or `rate` M (q M),
+  also in a round nobody took part in. xi_m = noise[k][m], N(0, I) draws
+  (the tests take laq_jax's documented ones), the server's noise[k][M].
+
   Returns:
     {'theta': final theta, 'loss': [f(theta^k)] per round (the sum of the
     workers' objectives on their shards), 'bits': [k][m] uplink bits (0 if
-    absent), 'uploads': [k][m] the uploads (None if absent)}.
+    absent), 'uploads': [k][m] the uploads (None if absent), 'clipped':
+    how many Delta_m the clip shortened}.
   """
   theta = np.array(theta0, dtype=x_mnd.dtype)
   dtype = theta.dtype.type
@@ -1004,7 +1020,7 @@ def run_local(x_mnd, y_mn, *, rounds, theta0, batches, present, local_steps,
   mom = np.zeros_like(theta)
   adam_m = np.zeros_like(theta)
   adam_v = np.full_like(theta, tau ** 2)
-  out = {'loss': [], 'bits': [], 'uploads': []}
+  out = {'loss': [], 'bits': [], 'uploads': [], 'clipped': 0}
   for k in range(rounds):
     out['loss'].append(objective(theta, x_mnd, y_mn, lam, classes, model,
                                  hidden)[0])
@@ -1022,6 +1038,14 @@ def run_local(x_mnd, y_mn, *, rounds, theta0, batches, present, local_steps,
           g = g + (c_server - c_worker[m])
         th = th - dtype(client_lr) * g
       delta = theta - th
+      if dp is not None:
+        out['clipped'] += int(np.sqrt(np.sum(delta * delta)) > clip)
+        delta = _clip(delta, dtype(clip))
+        std = {'local': dtype(z) * dtype(clip),
+               'distributed': dtype(z) * dtype(clip) / np.sqrt(
+                   dtype(max(sampled, 1)))}.get(dp)
+        if std is not None:
+          delta = delta + std * noise[k][m]
       if compressor == 'qsgd':
         q, b = qsgd(delta, levels, uniforms[k][m])
       else:
@@ -1034,7 +1058,13 @@ def run_local(x_mnd, y_mn, *, rounds, theta0, batches, present, local_steps,
         b += 32 * num_params
       uploads[m], bits[m] = q, b
     chosen = [m for m in range(num_workers) if present[k][m]]
-    if chosen:
+    if dp == 'central':
+      total = sum((_clip(uploads[m], dtype(clip)) for m in chosen),
+                  np.zeros_like(theta))
+      xi = (dtype(z) * dtype(clip)) * noise[k][num_workers]
+      denominator = dtype(sampled) if sampled else dtype(rate) * num_workers
+      theta = theta - dtype(server_lr) * ((total + xi) / denominator)
+    elif chosen:
       w = np.array([counts[m] if weighting == 'samples' else 1.0
                     for m in chosen], theta.dtype)
       mean = sum(wi * uploads[m] for wi, m in zip(w, chosen)) / w.sum()

@@ -165,7 +165,8 @@ class ProgramsTest(absltest.TestCase):
                           estimators=('direct', 'innovation'),
                           broadcasts=('full',), compressors_b=('identity',),
                           weighting=False, participation=False,
-                          upload_memory=True, stragglers=False))
+                          upload_memory=True, stragglers=False,
+                          privacy=('off',)))
     self.assertEqual(sweep.parts_of([points[i] for i in (1, 3)]),
                      dict(compressors=('identity', 'uniform'),
                           triggers=('eager', 'laq'), servers=('sgd',),
@@ -175,7 +176,8 @@ class ProgramsTest(absltest.TestCase):
                           broadcasts=('full', 'quantized'),
                           compressors_b=('identity',),
                           weighting=False, participation=False,
-                          upload_memory=True, stragglers=False))
+                          upload_memory=True, stragglers=False,
+                          privacy=('off',)))
     self.assertEqual(sweep.parts_of([points[1]])['estimators'], ('direct',))
     # A point taking some clients compiles participation into its program.
     half = [{**points[0], 'participation': 0.5}, points[2]]

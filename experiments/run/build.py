@@ -22,6 +22,7 @@ from experiments.run import config as config_lib
 from laq_jax import data as data_lib
 from laq_jax import layouts
 from laq_jax import participation
+from laq_jax import privatizers
 from laq_jax import sharding
 from laq_jax import sweep as sweep_lib
 from laq_jax.hyper import (DEFAULTS, Algorithm, Hyper,
@@ -220,6 +221,7 @@ def build(config, *, validated: bool = False) -> Built:
                  estimators=(algorithm.estimator,),
                  broadcasts=(algorithm.broadcast,),
                  compressors_b=(algorithm.compressor_b,),
+                 privacy=(algorithm.privacy,),
                  weighting=(algorithm.weighting if get('weighting') == 'auto'
                             else get('weighting')) != 'sum',
                  upload_memory=sweep_lib.needs_upload_memory(
@@ -241,6 +243,15 @@ def build(config, *, validated: bool = False) -> Built:
                        **sweep_lib.part_values(config))
   except ValueError as e:
     raise config_lib.ConfigError(f'config.params: {e}') from None
+  if algorithm.privacy != 'off':  # what the accounting refuses, before a run
+    try:
+      privatizers.accounting(
+          algorithm.privacy, hyper.params[algorithm.privacy], rounds=0,
+          num_clients=workers, participation=float(get('participation')),
+          clients_per_round=int(get('clients_per_round')))
+    except ValueError as e:
+      raise config_lib.ConfigError(
+          f'config.params.{algorithm.privacy}: {e}') from None
   if not np.any(np.asarray(hyper.network.straggler) != 0):
     # no straggler model: no draws of their slowdowns (RunSpec.stragglers)
     spec = dataclasses.replace(spec, stragglers=False)

@@ -423,7 +423,9 @@ ADDED_FIELDS = {'server_lr': (0.0, _no_local_preset),
                 # every client vmapped at once, as before it
                 'client_batch': (0, lambda _: True),
                 # flax's LSTM, the only one before it
-                'lstm': ('flax', lambda _: True)}
+                'lstm': ('flax', lambda _: True),
+                # the preset's privacy slot (its own part: off, as before)
+                'privacy': ('', lambda _: True)}
 
 
 def behaves_as_before(name: str, config_dict: dict) -> bool:

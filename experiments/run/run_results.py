@@ -29,6 +29,7 @@ from laq_jax import distributed
 from laq_jax import metrics
 from laq_jax import network as network_lib
 from laq_jax import plotting
+from laq_jax import privatizers
 from laq_jax.record import Record
 
 
@@ -239,6 +240,16 @@ def summarize(config, built, ran: Ran, fstar_info, workdir) -> dict:
       compile_time_s=round(ran.compile_seconds, 3),
       iterations_per_s=(round(ran.steady_rate, 3) if ran.steady_rate
                         else None))
+  if built.algorithm.privacy != 'off':  # the (epsilon, delta) spent
+    participants = rec.participants_M
+    summary['dp'] = privatizers.accounting(
+        built.algorithm.privacy, built.hyper.params[built.algorithm.privacy],
+        rounds=int(summary['iterations']), num_clients=config.num_workers,
+        participation=float(config.participation),
+        clients_per_round=int(config.clients_per_round),
+        participations=(int(np.max(np.sum(participants, axis=0)))
+                        if participants is not None
+                        else int(summary['iterations'])))
   return summary
 
 

@@ -133,6 +133,10 @@ def check_deployable(spec: RunSpec, hyper: Hyper, dtype) -> str:
                        'stateless compressors')
   if parts.controls:
     raise ValueError('control variates (scaffold) are not deployable yet')
+  if parts.private:
+    raise ValueError(f'privacy part {parts.private[0].name!r} is not '
+                     'deployable yet (its noise would be added before '
+                     'packing: to come); deploy with privacy=off')
   reading = [p.name for p in parts.servers if servers_lib.needs_round(p)]
   if reading:
     raise ValueError(f'server {reading[0]!r} (it reads the round\'s '

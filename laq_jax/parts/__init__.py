@@ -44,6 +44,9 @@ Call conventions (keyword arguments only where the part declares them)::
               compressor slot (`laq_jax.estimators`); init as a trigger's.
   broadcast   fn(inputs[, params=]) -> (thetahat_P, bits); no state
               (`laq_jax.broadcasts`).
+  privacy     fn(inputs[, params=]) -> the privatized upload candidate; no
+              state (`laq_jax.privatizers`: differential privacy's
+              clipping and noise).
 """
 
 from __future__ import annotations
@@ -62,7 +65,7 @@ from laq_jax.parts.dispatch import (init_state, local_index, num_bits,  # pylint
 from laq_jax.show import show
 
 KINDS = ('compressor', 'trigger', 'server', 'client', 'estimator',
-         'broadcast')
+         'broadcast', 'privacy')
 _INT32_MAX = 2**31 - 1
 
 
@@ -332,8 +335,8 @@ class PartRegistry(registry.Registry):
       if kind != self.kind and name in other:
         raise ValueError(f'{self.kind} name {show(name)} is taken by a '
                          f'{kind}: part names are shared by compressors, '
-                         'triggers, servers, clients, estimators and '
-                         'broadcasts (their '
+                         'triggers, servers, clients, estimators, '
+                         'broadcasts and privacy parts (their '
                          'parameters are '
                          'grouped by name)')
     return super().register(name, part, replace=replace)

@@ -1,5 +1,5 @@
 """The algorithm presets: each a named bundle of parts (compressor,
-trigger, server, client, estimator, broadcast, compressor_b) and their
+trigger, server, client, estimator, broadcast, compressor_b, privacy) and their
 settings, and their composition by slot ('laq+server=adam'). ::
 
     presets.get_algorithm('laq')              # the Algorithm
@@ -19,6 +19,7 @@ from laq_jax.parts import broadcasts
 from laq_jax.parts import clients as clients_lib
 from laq_jax.parts import compressors
 from laq_jax.parts import estimators
+from laq_jax.parts import privatizers
 from laq_jax.parts import servers as servers_lib
 from laq_jax.parts import triggers as trigger_lib
 from laq_jax.round import participation as participation_lib
@@ -62,6 +63,9 @@ class Algorithm:
     broadcast: one of `broadcasts.BROADCASTS`: what the server sends back
       ('' for the one `downlink` says; a name given here sets `downlink` to
       whether it is other than 'full').
+    privacy: one of `privatizers.PRIVACY`: how the uploads are privatized
+      ('off'; 'dp_central', 'dp_distributed', 'dp_local': DP-FedAvg's
+      clipping and Gaussian noise, `laq_jax.privatizers`).
     settings: its paper's values of Hyper fields, which `make_hyper` takes
       for the fields it is not given; `server_lr` (eta_s, the server's
       step on a local client's model change) also where it is given as 0,
@@ -86,6 +90,7 @@ class Algorithm:
   broadcast: str = ''
   compressor_b: str = 'identity'
   warm_start: bool = False
+  privacy: str = 'off'
 
   def __post_init__(self):
     if not self.estimator:
@@ -345,6 +350,7 @@ def register_algorithm(algorithm: Algorithm, *, replace: bool = False
   compressors.index(algorithm.compressor_b)
   estimators.index(algorithm.estimator)
   broadcasts.index(algorithm.broadcast)
+  privatizers.index(algorithm.privacy)
   trigger_lib.index(algorithm.trigger)
   servers_lib.index(algorithm.server)
   clients_lib.index(algorithm.client)
@@ -364,7 +370,7 @@ def register_algorithm(algorithm: Algorithm, *, replace: bool = False
 SLOTS = {'compressor': compressors, 'trigger': trigger_lib,
          'server': servers_lib, 'client': clients_lib,
          'estimator': estimators, 'broadcast': broadcasts,
-         'compressor_b': compressors}
+         'compressor_b': compressors, 'privacy': privatizers}
 # Error feedback is a wrapper in the compressor slot: 'ef(top_k)' is top_k
 # with the worker's error memory added before compressing (the preset's
 # `error_feedback`); a preset that has it holds 'ef(...)' in that slot.

@@ -143,6 +143,9 @@ FIELDS: tuple[Field, ...] = (
        'int32'),
     _f('client', 'preset', None, None, '', 'index into `clients.CLIENTS`',
        'int32'),
+    _f('privacy', 'preset', None, None, '',
+       'index into `privatizers.PRIVACY` (off; dp_central, dp_distributed, '
+       'dp_local: differential privacy\'s clipping and noise)', 'int32'),
     # The parts' own parameters, {part: {param: array}} (`laq_jax.parts`):
     # set by dotted names ('rand_k.k'), declared by each part.
     _f('params', 'parts', None, None, '',

@@ -26,6 +26,7 @@ from laq_jax.parts import broadcasts
 from laq_jax.parts import clients as clients_lib
 from laq_jax.parts import compressors
 from laq_jax.parts import estimators
+from laq_jax.parts import privatizers
 from laq_jax.parts import servers as servers_lib
 from laq_jax.parts import triggers as trigger_lib
 from laq_jax.round import schedule
@@ -142,6 +143,7 @@ def make_hyper(algo: str | Algorithm = 'laq', *, dtype=jnp.float32,
   validate(**values)
   values['server_lr'] = server_lr(algorithm, values['server_lr'])
   check_participation(values, algorithm)
+  privatizers.check(algorithm, values)
   values['downlink_bits'] = broadcast_bits(algorithm, values['bits'],
                                            values['downlink_bits'])
   arrays = {'network': make_network(values, algorithm)}
@@ -170,6 +172,7 @@ def make_hyper(algo: str | Algorithm = 'laq', *, dtype=jnp.float32,
       authors_code=jnp.asarray(authors_code, bool),
       server=jnp.asarray(servers_lib.index(algorithm.server), jnp.int32),
       client=jnp.asarray(clients_lib.index(algorithm.client), jnp.int32),
+      privacy=jnp.asarray(privatizers.index(algorithm.privacy), jnp.int32),
       params=params,
   )
 

@@ -18,6 +18,7 @@ import numpy as np
 from laq_jax import parts as parts_lib
 from laq_jax import show as show_lib
 from laq_jax.parts import broadcasts as broadcasts_lib
+from laq_jax.parts import privatizers
 from laq_jax.parts import clients as clients_lib
 from laq_jax.parts import compressors
 from laq_jax.parts import estimators as estimators_lib
@@ -44,13 +45,13 @@ def grid_keys() -> tuple[str, ...]:
 
 def algorithm_parts(algo: str) -> tuple[str, ...]:
   """The names of the parts a preset uses (compressor, trigger, server,
-  client, estimator, broadcast, second compressor), then the parts whose
+  client, estimator, broadcast, second compressor, privacy), then the parts whose
   parameters they read (`Part.reads`: EF21-BC's `top_k_down`)."""
   a = get_algorithm(algo)
   slots = (a.compressor, a.trigger, a.server, a.client, a.estimator,
-           a.broadcast, a.compressor_b)
+           a.broadcast, a.compressor_b, a.privacy)
   kinds = ('compressor', 'trigger', 'server', 'client', 'estimator',
-           'broadcast', 'compressor')
+           'broadcast', 'compressor', 'privacy')
   registries = parts_lib.registries()
   read = tuple(r for kind, name in zip(kinds, slots)
                if name in registries[kind]
@@ -328,7 +329,7 @@ def needs_stragglers(point: Mapping[str, Any]) -> bool:
 def parts_of(points: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
   """The RunSpec parts the points need (what a program compiles in):
   compressors, triggers, servers, error_feedback, warm_start, downlink,
-  clients, estimators, broadcasts, compressors_b, weighting,
+  clients, estimators, broadcasts, compressors_b, privacy, weighting,
   participation, upload_memory, stragglers."""
   algos = [get_algorithm(p['algo']) for p in points]
   return dict(
@@ -344,6 +345,7 @@ def parts_of(points: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
       estimators=estimators_lib.check_names({a.estimator for a in algos}),
       broadcasts=broadcasts_lib.check_names({a.broadcast for a in algos}),
       compressors_b=compressors.check_names({a.compressor_b for a in algos}),
+      privacy=privatizers.check_names({a.privacy for a in algos}),
       weighting=any(
           (a.weighting if p.get('weighting', 'auto') == 'auto'
            else p['weighting']) != 'sum' for a, p in zip(algos, points)),

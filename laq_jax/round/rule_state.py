@@ -21,6 +21,7 @@ from laq_jax.parts import broadcasts as broadcasts_lib
 from laq_jax.parts import clients as clients_lib
 from laq_jax.parts import compressors
 from laq_jax.parts import estimators as estimators_lib
+from laq_jax.parts import privatizers
 from laq_jax.parts import servers as servers_lib
 from laq_jax.parts import triggers as trigger_lib
 from laq_jax.round import hyper as hyper_lib
@@ -129,6 +130,8 @@ class Parts:
     upload_memory: whether the server keeps each worker's last upload
       (`RuleState.last_upload_MxP`); False where no point reads it
       (`RunSpec.upload_memory`): [M, 0], and the round's uploads alone.
+    privacy: the privacy parts it may meet (`laq_jax.privatizers`); empty
+      or ('off',) alone: nothing of differential privacy compiled in.
   """
   compressors: tuple[parts_lib.Part, ...] = ()
   triggers: tuple[parts_lib.Part, ...] = ()
@@ -143,6 +146,7 @@ class Parts:
   compressors_b: tuple[parts_lib.Part, ...] = ()
   warm_start: bool = False
   upload_memory: bool = True
+  privacy: tuple[parts_lib.Part, ...] = ()
 
   def __post_init__(self):
     if not self.estimators:
@@ -156,9 +160,9 @@ class Parts:
   @classmethod
   def of(cls, compressors_=None, triggers=None, servers=None, clients=None,
          estimators=None, broadcasts=None, compressors_b=None,
-         **flags) -> 'Parts':
+         privacy=None, **flags) -> 'Parts':
     """Parts from names (None: every registered part of that kind; the
-    sgd server and the gradient client)."""
+    sgd server, the gradient client and no privacy)."""
     return cls(compressors.REGISTRY.parts(compressors_),
                trigger_lib.REGISTRY.parts(triggers),
                servers_lib.REGISTRY.parts(servers or ('sgd',)),
@@ -166,7 +170,15 @@ class Parts:
                estimators=estimators_lib.REGISTRY.parts(estimators),
                broadcasts=broadcasts_lib.REGISTRY.parts(broadcasts),
                compressors_b=compressors.REGISTRY.parts(
-                   compressors_b or ('identity',)), **flags)
+                   compressors_b or ('identity',)),
+               privacy=privatizers.REGISTRY.parts(privacy or ('off',)),
+               **flags)
+
+  @property
+  def private(self) -> tuple[parts_lib.Part, ...]:
+    """The privacy parts that privatize (all but 'off'); empty: nothing of
+    differential privacy compiled in."""
+    return tuple(p for p in self.privacy if p.name != 'off')
 
   @property
   def controls(self) -> tuple[parts_lib.Part, ...]:

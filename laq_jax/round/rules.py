@@ -31,6 +31,7 @@ from laq_jax import randomness
 from laq_jax.parts import broadcasts as broadcasts_lib
 from laq_jax.parts import clients as clients_lib
 from laq_jax.parts import estimators as estimators_lib
+from laq_jax.parts import privatizers
 from laq_jax.parts import servers as servers_lib
 from laq_jax.parts import triggers as trigger_lib
 from laq_jax.round import participation as participation_lib
@@ -213,6 +214,9 @@ def step(grads_MxP: jax.Array, state: RuleState, theta_P: jax.Array,
   if worker_ids_M is None:
     worker_ids_M = jnp.arange(grads_MxP.shape[0], dtype=jnp.int32)
   mean, worker_hyper = _weighting(hyper, parts, num_workers)
+  if parts.private:
+    grads_MxP = privacy_stage(grads_MxP, hyper, step_count, worker_ids_M,
+                              parts)
   out = workers_stage(grads_MxP, state, worker_hyper, step_count,
                       worker_ids_M, num_workers, parts, same_sample)
   if local is not None:
@@ -230,8 +234,15 @@ def step(grads_MxP: jax.Array, state: RuleState, theta_P: jax.Array,
   if mean is not None and local is not None and local.normalized is not None:
     step_P = work_scale(step_P, local, taken, counts_M, rows_M, hyper,
                         axis_name)
+  central = privatizers.central_step(out.last_upload_P, taken, hyper,
+                                     step_count, num_workers, parts.private,
+                                     axis_name)
+  if central is not None:  # the server's noisy mean (its points only)
+    step_P = jnp.where(central[0], central[1], step_P)
   new_theta_P, server = server_stage(step_P, theta_P, state, out, taken,
-                                     hyper, parts, num_workers, axis_name)
+                                     hyper, parts, num_workers, axis_name,
+                                     always=None if central is None
+                                     else central[0])
   if parts.shifts:
     out = after_stage(out, grads_MxP, state, theta_P, new_theta_P, taken,
                       hyper, parts)
@@ -269,6 +280,18 @@ def _weighting(hyper: Hyper, parts: Parts, num_workers: int):
   mean = hyper.weighting != participation_lib.WEIGHTING.index('sum')
   return mean, hyper._replace(step_size=jnp.where(
       mean, hyper.step_size / num_workers, hyper.step_size))
+
+
+def privacy_stage(grads_MxP, hyper: Hyper, step_count, worker_ids_M,
+                  parts: Parts):
+  """Each worker's upload candidate privatized by the point's privacy part
+  (`laq_jax.privatizers`: clipped, and in local and distributed modes its
+  Gaussian noise added, keyed (seed, k, m)) before the compressor, the
+  estimator and the trigger see it."""
+  keys = jax.vmap(lambda w: randomness.dp_noise_key(hyper.seed, step_count,
+                                                    w))(worker_ids_M)
+  return jax.vmap(lambda g, key: privatizers.privatize(
+      g, key, hyper, hyper.clients_per_round, parts.privacy))(grads_MxP, keys)
 
 
 def _write_rows(full: RuleState, out: Worker, rows_M, parts: Parts
@@ -328,10 +351,12 @@ def aggregate_stage(state: RuleState, out: Worker, taken, written, hyper,
 
 
 def server_stage(step_P, theta_P, state: RuleState, out: Worker, taken,
-                 hyper: Hyper, parts: Parts, num_workers: int, axis_name):
+                 hyper: Hyper, parts: Parts, num_workers: int, axis_name,
+                 always=None):
   """(theta^{k+1}, the server's state): its update part's step; under drop
   a round nobody took part in is no step at all (the optimizer's state
-  stays); the control variates c += sum_S (c_m+ - c_m) / M."""
+  stays), but where `always` (central DP: the noise is released every
+  round); the control variates c += sum_S (c_m+ - c_m) / M."""
   round_ = None
   if any(map(servers_lib.needs_round, parts.servers)):
     took = (jnp.ones(out.clock.shape, bool) if taken is None else taken)
@@ -346,6 +371,8 @@ def server_stage(step_P, theta_P, state: RuleState, out: Worker, taken,
   if taken is not None:
     idle = (hyper.absent == participation_lib.ABSENT.index('drop')) & ~jnp.any(
         collectives.gather_workers(taken, axis_name))
+    if always is not None:
+      idle = idle & ~always
     new_theta_P = jnp.where(idle, theta_P, new_theta_P)
     server = jax.tree.map(lambda new, old: jnp.where(idle, old, new), server,
                           state.server)

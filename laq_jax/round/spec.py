@@ -11,6 +11,7 @@ import numpy as np
 from laq_jax import network as network_lib
 from laq_jax import show as show_lib
 from laq_jax.parts import broadcasts as broadcasts_lib
+from laq_jax.parts import privatizers
 from laq_jax.parts import clients as clients_lib
 from laq_jax.parts import compressors
 from laq_jax.parts import estimators as estimators_lib
@@ -142,6 +143,9 @@ class RunSpec:
       no draws (on a CPU the draws were 45 of the 128 kernels of a round of
       full-batch logistic regression); `check_hyper` refuses a straggler
       model. The launchers set it from their points.
+    privacy: the privacy parts it may meet (`Hyper.privacy` picks one,
+      `laq_jax.privatizers`: differential privacy's clipping and noise);
+      default ('off',): none compiled in.
 
   The parts are resolved from their registries when the RunSpec is made,
   and the RunSpec holds the part objects (`part_objects`): two RunSpecs
@@ -174,6 +178,7 @@ class RunSpec:
   client_batch: int = 0
   upload_memory: bool = True
   stragglers: bool = True
+  privacy: tuple[str, ...] = ('off',)
   part_objects: tuple = dataclasses.field(default=(), init=False,
                                           repr=False)
 
@@ -181,11 +186,12 @@ class RunSpec:
   def parts(self) -> rules.Parts:
     """The rule's parts this program compiles in (the part objects)."""
     (compressors_, triggers, servers, clients, estimators_,
-     broadcasts_, compressors_b) = self.part_objects
+     broadcasts_, compressors_b, privacy) = self.part_objects
     return rules.Parts(compressors_, triggers, servers, self.error_feedback,
                        self.downlink, self.stochastic, clients,
                        self.weighting, estimators_, broadcasts_,
-                       compressors_b, self.warm_start, self.upload_memory)
+                       compressors_b, self.warm_start, self.upload_memory,
+                       privacy)
 
   @property
   def local(self) -> bool:
@@ -254,7 +260,8 @@ class RunSpec:
                            ('clients', clients_lib.REGISTRY),
                            ('estimators', estimators_lib.REGISTRY),
                            ('broadcasts', broadcasts_lib.REGISTRY),
-                           ('compressors_b', compressors.REGISTRY)):
+                           ('compressors_b', compressors.REGISTRY),
+                           ('privacy', privatizers.REGISTRY)):
       given = getattr(self, name)
       try:
         names = registry.check_names(registry.default_names if given is None
@@ -295,6 +302,7 @@ class RunSpec:
     used_clients = np.unique(np.asarray(hyper.client))
     used_estimators = np.unique(np.asarray(hyper.estimator))
     used_b = np.unique(np.asarray(hyper.compressor_b))
+    used_privacy = np.unique(np.asarray(hyper.privacy))
     # (a broadcast part runs only where the downlink is compiled in)
     used_broadcasts = (np.unique(np.asarray(hyper.broadcast))
                        if self.downlink else np.zeros((0,), int))
@@ -305,7 +313,8 @@ class RunSpec:
         ('clients', clients_lib.REGISTRY, used_clients),
         ('estimators', estimators_lib.REGISTRY, used_estimators),
         ('broadcasts', broadcasts_lib.REGISTRY, used_broadcasts),
-        ('compressors_b', compressors.REGISTRY, used_b)):
+        ('compressors_b', compressors.REGISTRY, used_b),
+        ('privacy', privatizers.REGISTRY, used_privacy)):
       names = [registry.names[int(i)] if 0 <= int(i) < len(registry)
                else f'#{int(i)}' for i in indices]
       missing = [n for n in names if n not in getattr(self, kind)]
@@ -314,7 +323,8 @@ class RunSpec:
                   and registry.get(n).opt_in]
         why = (f' ({", ".join(opt_in)}: opt-in, compiled in only where '
                'named)' if opt_in else '')
-        what = 'compressor_b' if kind == 'compressors_b' else kind[:-1]
+        what = {'compressors_b': 'compressor_b',
+                'privacy': 'privacy part'}.get(kind, kind[:-1])
         raise ValueError(f'hyper uses {what}(s) {", ".join(missing)} '
                          f'but RunSpec.{kind}={getattr(self, kind)}: the '
                          'program does not compile it in; list it in '
