@@ -457,6 +457,17 @@ class LasgReportTest(absltest.TestCase):
       self.assertEqual(cells(text, f'{algo} ({name})')[1:], by_hand)
     self.assertEqual(cells(text, 'the authors\' CADA2 (comm_wk2adam.txt)')[-1],
                      '18,361')
+    # The typo's effect: totals through 9,990 with and without it, and the
+    # running count's largest distance from the authors', by hand.
+    typo_k = [uploads['cada_mnist_typo'][0, :k + 1].sum() for k in marks]
+    plain = uploads['cada_mnist'][1, :9991].sum()
+    theirs = (1943, 3200, 5410, 9067, 12323, 15287, 18361)
+    far = max(abs(a - b) / b for a, b in zip(typo_k, theirs))
+    self.assertIn(
+        f'cada2_mnist_typo {typo_k[-1]:,} against cada2_mnist\'s {plain:,} '
+        f'({100 * (typo_k[-1] / plain - 1):+.1f}%), its running count within '
+        f'{100 * far:.1f}% of the authors\' CADA2 (comm_wk2adam.txt) at every '
+        'mark.', text)
     # A sweep of other lengths takes no Adam from it.
     short = lasg_report.load(pathlib.Path(tmp.name, 'cada_mnist_typo'))
     short['curves'] = dict(short['curves'], bits=np.ones((1, 5, workers)))

@@ -320,12 +320,51 @@ def cumulative_section(sweeps: dict[str, dict]) -> list[str]:
   body += [[f'the authors\' {run}'] + [fmt(v) for v in counts]
            for run, counts in CADA_MNIST_AUTHORS_CUMULATIVE.items()]
   header = ['run'] + [f'k ≤ {k:,}' for k in CADA_MNIST_MARKS]
+  effect = typo_effect(sweeps)
   return ['## Uploads over the run, beside the authors\' saved runs', '',
           'All workers\' uploads through iteration k (inclusive); the '
           'authors\' files (ChrisYZZ/CADA-master, Python/MNIST code/'
           'results_mnist_seed) record the running count every 10 iterations, '
           'through k = 9,990 at their last.', '',
-          table(header, body, 'l' + 'r' * len(CADA_MNIST_MARKS)), '']
+          table(header, body, 'l' + 'r' * len(CADA_MNIST_MARKS)), ''] + (
+              [effect, ''] if effect else [])
+
+
+# Each *_typo preset's run without the typo and the authors' file it
+# reproduces (CADA_MNIST_AUTHORS_CUMULATIVE's key).
+TYPO_PAIRS = {'cada1_mnist_typo': ('cada1_mnist', 'CADA1 (comm_wk1adam.txt)'),
+              'cada2_mnist_typo': ('cada2_mnist', 'CADA2 (comm_wk2adam.txt)')}
+
+
+def typo_effect(sweeps: dict[str, dict]) -> str:
+  """What the authors' AMSGrad typo does to each CADA preset's uploads:
+  with it against without it (their totals through k = 9,990), and its
+  running counts' largest relative distance from the authors' at the
+  marks; '' without a pair, or where a point of one diverged."""
+  cum = {}
+  for sweep in sweeps.values():
+    for g, r in enumerate(sweep['rows']):
+      if 'cum_uploads' in sweep['curves'] and not metrics.row_diverged(r):
+        cum[r['algo']] = sweep['curves']['cum_uploads'][g]
+  parts = []
+  for typo, (plain, run) in TYPO_PAIRS.items():
+    if typo not in cum or plain not in cum or (
+        cum[typo].size <= CADA_MNIST_MARKS[-1]):
+      continue
+    last = CADA_MNIST_MARKS[-1]
+    ours = [float(cum[typo][k]) for k in CADA_MNIST_MARKS]
+    theirs = CADA_MNIST_AUTHORS_CUMULATIVE[run]
+    far = max(abs(a - b) / b for a, b in zip(ours, theirs))
+    parts.append(
+        f'{typo} {fmt(int(cum[typo][last]))} against {plain}\'s '
+        f'{fmt(int(cum[plain][last]))} '
+        f'({100 * (cum[typo][last] / cum[plain][last] - 1):+.1f}%), its '
+        f'running count within {100 * far:.1f}% of the authors\' {run} at '
+        'every mark')
+  if not parts:
+    return ''
+  return ('The typo\'s effect on the uploads through k = '
+          f'{CADA_MNIST_MARKS[-1]:,}: ' + '; '.join(parts) + '.')
 
 
 TITLES = {'network': 'The minibatch network (the paper report\'s setting)',
