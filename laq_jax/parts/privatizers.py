@@ -223,9 +223,11 @@ def central_step(uploads_MxP, taken_M, hyper, step_count, num_workers: int,
 def check(algorithm, values: dict, where: str = '') -> None:
   """Refuses, in one line naming the sound option, what the accounting
   (`laq_jax.privacy`) does not cover: in central mode a trigger or a bit
-  count that reads the raw updates, stale uploads or weighted means; in
-  distributed mode anything but eager identity uploads of a fixed S; any
-  mode without uniform weighting under central and distributed."""
+  count that reads the raw updates, stale uploads or weighted means (and
+  so in distributed mode, which also needs eager identity uploads of a
+  fixed S); in every mode SCAFFOLD's control variates and a second
+  gradient on the raw sample. `values`: make_hyper's (a grid's arrays
+  too)."""
   name = algorithm.privacy
   if name == 'off':
     return
@@ -269,7 +271,7 @@ def check(algorithm, values: dict, where: str = '') -> None:
           f'{head}: weighting={weighting} is not allowed: the mechanism\'s '
           'sum is over equal, clipped uploads; use weighting=uniform')
   if mode == 'distributed':
-    if not values.get('clients_per_round'):
+    if not np.all(np.asarray(values.get('clients_per_round', 0)) > 0):
       raise ValueError(
           f'{head} needs clients_per_round (Poisson rounds may carry no '
           'noise); set clients_per_round=S')
