@@ -267,6 +267,34 @@ class AccountingTest(absltest.TestCase):
                              num_clients=10)
 
 
+  def test_a_sweeps_results_gain_epsilon_and_delta(self):
+    # experiments/run/grid.py: every row gets the columns where any point
+    # privatizes; local mode counts the most participations of its clients.
+    from experiments.run import grid  # pylint: disable=g-import-not-at-top
+    rows = [{'algo': a, 'iterations': 20} for a in
+            ('fedavg', 'fedavg+privacy=dp_central', 'fedavg+privacy=dp_local')]
+    points = [dict(participation=0.5, clients_per_round=0,
+                   **{'dp_central.noise_multiplier': 1.0,
+                      'dp_local.noise_multiplier': 4.0,
+                      'dp_local.delta': 1e-3}) for _ in rows]
+    present = np.zeros((3, 20, 10), bool)
+    present[2, :, 3] = True  # client 3 in every round of the local point
+    present[2, :5, 4] = True
+    grid.privacy_columns(rows, points, present, 10)
+    self.assertEqual((rows[0]['epsilon'], rows[0]['delta']), (None, None))
+    want = privatizers.accounting(
+        'dp_central', {'clip': 1.0, 'noise_multiplier': 1.0, 'delta': 1e-5},
+        rounds=20, num_clients=10, participation=0.5)['epsilon']
+    self.assertEqual(rows[1]['epsilon'], want)
+    want = privatizers.accounting(
+        'dp_local', {'clip': 1.0, 'noise_multiplier': 4.0, 'delta': 1e-3},
+        rounds=20, num_clients=10, participations=20)['epsilon']
+    self.assertEqual((rows[2]['epsilon'], rows[2]['delta']), (want, 1e-3))
+    plain = [{'algo': 'fedavg', 'iterations': 20}]
+    grid.privacy_columns(plain, points[:1], None, 10)
+    self.assertNotIn('epsilon', plain[0])
+
+
 class RefusalTest(parameterized.TestCase):
 
   @parameterized.named_parameters(

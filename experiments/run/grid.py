@@ -32,6 +32,7 @@ from experiments.run import startup
 from laq_jax import distributed
 from laq_jax import metrics
 from laq_jax import plotting
+from laq_jax import privatizers
 from laq_jax import sweep as sweep_lib
 from laq_jax import sweep_metrics
 
@@ -64,6 +65,42 @@ def _progress_note(fstar: float | None):
             f'uploads this chunk {int(uploads.min())}..{int(uploads.max())} '
             f'of {chunk * p.trace.sent_M.shape[-1]}')
   return note
+
+
+def privacy_columns(rows: list[dict], points: list[dict],
+                    participants_GxTxM, num_workers: int) -> None:
+  """Where a point privatizes (its preset's privacy slot), every row gains
+  `epsilon` and `delta`: what its releases spent (`privatizers.accounting`,
+  at its part's parameters; local mode after the most rounds any one of
+  its clients took part in), None for the others; no columns where no
+  point privatizes."""
+  algos = [laq_jax.get_algorithm(r['algo']) for r in rows]
+  if all(a.privacy == 'off' for a in algos):
+    return
+  for g, (row, point, algo) in enumerate(zip(rows, points, algos)):
+    row['epsilon'] = row['delta'] = None
+    if algo.privacy == 'off':
+      continue
+    part = privatizers.REGISTRY.get(algo.privacy)
+    prefix = algo.privacy + '.'
+    defaults = part.defaults()
+    # (a point's value overrides the preset's where it differs from the
+    # default, as make_hyper reads them)
+    params = {**defaults,
+              **{k[len(prefix):]: v for k, v in algo.params
+                 if k.startswith(prefix)},
+              **{k[len(prefix):]: v for k, v in point.items()
+                 if k.startswith(prefix)
+                 and v != defaults.get(k[len(prefix):])}}
+    count = (int(np.max(np.sum(participants_GxTxM[g], axis=0)))
+             if participants_GxTxM is not None else int(row['iterations']))
+    spent = privatizers.accounting(
+        algo.privacy, params, rounds=int(row['iterations']),
+        num_clients=num_workers,
+        participation=float(point.get('participation', 1.0)),
+        clients_per_round=int(point.get('clients_per_round', 0)),
+        participations=count)
+    row['epsilon'], row['delta'] = spent.get('epsilon'), spent.get('delta')
 
 
 def _compile_count(built) -> int | None:
@@ -238,6 +275,8 @@ def sweep_and_evaluate(config, workdir: str | os.PathLike, *,
     row['flops_per_worker_step'] = float(np.mean(laq_jax.flops_per_worker_step(
         dataclasses.replace(built.spec, stochastic=laq_jax.get_algorithm(
             row['algo']).stochastic), shard)))
+  privacy_columns(rows, points, (result.extra or {}).get('participants_M'),
+                  config.num_workers)
   diverged = [r for r in rows if r['diverged']]
   reached = sum(r['target_iteration'] is not None for r in rows)
   info = {
