@@ -49,6 +49,9 @@ def _client_round(spec: RunSpec, data, hyper: Hyper, worker, step, theta_P,
     _, grads_1xP, same, local = gradients(step, theta_P, theta_P, state)
   else:
     _, grads_1xP, same = gradients(step, theta_P, theta_P)
+  if spec.parts.private:  # local DP: the client's noise, before packing
+    grads_1xP = rules.privacy_stage(grads_1xP, server_hyper, step,
+                                    worker[None], spec.parts)
   # (as rules.step: alpha / M under a weighted mean)
   _, worker_hyper = rules._weighting(  # pylint: disable=protected-access
       server_hyper, spec.parts, spec.num_workers)

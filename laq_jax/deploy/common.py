@@ -133,10 +133,12 @@ def check_deployable(spec: RunSpec, hyper: Hyper, dtype) -> str:
                        'stateless compressors')
   if parts.controls:
     raise ValueError('control variates (scaffold) are not deployable yet')
-  if parts.private:
-    raise ValueError(f'privacy part {parts.private[0].name!r} is not '
-                     'deployable yet (its noise would be added before '
-                     'packing: to come); deploy with privacy=off')
+  undeployed = [p.name for p in parts.private if p.name != 'dp_local']
+  if undeployed:  # (local DP: each client adds its noise before packing)
+    raise ValueError(f'privacy part {undeployed[0]!r} is not deployable yet '
+                     '(the server\'s noise, or secure aggregation, is not '
+                     'simulated on a wire); deploy with privacy=dp_local or '
+                     'off')
   reading = [p.name for p in parts.servers if servers_lib.needs_round(p)]
   if reading:
     raise ValueError(f'server {reading[0]!r} (it reads the round\'s '
