@@ -57,7 +57,10 @@ WHOLE_MESSAGE = ('crash', 'exit')  # every preset's reply is lost
 # refusal)
 REASON = {'length': 'bytes declared as ', 'width': 'format value bits=40',
           'nan': 'non-finite', 'claim': None,
-          'crash': 'error reply', 'exit': 'no reply'}
+          'crash': 'error reply',
+          # (a process that exits: no reply by the round's timeout, or
+          # Flower's error reply where it notices the process gone first)
+          'exit': ('no reply', 'error reply: ClientApp stopped responding')}
 
 
 def _spec(runs):
@@ -346,7 +349,8 @@ class FlowerDeploymentTest(absltest.TestCase):
     # (90 s a round: the ClientApp process that replaces the one that
     # exited in round 3 loads every preset's programs within round 4's
     # timeout; at 40 s it missed it once in .ci/run beside the other test
-    # group, 2026-12-07, refused as no reply)
+    # group, 2026-12-07, refused as no reply; at 90 s Flower may notice the
+    # exited process before the timeout: REASON['exit'] allows both)
     record, output = self.deploy(
         _spec(RUNS), rounds=ROUNDS, misbehave=_misbehave_spec(HOW),
         **{'round-timeout-s': 90})
@@ -381,7 +385,9 @@ class FlowerDeploymentTest(absltest.TestCase):
                for r in record['laq']['refusals']}
     for (k, m), h in HOW.items():
       if REASON[h]:
-        self.assertIn(REASON[h], reasons[k, m])
+        said = REASON[h] if isinstance(REASON[h], tuple) else (REASON[h],)
+        self.assertTrue(any(w in reasons[k, m] for w in said),
+                        (k, m, reasons[k, m], said))
       for algo, _ in RUNS:
         self.assertEqual(
             output.count(f'round {k}: refused client {m} ({algo}):')
