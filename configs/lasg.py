@@ -70,7 +70,8 @@ CADA_PARAMS = {'cada_amsgrad': {'eps': 1e-7}, 'cada_wk1': {'c': 0.05},
 # The follow-ups' presets: their own study, not the compressor family's.
 PRESETS = ('lasg_wk2', 'lasg_wk1', 'lasg_ps', 'lasg_wk2_laq', 'lasg_wk1_laq',
            'lasg_ps_laq', 'cada1', 'cada2', 'cada_adam', 'cada1_mnist',
-           'cada2_mnist')
+           'cada2_mnist', 'cada1_mnist_typo', 'cada2_mnist_typo',
+           'cada_adam_typo')
 NETWORK_ALGOS = ('sgd', 'slaq', 'lasg_wk2', 'lasg_wk1', 'lasg_ps',
                  'lasg_wk2_laq', 'lasg_wk1_laq', 'lasg_ps_laq', 'cada1',
                  'cada2', 'cada_adam')
