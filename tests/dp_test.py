@@ -22,6 +22,7 @@ from laq_jax import points
 from laq_jax import privatizers
 from laq_jax import randomness
 from tests import common
+from tests import local_test  # (its documented minibatch draws)
 from tests import reference
 
 M, N, B = 4, 40, 8
@@ -71,19 +72,6 @@ def _spec(algos):
                     batch_size=B, loss_every=1, **parts)
 
 
-def _batches():
-  out = []
-  for k in range(ROUNDS):
-    row = []
-    for m in range(M):
-      key = randomness.batch_key(SEED, k, m)
-      row.append([common.batch_rows(
-          key if j == 0 else jax.random.fold_in(key, j), N, B)
-                  for j in range(STEPS)])
-    out.append(row)
-  return out
-
-
 def _noise():
   """N(0, I_P) from the documented keys: client m's at (SEED, k, m), the
   server's at (SEED, k, M)."""
@@ -119,7 +107,8 @@ class OracleTest(absltest.TestCase):
         self.assertTrue(0 < present.sum() < present.size)
         ref = reference.run_local(
             self.x, self.y, rounds=ROUNDS, theta0=self.theta0,
-            batches=_batches(), present=present, local_steps=STEPS,
+            batches=local_test._batches(SEED, ROUNDS, STEPS),
+            present=present, local_steps=STEPS,
             client_lr=LR, server_lr=0.7, lam=0.01, uniforms=uniforms,
             noise=noise, **dp)
         np.testing.assert_array_equal(t.bits_M, np.asarray(ref['bits']))
